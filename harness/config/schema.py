@@ -1,0 +1,174 @@
+"""Typed schema of the configuration (registered in Hydra's ConfigStore).
+
+Every group of `conf/` has a dataclass here; OmegaConf rejects a wrong type
+or an unknown key at load time, naming the key. Semantic rules (seed 000 §3:
+`_validate`, edit budget, minibatch, gate) live in harness/config/validate.py.
+
+Secrets are not part of the schema: `llm.api_key_env` names the environment
+variable that holds the key; the key itself is read from the environment or
+`.env` only (harness/config/secrets.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = "sim"  # "sim" | "jsonl"
+    # sim world
+    seed: int = 7
+    n_task_types: int = 11
+    questions_per_type: int = 60
+    n_choices: int = 4
+    # jsonl: the user's questions (JSONL or Parquet), scoring
+    path: Optional[str] = None
+    scorer: str = "exact"  # "exact" | "normalized" | "<module>:<function>"
+    task_types: list[str] = field(default_factory=list)  # empty = take the task types found in the file
+    questions_path: str = "data/questions.parquet"
+
+
+@dataclass
+class LLMConfig:
+    provider: str = "sim"  # "sim" | "openai"
+    model: str = "sim-solver-1"  # shared default model
+    models: dict[str, str] = field(default_factory=dict)  # role -> model (falls back to `model`)
+    base_url: Optional[str] = None
+    api_key_env: str = "OPENAI_API_KEY"  # name of the env variable, never the key
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 20.0
+    temperature: float = 0.7
+    max_tokens: int = 1024
+    concurrency: int = 16
+    # USD per million tokens: {model: {"input": x, "output": y}}
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)
+    cache_dir: str = ".cache/llm"
+    max_agent_steps: int = 4
+
+
+# `lambda` is a Python keyword, so the gate schema is built with the field
+# named exactly as users write it (`gate.lambda`). Only `dataclasses.fields`
+# and class defaults are used by OmegaConf; the class is never instantiated.
+def _gate_config_class() -> type:
+    annotations: dict[str, Any] = {
+        "rule": str,  # "sequential" | "accept_all" | "gepa" | "mcnemar"
+        "lambda": float,  # accept when log E-process >= lambda (ln 20 ~ 3.0 is alpha = 0.05)
+        "lambda_dir": float,  # reject when direction log-LR <= lambda_dir (< 0)
+        "theta1": float,  # fixed alternative P(win | discordant) of the direction statistic
+        "block_size": int,  # questions per block (decisions only at block ends)
+        "anchor_fraction": float,  # share of each block drawn uniformly from the whole pool
+        "max_pairs": int,  # pair budget per gate (fresh samples when questions are re-asked)
+        "undecided": str,  # "probation" | "reject"
+        "p_low": float,  # ladder keeps questions with p_low <= p_hat <= p_high
+        "p_high": float,
+        "ema_gamma": float,  # gamma-EMA weight of a new observation in p_hat
+        "probe_every": int,  # cold ladder: one probe question after every `probe_every` interleaved ones
+        "mcnemar_n": int,  # fixed-n McNemar rule: pairs per decision
+        "mcnemar_alpha": float,
+        "infra_max_ratio": float,  # INFRA guard: abort when infra failures / rollouts exceed this
+        "infra_min_denominator": int,  # ... judged only once this many rollouts were seen
+    }
+    defaults: dict[str, Any] = {
+        "rule": "sequential",
+        "lambda": 3.0,
+        "lambda_dir": -1.56,
+        "theta1": 0.625,
+        "block_size": 20,
+        "anchor_fraction": 0.25,
+        "max_pairs": 400,
+        "undecided": "probation",
+        "p_low": 0.02,
+        "p_high": 0.98,
+        "ema_gamma": 0.3,
+        "probe_every": 3,
+        "mcnemar_n": 100,
+        "mcnemar_alpha": 0.05,
+        "infra_max_ratio": 0.2,
+        "infra_min_denominator": 10,
+    }
+    namespace: dict[str, Any] = {"__annotations__": annotations, "__module__": __name__, **defaults}
+    cls = type("GateConfig", (object,), namespace)
+    return dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+
+
+GateConfig = _gate_config_class()
+
+
+@dataclass
+class EvolveConfig:
+    method: str = "reflective"  # "reflective" | "h2"
+    edit_budget_start: int = 3  # max edits per candidate at the first step
+    edit_budget_end: int = 1  # ... at the last step (linear schedule), also the slow update's budget
+    cooldown_steps: int = 1  # steps a skill rests after an accept
+    max_case_questions: int = 8  # failing questions shown to the editor per skill
+    max_skill_chars: int = 6000
+    diagnose_concurrency: int = 8
+    # Harness² (evolve=h2 and stages.improve)
+    h2_k: int = 1
+    h2_mode: str = "parallel"  # "parallel" | "sequential"
+    h2_budget_usd: float = 5.0
+    h2_max_sessions: int = 12
+    h2_probe_questions: int = 8
+
+
+@dataclass
+class PoolsConfig:
+    test_size: int = 220
+    val_size: int = 220
+    diagnosis_size: int = 220
+    eval_min_per_class: int = 20
+    val_correct_ratio: Optional[float] = None  # None = natural distribution
+    seed: int = 11
+    path: str = "data/pools.json"
+
+
+@dataclass
+class BatchingConfig:
+    batch_size: int = 44
+    min_class_per_batch: int = 2
+    small_class_threshold: int = 8  # classes with <= this many questions are packed whole (FFD)
+    mix_correct: bool = True
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 3
+    early_stop_patience: int = 2  # epochs without a best improvement before stopping
+    seed: int = 0
+    run_name: str = "default"
+    state_dir: str = "state"
+    concurrency: int = 16
+    slow_update: bool = True
+    momentum: bool = True
+    system_tool_update: bool = True
+    # ${schedule:...} resolvers fill these (see harness/config/resolvers.py)
+    steps_per_epoch: int = 5
+    schedule: list[Any] = field(default_factory=list)
+    epoch_schedule: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    tracking_uri: Optional[str] = None  # None = sqlite:///<project root>/mlflow.db (absolute)
+    experiment: str = "harness-trainer"
+    log_tables: bool = True
+    parent_run_name: Optional[str] = None
+
+
+@dataclass
+class RootConfig:
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    gate: GateConfig = field(default_factory=lambda: GateConfig)  # type: ignore[valid-type]
+    evolve: EvolveConfig = field(default_factory=EvolveConfig)
+    pools: PoolsConfig = field(default_factory=PoolsConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    quiet: bool = False

@@ -1,0 +1,194 @@
+"""Plain dataclasses shared by the decision kernel, the loop and the checkpoint.
+
+Everything here is data: no I/O, no LLM. Field sets are part of the
+checkpoint format (harness/checkpoint.py revives them with `Cls(**d)`), so
+adding a field is a format change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+GateAction = Literal["accept", "reject", "continue", "probation"]
+
+# Momentum / quadrant categories: the single source of truth.
+IMPROVED = "IMPROVED"
+REGRESSED = "REGRESSED"
+PERSISTENT_FAIL = "PERSISTENT_FAIL"
+STABLE_SUCCESS = "STABLE_SUCCESS"
+CATEGORY_ORDER = (REGRESSED, IMPROVED, PERSISTENT_FAIL, STABLE_SUCCESS)  # REGRESSED first: strongest harm signal
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One paired observation of a question in a gate block."""
+
+    qid: str
+    baseline: Optional[bool]  # None = infra failure / no outcome
+    candidate: Optional[bool]
+    sample_index: int = 0  # the candidate sample used in this pair
+    anchor: bool = False  # drawn from the anchor stratum
+
+    @property
+    def infra(self) -> bool:
+        return self.baseline is None or self.candidate is None
+
+    @property
+    def sign(self) -> int:
+        """+1 win, -1 loss, 0 tie or infra."""
+        if self.infra or self.baseline == self.candidate:
+            return 0
+        return 1 if self.candidate else -1
+
+
+@dataclass(frozen=True)
+class GateParams:
+    rule: str = "sequential"
+    lambda_accept: float = 3.0
+    lambda_dir: float = -1.56
+    theta1: float = 0.625
+    block_size: int = 20
+    anchor_fraction: float = 0.25
+    max_pairs: int = 400
+    undecided: str = "probation"  # "probation" | "reject"
+    p_low: float = 0.02
+    p_high: float = 0.98
+    ema_gamma: float = 0.3
+    probe_every: int = 3
+    mcnemar_n: int = 100
+    mcnemar_alpha: float = 0.05
+    infra_max_ratio: float = 0.2
+    infra_min_denominator: int = 10
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    action: GateAction
+    log_e: float  # log of the accept e-process
+    log_lr_dir: float  # direction statistic (log-LR of theta1 vs 1/2)
+    wins: int
+    losses: int
+    ties: int
+    n_pairs: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class QuadrantClassification:
+    improved: tuple[str, ...] = ()
+    regressed: tuple[str, ...] = ()
+    persistent_fail: tuple[str, ...] = ()
+    stable_success: tuple[str, ...] = ()
+
+
+@dataclass
+class CaseSample:
+    qid: str
+    task_type: str
+    question: str
+    predicted: Optional[str]
+    answer: str
+    correct: bool
+    trace_excerpt: str = ""
+
+
+@dataclass
+class SkillCasePack:
+    task_type: str
+    skill_file: str
+    cases: list[CaseSample] = field(default_factory=list)
+
+
+@dataclass
+class SystemCasePack:
+    """Failures accumulated over an epoch for the system prompt's slow update."""
+
+    epoch: int
+    cases: list[CaseSample] = field(default_factory=list)
+
+
+@dataclass
+class ToolCasePack:
+    """Tool-usage evidence accumulated over an epoch for one tool guide."""
+
+    tool: str
+    epoch: int
+    calls: int = 0
+    errors: int = 0
+    examples: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RejectedEdit:
+    task_type: str
+    skill_file: str
+    summary: str
+    epoch: int
+    step: int
+    reason: str = ""
+
+
+@dataclass
+class Probation:
+    """An edit accepted on probation; settled by the slow update."""
+
+    task_type: str
+    skill_file: str
+    anchor_skills_version: str  # version to revert the file to on regression
+    opened_epoch: int
+    opened_step: int
+    correctness_snapshot: dict[str, bool] = field(default_factory=dict)
+    pending_edits: list[RejectedEdit] = field(default_factory=list)
+    accepted_version: str = ""
+    kind: str = "probation"  # "probation" (undecided gate) | "accepted" (accepted edit under watch)
+
+
+@dataclass
+class Edit:
+    """One edit proposed by the editor. `op`: add | replace | delete."""
+
+    op: str
+    text: str
+    old: str = ""
+    rationale: str = ""
+
+
+@dataclass
+class EditApplication:
+    edit: Edit
+    status: str  # "applied" | "not_found" | "duplicate" | "over_budget" | "invalid"
+    detail: str = ""
+
+
+@dataclass
+class EvolutionRecord:
+    """Outcome of evolving one skill file at one step."""
+
+    task_type: str
+    skill_file: str
+    old_text: str
+    new_text: str
+    edits: list[Edit] = field(default_factory=list)
+    apply_report: list[EditApplication] = field(default_factory=list)
+    no_change_reason: str = ""
+    parse_error: str = ""
+    usd: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return self.new_text != self.old_text
+
+    @property
+    def applied_edits(self) -> list[Edit]:
+        return [a.edit for a in self.apply_report if a.status == "applied"]
+
+
+@dataclass
+class DiagnosisResult:
+    """Per-question diagnoses of one rollout run, grouped by task type."""
+
+    run_id: str
+    by_task_type: dict[str, list[str]] = field(default_factory=dict)  # task_type -> diagnosis texts
+    failures: dict[str, list[CaseSample]] = field(default_factory=dict)
+    usd: float = 0.0

@@ -1,0 +1,100 @@
+"""The one async provider protocol every LLM backend implements.
+
+Messages and params in; text, token usage, USD cost and latency out. Every
+call names its role, and the provider picks the role's model (falling back to
+the shared default). `sample_index` is part of the request so that the same
+prompt can be sampled again on purpose (the gate needs fresh samples) while a
+re-run of the same work hits the response cache.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+class Role(str, enum.Enum):
+    SOLVER = "solver"
+    DIAGNOSER = "diagnoser"
+    EDITOR = "editor"
+    SELECTOR = "selector"
+    REFLECTOR = "reflector"
+    JUDGE = "judge"
+    PROBE = "probe"  # Harness² probe rollouts (an agent run on a candidate tree)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    role: Role
+    messages: tuple[ChatMessage, ...]
+    params: tuple[tuple[str, Any], ...] = ()  # sorted (key, value) pairs: temperature, max_tokens, ...
+    sample_index: int = 0
+
+    @staticmethod
+    def make(role: Role, messages: list[ChatMessage] | tuple[ChatMessage, ...], *, sample_index: int = 0, **params: Any) -> LLMRequest:
+        return LLMRequest(role=Role(role), messages=tuple(messages), params=tuple(sorted(params.items())), sample_index=sample_index)
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    text: str
+    model: str
+    provider: str
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cached: bool = False
+
+
+class LLMError(RuntimeError):
+    """A call that failed for good (after retries). `kind` says why.
+
+    kinds: "timeout", "rate_limit", "server", "connection", "bad_response",
+    "auth", "bad_request", "budget".
+    """
+
+    def __init__(self, kind: str, message: str, *, role: Role | None = None, model: str | None = None):
+        super().__init__(f"[{kind}] {message}")
+        self.kind = kind
+        self.role = role
+        self.model = model
+
+    @property
+    def is_infra(self) -> bool:
+        """Infrastructure failures are not evidence about the harness."""
+        return self.kind in {"timeout", "rate_limit", "server", "connection", "bad_response"}
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    name: str
+
+    def model_for(self, role: Role) -> str: ...
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Return the response or raise LLMError. Never hangs past its timeout."""
+        ...

@@ -1,0 +1,221 @@
+"""One representation of a harness: relative POSIX path -> text.
+
+A `HarnessTree` is an immutable mapping. It is what the skill/prompt stores
+version, what the loop's editor changes, what Harness² proposes and what the
+simulated solver reads. Paths are validated on construction (no absolute
+paths, no `..`, no empty segments, no backslashes), so a tree can never
+escape the root it is saved under.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+# Files that are never part of a harness (editor caches, OS litter).
+IGNORED_PARTS = frozenset({"__pycache__", ".DS_Store", ".pytest_cache", ".ipynb_checkpoints"})
+IGNORED_SUFFIXES = (".pyc", ".pyo", ".tmp")
+
+
+class TreePathError(ValueError):
+    """A harness path is unsafe or malformed."""
+
+
+def check_relative_path(path: str) -> str:
+    """Return `path` normalised to POSIX form, or raise TreePathError naming it."""
+    if not isinstance(path, str) or not path:
+        raise TreePathError(f"harness path must be a non-empty string, got {path!r}")
+    if "\\" in path:
+        raise TreePathError(f"harness path {path!r} contains a backslash; use '/'")
+    if "\x00" in path:
+        raise TreePathError(f"harness path {path!r} contains a NUL byte")
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        raise TreePathError(f"harness path {path!r} is absolute; paths must be relative to the harness root")
+    parts = path.split("/")
+    for part in parts:
+        if part in ("", "."):
+            raise TreePathError(f"harness path {path!r} has an empty or '.' segment")
+        if part == "..":
+            raise TreePathError(f"harness path {path!r} contains '..'; it would escape the harness root")
+    return str(PurePosixPath(path))
+
+
+def is_ignored(path: str) -> bool:
+    parts = path.split("/")
+    return any(p in IGNORED_PARTS for p in parts) or path.endswith(IGNORED_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class TreeDiff:
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+class HarnessTree(Mapping[str, str]):
+    """Immutable mapping of safe relative path -> UTF-8 text."""
+
+    __slots__ = ("_files", "_fingerprint")
+
+    def __init__(self, files: Mapping[str, str] | None = None):
+        clean: dict[str, str] = {}
+        for path, text in (files or {}).items():
+            norm = check_relative_path(path)
+            if is_ignored(norm):
+                continue
+            if not isinstance(text, str):
+                raise TypeError(f"harness file {norm!r}: content must be str, got {type(text).__name__}")
+            clean[norm] = text
+        self._files = dict(sorted(clean.items()))
+        self._fingerprint: str | None = None
+
+    # Mapping protocol
+    def __getitem__(self, path: str) -> str:
+        return self._files[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __repr__(self) -> str:
+        return f"HarnessTree({len(self)} files, fingerprint={self.fingerprint})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, HarnessTree):
+            return self._files == other._files
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    @property
+    def fingerprint(self) -> str:
+        """First 16 hex digits of sha1 over (relative path, bytes) in sorted order."""
+        if self._fingerprint is None:
+            h = hashlib.sha1()
+            for path, text in self._files.items():
+                data = text.encode("utf-8")
+                h.update(path.encode("utf-8"))
+                h.update(b"\x00")
+                h.update(str(len(data)).encode())
+                h.update(b"\x00")
+                h.update(data)
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+    # Functional updates
+    def with_files(self, changes: Mapping[str, str | None]) -> HarnessTree:
+        """New tree with `changes` applied; a value of None deletes that path."""
+        files = dict(self._files)
+        for path, text in changes.items():
+            norm = check_relative_path(path)
+            if text is None:
+                files.pop(norm, None)
+            else:
+                files[norm] = text
+        return HarnessTree(files)
+
+    def subtree(self, prefix: str) -> HarnessTree:
+        """Files under `prefix/`, with the prefix stripped."""
+        prefix = check_relative_path(prefix) + "/"
+        return HarnessTree({p[len(prefix):]: t for p, t in self._files.items() if p.startswith(prefix)})
+
+    def prefixed(self, prefix: str) -> HarnessTree:
+        prefix = check_relative_path(prefix)
+        return HarnessTree({f"{prefix}/{p}": t for p, t in self._files.items()})
+
+    def merged(self, other: Mapping[str, str]) -> HarnessTree:
+        files = dict(self._files)
+        files.update(other)
+        return HarnessTree(files)
+
+    def diff(self, other: HarnessTree) -> TreeDiff:
+        """What changes from self to other."""
+        mine, theirs = set(self._files), set(other._files)
+        return TreeDiff(
+            added=tuple(sorted(theirs - mine)),
+            removed=tuple(sorted(mine - theirs)),
+            changed=tuple(sorted(p for p in mine & theirs if self._files[p] != other._files[p])),
+        )
+
+    def unified_diff(self, other: HarnessTree) -> str:
+        chunks: list[str] = []
+        for path in sorted(set(self._files) | set(other._files)):
+            a, b = self._files.get(path), other._files.get(path)
+            if a == b:
+                continue
+            chunks.extend(
+                difflib.unified_diff(
+                    (a or "").splitlines(keepends=True),
+                    (b or "").splitlines(keepends=True),
+                    fromfile=f"a/{path}" if a is not None else "/dev/null",
+                    tofile=f"b/{path}" if b is not None else "/dev/null",
+                )
+            )
+        return "".join(chunks)
+
+    # Disk I/O
+    @classmethod
+    def load(cls, root: str | os.PathLike[str]) -> HarnessTree:
+        """Read every regular file under `root` (UTF-8). Symlinks are refused."""
+        root_path = Path(root)
+        if not root_path.is_dir():
+            raise FileNotFoundError(f"harness root {root_path} is not a directory")
+        files: dict[str, str] = {}
+        for dirpath, dirnames, filenames in os.walk(root_path):
+            dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_PARTS)
+            for name in sorted(filenames):
+                full = Path(dirpath) / name
+                rel = full.relative_to(root_path).as_posix()
+                if is_ignored(rel):
+                    continue
+                if full.is_symlink():
+                    raise TreePathError(f"harness file {full} is a symlink; symlinks are not allowed in a harness tree")
+                try:
+                    files[rel] = full.read_text(encoding="utf-8")
+                except UnicodeDecodeError as exc:
+                    raise TreePathError(f"harness file {full} is not UTF-8 text: {exc}") from exc
+        return cls(files)
+
+    def save(self, root: str | os.PathLike[str]) -> None:
+        """Write the tree as the exact content of `root`, atomically.
+
+        The tree is written into a sibling temp directory which then replaces
+        `root`, so a crash leaves either the old or the new tree, never a mix.
+        """
+        root_path = Path(root)
+        root_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = root_path.with_name(f".{root_path.name}.tmp-{os.getpid()}")
+        old = root_path.with_name(f".{root_path.name}.old-{os.getpid()}")
+        _rmtree(tmp)
+        tmp.mkdir()
+        for path, text in self._files.items():
+            target = tmp.joinpath(*path.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        if root_path.exists():
+            os.replace(root_path, old)
+            os.replace(tmp, root_path)
+            _rmtree(old)
+        else:
+            os.replace(tmp, root_path)
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self._files)
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    if path.exists():
+        shutil.rmtree(path)
