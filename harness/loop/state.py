@@ -1,0 +1,254 @@
+"""Pipeline state directories, the stage schedule and resume planning.
+
+A *state directory* is what a workspace-carrying stage (pools/init, gate,
+slow) writes, and what the next stage reads:
+
+    <dir>/workspace/        the workspace (harness/workspace.py layout: versions, manifest, best pointer)
+    <dir>/checkpoint.json   TrainState (harness/checkpoint.py)
+    <dir>/gate_pools.json   the information ladder (kernel GatePools)
+    <dir>/baseline_cache.json  kernel BaselineCache
+    <dir>/lineage.json      run-log fragments of every earlier stage of this chain + stop flag
+    <dir>/runlog.sqlite     this stage's own rows only
+    <dir>/report.json       step or epoch report
+    <dir>/DONE.json         written last; its presence means the stage finished
+
+Non-carrying stages (batches, rollout, evolve, holdout) write their own
+files plus DONE.json. `copy_state` copies a predecessor's carried files
+(never its runlog/report/DONE) into a fresh output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import atomic_write_json
+
+DONE = "DONE.json"
+LINEAGE = "lineage.json"
+RUNLOG = "runlog.sqlite"
+CHECKPOINT = "checkpoint.json"
+WORKSPACE = "workspace"
+GATE_POOLS = "gate_pools.json"
+BASELINE_CACHE = "baseline_cache.json"
+REPORT = "report.json"
+CARRIED = (WORKSPACE, CHECKPOINT, GATE_POOLS, BASELINE_CACHE)
+
+
+class StateError(RuntimeError):
+    """A state directory is missing, unfinished or inconsistent."""
+
+
+def is_done(path: str | Path) -> bool:
+    return (Path(path) / DONE).is_file()
+
+
+def require_done(path: str | Path, what: str) -> Path:
+    p = Path(path)
+    if not is_done(p):
+        raise StateError(f"{what} state {p} is not finished (no {DONE}); run the stage that writes it first")
+    return p
+
+
+def fresh_output(out: str | Path) -> Path:
+    """Empty `out` (a stage re-run starts from nothing; the response cache makes it cheap)."""
+    p = Path(out)
+    if p.exists():
+        shutil.rmtree(p)
+    p.mkdir(parents=True)
+    return p
+
+
+def mark_done(out: str | Path, info: dict[str, Any] | None = None) -> None:
+    atomic_write_json(Path(out) / DONE, {"done": True, **(info or {})})
+
+
+def read_done(path: str | Path) -> dict[str, Any]:
+    return json.loads((Path(path) / DONE).read_text(encoding="utf-8"))
+
+
+def copy_state(prev: str | Path, out: str | Path) -> None:
+    """Copy the carried files of `prev` into `out` (already fresh)."""
+    prev, out = Path(prev), Path(out)
+    for name in CARRIED:
+        src = prev / name
+        if src.is_dir():
+            shutil.copytree(src, out / name, symlinks=False)
+        elif src.is_file():
+            shutil.copy2(src, out / name)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Run-log fragments of the chain up to (not including) this stage, and whether training stopped."""
+
+    fragments: tuple[str, ...] = ()
+    stopped: bool = False
+    stop_reason: str = ""
+
+    def with_fragment(self, path: str) -> Lineage:
+        return Lineage(self.fragments + (path,), self.stopped, self.stop_reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fragments": list(self.fragments), "stopped": self.stopped, "stop_reason": self.stop_reason}
+
+
+def read_lineage(state: str | Path) -> Lineage:
+    path = Path(state) / LINEAGE
+    if not path.is_file():
+        raise StateError(f"state {state} has no {LINEAGE}")
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return Lineage(tuple(d["fragments"]), bool(d["stopped"]), str(d["stop_reason"]))
+
+
+def write_lineage(out: str | Path, lineage: Lineage) -> None:
+    atomic_write_json(Path(out) / LINEAGE, lineage.to_dict())
+
+
+def rel_to(root: Path, path: Path) -> str:
+    """`path` relative to the project root when inside it (state stays relocatable), else absolute."""
+    try:
+        return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix() if path.resolve().is_relative_to(root.resolve()) else str(path.resolve())
+    except ValueError:
+        return str(path.resolve())
+
+
+def resolve_fragments(root: Path, lineage: Lineage) -> list[Path]:
+    return [p if p.is_absolute() else root / p for p in (Path(f) for f in lineage.fragments)]
+
+
+# --- the schedule -------------------------------------------------------------
+
+
+def steps_per_epoch(diagnosis_size: int, batch_size: int) -> int:
+    if batch_size <= 0:
+        raise ValueError(f"batching.batch_size must be > 0, got {batch_size}")
+    return max(1, math.ceil(diagnosis_size / batch_size))
+
+
+@dataclass(frozen=True)
+class StageItem:
+    """One stage invocation of the unrolled loop, with its input/output paths (relative to the state dir's parent)."""
+
+    kind: str  # prepare | pools | batches | rollout | evolve | gate | slow | holdout
+    epoch: int = 0
+    step: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind in ("rollout", "evolve", "gate"):
+            return f"{self.kind}@e{self.epoch}.s{self.step}"
+        if self.kind in ("batches", "slow"):
+            return f"{self.kind}@e{self.epoch}"
+        return self.kind
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """Paths of the pipeline state under a root (see docs/ARCHITECTURE.md 'Pipeline state')."""
+
+    root: Path
+    state_dir: str = "state"
+    questions_path: str = "data/questions.parquet"
+    pools_path: str = "data/pools.json"
+
+    @property
+    def state(self) -> Path:
+        return self.root / self.state_dir
+
+    @property
+    def questions(self) -> Path:
+        return self.root / self.questions_path
+
+    @property
+    def pools(self) -> Path:
+        return self.root / self.pools_path
+
+    @property
+    def init(self) -> Path:
+        return self.state / "init"
+
+    def batches(self, epoch: int) -> Path:
+        return self.state / f"e{epoch}" / "batches.json"
+
+    def step_dir(self, epoch: int, step: int) -> Path:
+        return self.state / f"e{epoch}" / f"s{step}"
+
+    def rollout(self, epoch: int, step: int) -> Path:
+        return self.step_dir(epoch, step) / "rollout"
+
+    def evolve(self, epoch: int, step: int) -> Path:
+        return self.step_dir(epoch, step) / "evolve"
+
+    def gate(self, epoch: int, step: int) -> Path:
+        return self.step_dir(epoch, step) / "gate"
+
+    def slow(self, epoch: int) -> Path:
+        return self.state / f"e{epoch}" / "slow"
+
+    @property
+    def holdout(self) -> Path:
+        return self.state / "holdout"
+
+    def prev_of_step(self, epoch: int, step: int) -> Path:
+        """State a step starts from: previous step's gate, or the previous epoch's slow state, or init."""
+        if step > 1:
+            return self.gate(epoch, step - 1)
+        return self.slow(epoch - 1) if epoch > 1 else self.init
+
+    def prev_of_epoch(self, epoch: int) -> Path:
+        return self.slow(epoch - 1) if epoch > 1 else self.init
+
+    def output_of(self, item: StageItem) -> Path:
+        return {
+            "prepare": lambda: self.questions,
+            "pools": lambda: self.init,
+            "batches": lambda: self.batches(item.epoch),
+            "rollout": lambda: self.rollout(item.epoch, item.step),
+            "evolve": lambda: self.evolve(item.epoch, item.step),
+            "gate": lambda: self.gate(item.epoch, item.step),
+            "slow": lambda: self.slow(item.epoch),
+            "holdout": lambda: self.holdout,
+        }[item.kind]()
+
+
+def full_schedule(epochs: int, n_steps: int) -> list[StageItem]:
+    """prepare → pools → [batches@e → (rollout → evolve → gate)* → slow@e]* → holdout."""
+    if epochs < 1:
+        raise ValueError(f"train.epochs must be >= 1, got {epochs}")
+    items = [StageItem("prepare"), StageItem("pools")]
+    for e in range(1, epochs + 1):
+        items.append(StageItem("batches", e))
+        for s in range(1, n_steps + 1):
+            items += [StageItem("rollout", e, s), StageItem("evolve", e, s), StageItem("gate", e, s)]
+        items.append(StageItem("slow", e))
+    items.append(StageItem("holdout"))
+    return items
+
+
+def stage_done(paths: StatePaths, item: StageItem) -> bool:
+    """A stage is done when its DONE.json exists (prepare, batches: their single file, written atomically)."""
+    if item.kind == "prepare":
+        return paths.questions.is_file()
+    if item.kind == "batches":
+        return paths.batches(item.epoch).is_file()
+    if item.kind == "pools":
+        return paths.pools.is_file() and is_done(paths.init)
+    return is_done(paths.output_of(item))
+
+
+def resume_plan(paths: StatePaths, schedule: list[StageItem]) -> list[StageItem]:
+    """The stages still to run, in order: everything from the first stage without its DONE marker.
+
+    Later stages that happen to be marked done are re-run too (their inputs
+    are about to change); the response cache makes re-running them free.
+    """
+    for i, item in enumerate(schedule):
+        if not stage_done(paths, item):
+            return schedule[i:]
+    return []

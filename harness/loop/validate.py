@@ -1,0 +1,229 @@
+"""Block-sequential validation of one candidate skill (seed 000 §11).
+
+`validate_skill_local` is the only sub-orchestrator of the loop. For one
+candidate skill file it:
+
+1. materialises the candidate tree in a uniquely named temp dir under the
+   workspace (`.cand_tmp/`), removed in `finally`; the solver reads the tree
+   loaded back from that directory;
+2. cuts the question plan into blocks of `block_size`;
+3. per block, strictly in order (the block barrier): baseline outcomes from
+   the BaselineCache, running only the misses → the candidate on the whole
+   block → the INFRA guard over all blocks so far → pairing → the gate rule's
+   decision on every pair so far;
+4. the decision of the last block is terminal (no decision outside the loop).
+
+Anti-leak: the gate run prefix must contain `_gate_` (checked at entry) so
+the ladder never absorbs these rollouts; every rollout draws a fresh sample
+index from a per-gate counter starting far above the step/slow indices, so a
+pair never reuses the sample that placed its question on the ladder, and a
+re-asked question gets a fresh sample (its baseline too, bypassing the cache).
+
+Only the rows of the terminal block carry a stop reason in the evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Protocol
+
+from harness.kernel.types import GateParams, GateVerdict, PairResult
+from harness.questions import Question
+from harness.tree import HarnessTree
+
+GATE_MARK = "_gate_"
+GATE_SAMPLE_BASE = 10_000_000
+
+# (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure)
+RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Awaitable[list[Optional[bool]]]]
+# (pairs so far, params, final) -> verdict; `final` means this block is the last one
+DecideFn = Callable[[Sequence[PairResult], GateParams, bool], GateVerdict]
+
+
+class BaselineStore(Protocol):
+    def get(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> Optional[bool]: ...
+
+    def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, correct: bool) -> None: ...
+
+
+class InfraFailureError(RuntimeError):
+    """Too many infrastructure failures in a gate: its outcome would not be evidence about the harness."""
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One question asked in the gate, in ladder order."""
+
+    qid: str
+    anchor: bool = False
+
+
+@dataclass(frozen=True)
+class InferenceRunConfig:
+    concurrency: int = 16
+    max_steps: int = 4
+
+
+@dataclass
+class ValidationOutcome:
+    action: str  # accept | reject | probation
+    verdict: GateVerdict
+    gate_run_id: str
+    pairs: list[PairResult] = field(default_factory=list)
+    candidate_correctness: dict[str, bool] = field(default_factory=dict)  # observed questions only
+    evidence: list[dict] = field(default_factory=list)
+    rollouts: int = 0  # rollouts actually run (baseline misses + candidate)
+    baseline_cache_hits: int = 0
+    blocks: int = 0
+
+
+def gate_sample_start(gate_run_id: str) -> int:
+    """First sample index of a gate: 10_000_000 + stable_hash(run_id) % 10**6 * 100."""
+    digest = int(hashlib.sha1(gate_run_id.encode("utf-8")).hexdigest(), 16)
+    return GATE_SAMPLE_BASE + (digest % 10**6) * 100
+
+
+def skill_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
+    """Raise when infra failures exceed `infra_max_ratio` once `infra_min_denominator` rollouts were seen."""
+    if n_total >= params.infra_min_denominator and n_total > 0 and n_infra / n_total > params.infra_max_ratio:
+        raise InfraFailureError(
+            f"{where}: {n_infra} of {n_total} rollouts failed for infrastructure reasons "
+            f"(> gate.infra_max_ratio={params.infra_max_ratio}); the gate is aborted, not decided"
+        )
+
+
+def materialize_candidate(workspace_dir: Path, tree: HarnessTree, label: str) -> Path:
+    """Write `tree` to a uniquely named dir under `<workspace>/.cand_tmp/` and return it."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:60]
+    path = Path(workspace_dir) / ".cand_tmp" / f"{safe}-{uuid.uuid4().hex[:12]}"
+    tree.save(path)
+    return path
+
+
+async def validate_skill_local(
+    *,
+    task_type: str,
+    skill_file: str,
+    baseline_tree: HarnessTree,
+    candidate_tree: HarnessTree,
+    plan: Sequence[PlanItem],
+    questions: Mapping[str, Question],
+    rollout: RolloutFn,
+    decide: DecideFn,
+    params: GateParams,
+    gate_run_prefix: str,
+    workspace_dir: Path,
+    baseline_cache: BaselineStore | None,
+    prompts_version: str,
+    epoch: int = 0,
+    step: int = 0,
+    block_size: int | None = None,
+    known_baseline: Mapping[str, bool] | None = None,
+) -> ValidationOutcome:
+    """Run the block-sequential gate of one candidate skill file.
+
+    `plan` is the ordered list of questions to ask (ladder order with the
+    anchor stratum interleaved, already cut to the pair budget; a qid may
+    repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
+    outside the gate for first asks instead of the cache.
+    """
+    if GATE_MARK not in gate_run_prefix:
+        raise ValueError(f"gate run prefix {gate_run_prefix!r} must contain {GATE_MARK!r} (the ladder's anti-leak filter relies on it)")
+    if not plan:
+        raise ValueError(f"gate {gate_run_prefix}: empty question plan for task type {task_type!r}")
+    missing = sorted({p.qid for p in plan} - set(questions))
+    if missing:
+        raise KeyError(f"gate {gate_run_prefix}: plan names unknown qids {missing[:5]}")
+    size = int(block_size or params.block_size)
+    if size < 1:
+        raise ValueError(f"gate.block_size must be >= 1, got {size}")
+
+    base_hash = skill_hash(baseline_tree.get(skill_file, ""))
+    cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
+    next_index = gate_sample_start(gate_run_prefix)
+    out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"), gate_run_id=gate_run_prefix)
+    asked: set[str] = set()
+    n_infra = n_total = 0
+    cand_dir = materialize_candidate(workspace_dir, candidate_tree, f"{task_type}")
+    try:
+        cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
+        if cand_view != candidate_tree:
+            raise RuntimeError(f"gate {gate_run_prefix}: candidate tree changed on its way through {cand_dir}")
+        blocks = [plan[i:i + size] for i in range(0, len(plan), size)]
+        for b, block in enumerate(blocks):
+            final = b == len(blocks) - 1
+            # -- 1. baseline (cache first, run only the misses); fresh sample indices per rollout
+            indices: list[int] = []
+            baseline: list[Optional[bool]] = [None] * len(block)
+            misses: list[int] = []
+            for i, item in enumerate(block):
+                indices.append(next_index)
+                next_index += 1
+                first_ask = item.qid not in asked
+                hit: Optional[bool] = None
+                if first_ask and known_baseline is not None and item.qid in known_baseline:
+                    hit = bool(known_baseline[item.qid])
+                elif first_ask and baseline_cache is not None:
+                    hit = baseline_cache.get(task_type, base_hash, prompts_version, item.qid)
+                if hit is None:
+                    misses.append(i)
+                else:
+                    baseline[i] = hit
+                    out.baseline_cache_hits += 1
+            if misses:
+                got = await rollout(baseline_tree, [(questions[block[i].qid], indices[i]) for i in misses], base_run)
+                for i, value in zip(misses, got):
+                    baseline[i] = value
+                    n_total += 1
+                    n_infra += value is None
+                    if value is not None and baseline_cache is not None and block[i].qid not in asked:
+                        baseline_cache.put(task_type, base_hash, prompts_version, block[i].qid, bool(value))
+                out.rollouts += len(misses)
+            # -- 2. candidate on the whole block
+            cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
+            out.rollouts += len(block)
+            n_total += len(block)
+            n_infra += sum(v is None for v in cand)
+            # -- 3. INFRA guard across blocks
+            guard_infra_failures(n_infra, n_total, params, f"gate {gate_run_prefix}")
+            # -- 4. pairing
+            block_pairs = [PairResult(item.qid, baseline[i], cand[i], indices[i], item.anchor) for i, item in enumerate(block)]
+            out.pairs.extend(block_pairs)
+            for item, value in zip(block, cand):
+                asked.add(item.qid)
+                if value is not None:
+                    out.candidate_correctness[item.qid] = bool(value)
+            # -- 5. decision on everything so far; the last block's decision is terminal
+            verdict = decide(out.pairs, params, final)
+            terminal = verdict.action != "continue"
+            if final and not terminal:
+                raise RuntimeError(f"gate rule returned 'continue' on the final block of {gate_run_prefix}")
+            seq0 = len(out.evidence)
+            for k, p in enumerate(block_pairs):
+                out.evidence.append(dict(
+                    gate_run_id=gate_run_prefix, seq=seq0 + k, block=b, epoch=epoch, step=step, task_type=task_type,
+                    qid=p.qid, baseline=p.baseline, candidate=p.candidate, sample_index=p.sample_index, anchor=p.anchor,
+                    sign=p.sign, log_e=verdict.log_e, log_lr_dir=verdict.log_lr_dir, action=verdict.action,
+                    stop_reason=(verdict.reason or verdict.action) if terminal else None,
+                ))
+            out.blocks = b + 1
+            out.verdict = verdict
+            if terminal:
+                out.action = verdict.action
+                break
+        return out
+    finally:
+        shutil.rmtree(cand_dir, ignore_errors=True)
+        try:
+            cand_dir.parent.rmdir()  # only when empty
+        except OSError:
+            pass
