@@ -1,0 +1,220 @@
+"""`llm=openai`: any OpenAI-compatible server through the official SDK.
+
+Works against hosted APIs and local servers (vLLM, llama.cpp server,
+Ollama) via `llm.base_url`. The SDK's own retries are off so this module
+owns the policy: per-attempt deadline `llm.timeout_s`; exponential backoff
+with jitter on 429 / 5xx / timeouts / connection errors (`llm.max_retries`,
+`llm.backoff_base_s`, `llm.backoff_max_s`); malformed bodies and empty
+choice lists are `bad_response`, retried at most `MAX_BAD_RESPONSE_RETRIES`
+times. Cost comes from `llm.prices`. The API key is read from the
+environment only and never appears in a log line or an exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+
+from harness.llm.backoff import backoff_delay
+from harness.llm.prices import cost_usd, has_price, validate_prices
+from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
+from harness.llm.roles import check_role_names, model_for_role
+
+logger = logging.getLogger("harness.llm.openai")
+
+MAX_BAD_RESPONSE_RETRIES = 2
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+LOCAL_DUMMY_KEY = "local-no-key"
+RETRYABLE_KINDS = frozenset({"timeout", "rate_limit", "server", "connection"})
+_MAX_MESSAGE_CHARS = 300
+
+
+def is_local_base_url(base_url: str | None) -> bool:
+    if not base_url:
+        return False
+    return (urlparse(base_url).hostname or "") in LOCAL_HOSTS
+
+
+def resolve_api_key(llm_cfg: Any) -> str:
+    """The key named by `llm.api_key_env`, read from the environment (or `.env` via config.secrets).
+
+    A local base_url without a key gets a dummy key; any other missing key is
+    an LLMError("auth") naming the variable (never its value).
+    """
+    env_name = getattr(llm_cfg, "api_key_env", None) or "OPENAI_API_KEY"
+    key: str | None
+    try:
+        from harness.config.secrets import get_api_key  # config helper's module (reads .env too)
+    except ImportError:
+        key = os.environ.get(env_name)
+    else:
+        try:
+            key = get_api_key(llm_cfg)
+        except (KeyError, LookupError, ValueError):
+            key = None
+    if key:
+        return key
+    base_url = getattr(llm_cfg, "base_url", None)
+    if is_local_base_url(base_url):
+        return LOCAL_DUMMY_KEY
+    raise LLMError(
+        "auth",
+        f"environment variable {env_name} (llm.api_key_env) is not set; it must hold the API key for "
+        f"{base_url or 'the default OpenAI endpoint'} (a local base_url such as http://127.0.0.1:8000/v1 needs no key)",
+    )
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` replaced, truncated for logs."""
+    if secret and secret != LOCAL_DUMMY_KEY:
+        text = text.replace(secret, "***")
+    return text[:_MAX_MESSAGE_CHARS]
+
+
+def classify_error(exc: BaseException) -> tuple[str, float | None]:
+    """(LLMError kind, Retry-After seconds or None) for an exception raised by one attempt."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
+        return "timeout", None
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection", None
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = _retry_after_seconds(exc)
+        if status == 429:
+            return "rate_limit", retry_after
+        if status in (401, 403):
+            return "auth", None
+        if status == 408:
+            return "timeout", retry_after
+        if status == 409 or status >= 500:
+            return "server", retry_after
+        return "bad_request", None
+    if isinstance(exc, (json.JSONDecodeError, ValueError, openai.APIResponseValidationError)):
+        return "bad_response", None
+    return "bad_response", None
+
+
+def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
+    try:
+        value = exc.response.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def extract_completion(completion: Any) -> tuple[str, Usage | None]:
+    """(text, usage or None) of a chat completion; ValueError when it has no usable choice."""
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise ValueError(f"response has no choice list (got {type(completion).__name__})")
+    if not choices:
+        raise ValueError("response has an empty choice list")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if not isinstance(content, str):
+        raise ValueError("first choice has no text content")
+    usage = getattr(completion, "usage", None)
+    if usage is None:
+        return content, None
+    return content, Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+
+
+class OpenAIProvider:
+    """LLMProvider over `openai.AsyncOpenAI` with this module's retry policy."""
+
+    name = "openai"
+
+    def __init__(self, llm_cfg: Any, *, api_key: str | None = None, rng: random.Random | None = None, sleep=asyncio.sleep):
+        check_role_names(llm_cfg)
+        self._cfg = llm_cfg
+        self._prices = dict(getattr(llm_cfg, "prices", None) or {})
+        validate_prices(self._prices)
+        self._timeout_s = float(llm_cfg.timeout_s)
+        if self._timeout_s <= 0:
+            raise ValueError(f"llm.timeout_s must be > 0, got {self._timeout_s}")
+        self._max_retries = int(llm_cfg.max_retries)
+        if self._max_retries < 0:
+            raise ValueError(f"llm.max_retries must be >= 0, got {self._max_retries}")
+        self._backoff_base_s = float(llm_cfg.backoff_base_s)
+        self._backoff_max_s = float(llm_cfg.backoff_max_s)
+        self._api_key = api_key or resolve_api_key(llm_cfg)
+        self._client = openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=getattr(llm_cfg, "base_url", None) or None,
+            timeout=self._timeout_s,
+            max_retries=0,  # retries are ours (backoff, jitter, bad_response)
+        )
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self._warned_no_price: set[str] = set()
+        self._warned_no_usage: set[str] = set()
+
+    def model_for(self, role: Role) -> str:
+        return model_for_role(self._cfg, role)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _payload(self, request: LLMRequest, model: str) -> dict[str, Any]:
+        params = {"temperature": self._cfg.temperature, "max_tokens": self._cfg.max_tokens}
+        params.update(request.params_dict)
+        return {"model": model, "messages": [m.to_dict() for m in request.messages], **params}
+
+    async def _attempt(self, payload: dict[str, Any]) -> Any:
+        async with asyncio.timeout(self._timeout_s):  # whole-attempt deadline (httpx's is per phase)
+            return await self._client.chat.completions.create(**payload)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        model = self.model_for(request.role)
+        payload = self._payload(request, model)
+        started = time.perf_counter()
+        attempt = 0
+        bad_responses = 0
+        while True:
+            kind: str
+            retry_after: float | None = None
+            try:
+                completion = await self._attempt(payload)
+                text, usage = extract_completion(completion)
+                return self._response(text, usage, model, request, started)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # classified below; nothing escapes unclassified
+                kind, retry_after = classify_error(exc)
+                detail = redact(f"{type(exc).__name__}: {exc}", self._api_key)
+            retryable = kind in RETRYABLE_KINDS or (kind == "bad_response" and bad_responses < min(MAX_BAD_RESPONSE_RETRIES, self._max_retries))
+            if kind == "bad_response":
+                bad_responses += 1
+            if not retryable or attempt >= self._max_retries:
+                logger.warning("%s call to model %s failed for good after %d attempt(s): %s", request.role.value, model, attempt + 1, detail)
+                raise LLMError(kind, f"{request.role.value} call to model {model!r} failed after {attempt + 1} attempt(s): {detail}", role=request.role, model=model)
+            delay = backoff_delay(attempt, base_s=self._backoff_base_s, max_s=self._backoff_max_s, rng=self._rng, retry_after_s=retry_after)
+            logger.info("%s call to model %s: %s (%s); retry %d/%d in %.2fs", request.role.value, model, kind, detail, attempt + 1, self._max_retries, delay)
+            attempt += 1
+            await self._sleep(delay)
+
+    def _response(self, text: str, usage: Usage | None, model: str, request: LLMRequest, started: float) -> LLMResponse:
+        if usage is None:
+            if model not in self._warned_no_usage:
+                self._warned_no_usage.add(model)
+                logger.warning("model %s returned no token usage; tokens and cost are recorded as 0", model)
+            usage = Usage()
+        if self._prices and not has_price(self._prices, model) and model not in self._warned_no_price:
+            self._warned_no_price.add(model)
+            logger.warning("llm.prices has no entry for model %s; its calls are recorded at 0 USD", model)
+        return LLMResponse(
+            text=text,
+            model=model,
+            provider=self.name,
+            usage=usage,
+            cost_usd=cost_usd(self._prices, model, usage),
+            latency_s=time.perf_counter() - started,
+        )

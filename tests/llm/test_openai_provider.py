@@ -1,0 +1,201 @@
+"""OpenAIProvider against a real HTTP server on 127.0.0.1 (tests/support/openai_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from harness.llm.openai_provider import OpenAIProvider, resolve_api_key
+from harness.llm.protocol import ChatMessage, LLMError, LLMRequest, Role
+from tests.support.llm_config import fast_llm_config
+from tests.support.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.timeout(30)
+
+SECRET = "sk-test-SECRET-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(slow_s=2.0) as srv:
+        yield srv
+
+
+def make_provider(server: FakeOpenAIServer, **overrides) -> OpenAIProvider:
+    cfg = fast_llm_config(base_url=server.base_url, **overrides)
+    return OpenAIProvider(cfg, api_key=SECRET)
+
+
+def request(role: Role = Role.SOLVER, text: str = "What is 2+2?", **params) -> LLMRequest:
+    return LLMRequest.make(role, [ChatMessage("system", "Be brief."), ChatMessage("user", text)], **params)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def complete_and_close(provider: OpenAIProvider, req: LLMRequest):
+    try:
+        return await provider.complete(req)
+    finally:
+        await provider.aclose()
+
+
+def test_normal_call_returns_text_usage_cost_and_sends_the_key(server):
+    provider = make_provider(server, prices={"test-model": {"input": 1.0, "output": 2.0}})
+    response = run(complete_and_close(provider, request(temperature=0.0)))
+    assert response.text.endswith("ANSWER: A")
+    assert response.provider == "openai" and response.model == "test-model"
+    assert response.usage.completion_tokens > 0
+    expected = (response.usage.prompt_tokens * 1.0 + response.usage.completion_tokens * 2.0) / 1e6
+    assert response.cost_usd == pytest.approx(expected)
+    assert response.latency_s > 0
+    [sent] = server.requests
+    assert sent.headers["Authorization"] == f"Bearer {SECRET}"
+    assert sent.body["model"] == "test-model"
+    assert sent.body["temperature"] == 0.0  # request params override config defaults
+    assert sent.body["messages"][1] == {"role": "user", "content": "What is 2+2?"}
+
+
+def test_role_model_falls_back_to_shared_default(server):
+    async def both():
+        provider = make_provider(server, models={"editor": "big-editor"})
+        await provider.complete(request(Role.EDITOR))
+        await complete_and_close(provider, request(Role.SOLVER))
+
+    run(both())
+    assert [r.body["model"] for r in server.requests] == ["big-editor", "test-model"]
+
+
+@pytest.mark.parametrize("behaviour", ["429", "500", "malformed", "empty_choices"])
+def test_transient_failure_then_success(server, behaviour):
+    server.script(behaviour)
+    response = run(complete_and_close(make_provider(server), request()))
+    assert response.text.endswith("ANSWER: A")
+    assert [r.behaviour for r in server.requests] == [behaviour, "normal"]
+
+
+def test_timeout_then_success_within_deadline(server):
+    server.script("slow")
+    started = time.monotonic()
+    response = run(complete_and_close(make_provider(server), request()))
+    assert response.text
+    assert time.monotonic() - started < 1.5  # one 0.5 s timeout, not the 2 s slow response
+
+
+@pytest.mark.parametrize(
+    "behaviour, kind",
+    [("429", "rate_limit"), ("500", "server"), ("slow", "timeout"), ("malformed", "bad_response"), ("empty_choices", "bad_response")],
+)
+def test_persistent_failure_is_a_clear_error_not_a_hang(server, behaviour, kind):
+    server.script(*[behaviour] * 10)
+    provider = make_provider(server, max_retries=2)
+    started = time.monotonic()
+    with pytest.raises(LLMError) as info:
+        run(complete_and_close(provider, request(Role.DIAGNOSER)))
+    assert info.value.kind == kind
+    assert info.value.role is Role.DIAGNOSER and info.value.model == "test-model"
+    assert "diagnoser call to model 'test-model' failed after" in str(info.value)
+    assert len(server.requests) == 3  # 1 + max_retries
+    assert time.monotonic() - started < 5
+
+
+def test_bad_responses_are_retried_a_bounded_number_of_times(server):
+    server.script(*["malformed"] * 10)
+    with pytest.raises(LLMError) as info:
+        run(complete_and_close(make_provider(server, max_retries=8), request()))
+    assert info.value.kind == "bad_response"
+    assert len(server.requests) == 3  # 1 + MAX_BAD_RESPONSE_RETRIES, not 1 + max_retries
+
+
+def test_auth_error_is_not_retried(server):
+    server.script("401")
+    with pytest.raises(LLMError) as info:
+        run(complete_and_close(make_provider(server), request()))
+    assert info.value.kind == "auth"
+    assert len(server.requests) == 1
+
+
+def test_connection_refused_is_a_connection_error():
+    cfg = fast_llm_config(base_url="http://127.0.0.1:9/v1", max_retries=1)  # port 9: nothing listens
+    with pytest.raises(LLMError) as info:
+        run(complete_and_close(OpenAIProvider(cfg, api_key=SECRET), request()))
+    assert info.value.kind == "connection"
+
+
+def test_missing_usage_is_recorded_as_zero_with_a_warning(server, caplog):
+    server.script("no_usage")
+    with caplog.at_level(logging.WARNING, logger="harness.llm.openai"):
+        response = run(complete_and_close(make_provider(server), request()))
+    assert response.usage.total_tokens == 0 and response.cost_usd == 0.0
+    assert "returned no token usage" in caplog.text
+
+
+def test_key_never_appears_in_logs_or_errors(server, caplog, tmp_path):
+    log_file = tmp_path / "run.log"
+    handler = logging.FileHandler(log_file)
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.DEBUG)
+    try:
+        server.script("429", "500", "slow", "malformed")
+        with caplog.at_level(logging.DEBUG):
+            provider = make_provider(server, max_retries=5)
+            run(complete_and_close(provider, request()))
+            server.script(*["401"] * 3)
+            with pytest.raises(LLMError) as info:
+                run(complete_and_close(make_provider(server), request()))
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(old_level)
+    assert all(r.headers["Authorization"] == f"Bearer {SECRET}" for r in server.requests)
+    assert "retry" in caplog.text  # the retries were logged ...
+    assert SECRET not in caplog.text  # ... without the key
+    assert SECRET not in log_file.read_text()
+    assert SECRET not in str(info.value) and SECRET not in repr(info.value)
+
+
+def test_missing_key_for_remote_url_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("HT_TEST_KEY", raising=False)
+    cfg = fast_llm_config(base_url="https://api.example.com/v1", api_key_env="HT_TEST_KEY")
+    with pytest.raises(LLMError) as info:
+        OpenAIProvider(cfg)
+    assert info.value.kind == "auth" and "HT_TEST_KEY" in str(info.value)
+
+
+def test_local_url_accepts_a_missing_key_and_env_key_is_used(monkeypatch, server):
+    monkeypatch.delenv("HT_TEST_KEY", raising=False)
+    assert resolve_api_key(fast_llm_config(base_url=server.base_url, api_key_env="HT_TEST_KEY"))
+    monkeypatch.setenv("HT_TEST_KEY", SECRET)
+    provider = OpenAIProvider(fast_llm_config(base_url=server.base_url, api_key_env="HT_TEST_KEY"))
+    run(complete_and_close(provider, request()))
+    assert server.requests[-1].headers["Authorization"] == f"Bearer {SECRET}"
+
+
+def test_concurrent_calls_overlap(server):
+    server.latency_s = 0.2
+
+    async def many():
+        provider = make_provider(server)
+        try:
+            return await asyncio.gather(*(provider.complete(request(text=f"q{i}")) for i in range(10)))
+        finally:
+            await provider.aclose()
+
+    started = time.monotonic()
+    responses = run(many())
+    assert len(responses) == 10
+    assert time.monotonic() - started < 1.0  # 10 x 0.2 s sequentially would be 2 s
+
+
+def test_bad_config_values_are_named():
+    with pytest.raises(ValueError, match="llm.prices.m.input"):
+        OpenAIProvider(fast_llm_config(base_url="http://127.0.0.1:1/v1", prices={"m": {"input": -1, "output": 1}}), api_key="x")
+    with pytest.raises(ValueError, match="llm.models.solvr"):
+        OpenAIProvider(fast_llm_config(base_url="http://127.0.0.1:1/v1", models={"solvr": "m"}), api_key="x")
