@@ -9,8 +9,8 @@ candidate skill file it:
 2. cuts the question plan into blocks of `block_size`;
 3. per block, strictly in order (the block barrier): baseline outcomes from
    the BaselineCache, running only the misses → the candidate on the whole
-   block → the INFRA guard over all blocks so far → pairing → the gate rule's
-   decision on every pair so far;
+   block → pairing → the INFRA guard over all blocks so far and the gate
+   rule's decision on every pair so far (kernel `gate_decision`);
 4. the decision of the last block is terminal (no decision outside the loop).
 
 Anti-leak: the gate run prefix must contain `_gate_` (checked at entry) so
@@ -27,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
-from harness.kernel.types import GateParams, GateVerdict, PairResult
+from harness.kernel.gate import gate_decision, infra_guard, pair_block
+from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -41,8 +42,6 @@ GATE_SAMPLE_BASE = 10_000_000
 
 # (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure)
 RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Awaitable[list[Optional[bool]]]]
-# (pairs so far, params, final) -> verdict; `final` means this block is the last one
-DecideFn = Callable[[Sequence[PairResult], GateParams, bool], GateVerdict]
 
 
 class BaselineStore(Protocol):
@@ -52,7 +51,7 @@ class BaselineStore(Protocol):
 
 
 class InfraFailureError(RuntimeError):
-    """Too many infrastructure failures in a gate: its outcome would not be evidence about the harness."""
+    """Too many infrastructure failures: the outcome would not be evidence about the harness."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,6 @@ async def validate_skill_local(
     plan: Sequence[PlanItem],
     questions: Mapping[str, Question],
     rollout: RolloutFn,
-    decide: DecideFn,
     params: GateParams,
     gate_run_prefix: str,
     workspace_dir: Path,
@@ -128,13 +126,18 @@ async def validate_skill_local(
     step: int = 0,
     block_size: int | None = None,
     known_baseline: Mapping[str, bool] | None = None,
+    informing_samples: Mapping[str, Collection[int]] | None = None,
 ) -> ValidationOutcome:
     """Run the block-sequential gate of one candidate skill file.
 
     `plan` is the ordered list of questions to ask (ladder order with the
     anchor stratum interleaved, already cut to the pair budget; a qid may
     repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
-    outside the gate for first asks instead of the cache.
+    outside the gate for first asks instead of the cache. The decision is the
+    kernel's `gate_decision` under `params.rule`; an "infra" verdict (INFRA
+    guard over all blocks so far) ends the gate without a decision about the
+    harness. `informing_samples` (from the ladder) makes pairing refuse a
+    sample that placed its question on the ladder (kernel LeakError).
     """
     if GATE_MARK not in gate_run_prefix:
         raise ValueError(f"gate run prefix {gate_run_prefix!r} must contain {GATE_MARK!r} (the ladder's anti-leak filter relies on it)")
@@ -150,9 +153,9 @@ async def validate_skill_local(
     base_hash = skill_hash(baseline_tree.get(skill_file, ""))
     cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
     next_index = gate_sample_start(gate_run_prefix)
-    out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"), gate_run_id=gate_run_prefix)
-    asked: set[str] = set()
-    n_infra = n_total = 0
+    out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"),
+                            gate_run_id=gate_run_prefix)
+    asked: set[str] = set()  # questions whose baseline was already taken once (re-asks need fresh samples)
     cand_dir = materialize_candidate(workspace_dir, candidate_tree, f"{task_type}")
     try:
         cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
@@ -165,10 +168,13 @@ async def validate_skill_local(
             indices: list[int] = []
             baseline: list[Optional[bool]] = [None] * len(block)
             misses: list[int] = []
+            first: list[bool] = []
             for i, item in enumerate(block):
                 indices.append(next_index)
                 next_index += 1
                 first_ask = item.qid not in asked
+                asked.add(item.qid)
+                first.append(first_ask)
                 hit: Optional[bool] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
@@ -183,27 +189,21 @@ async def validate_skill_local(
                 got = await rollout(baseline_tree, [(questions[block[i].qid], indices[i]) for i in misses], base_run)
                 for i, value in zip(misses, got):
                     baseline[i] = value
-                    n_total += 1
-                    n_infra += value is None
-                    if value is not None and baseline_cache is not None and block[i].qid not in asked:
+                    if value is not None and baseline_cache is not None and first[i]:
                         baseline_cache.put(task_type, base_hash, prompts_version, block[i].qid, bool(value))
                 out.rollouts += len(misses)
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
             out.rollouts += len(block)
-            n_total += len(block)
-            n_infra += sum(v is None for v in cand)
-            # -- 3. INFRA guard across blocks
-            guard_infra_failures(n_infra, n_total, params, f"gate {gate_run_prefix}")
-            # -- 4. pairing
-            block_pairs = [PairResult(item.qid, baseline[i], cand[i], indices[i], item.anchor) for i, item in enumerate(block)]
+            # -- 3. pairing, INFRA guard across all blocks so far (inside gate_decision), decision
+            items = [BlockItem(item.qid, indices[i], item.anchor) for i, item in enumerate(block)]
+            block_pairs = pair_block(items, baseline, cand, informing_samples=informing_samples)
             out.pairs.extend(block_pairs)
             for item, value in zip(block, cand):
-                asked.add(item.qid)
                 if value is not None:
                     out.candidate_correctness[item.qid] = bool(value)
-            # -- 5. decision on everything so far; the last block's decision is terminal
-            verdict = decide(out.pairs, params, final)
+            # -- 4. the decision sees every whole block so far; the last block's decision is terminal
+            verdict = gate_decision(out.pairs, params, final=final)
             terminal = verdict.action != "continue"
             if final and not terminal:
                 raise RuntimeError(f"gate rule returned 'continue' on the final block of {gate_run_prefix}")

@@ -1,0 +1,121 @@
+"""Pure helpers of the training loop (seed 000 §15 "辅助函数"): no self, explicit arguments.
+
+Re-exported by harness/loop/runner.py; each is tested on its own.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Optional
+
+from harness.kernel.types import EvolutionRecord, GateParams, Probation, RejectedEdit
+from harness.loop.state import resume_plan  # noqa: F401  (re-export: part of the helper set)
+from harness.loop.validate import PlanItem, guard_infra_failures
+
+NO_APPLIED_EDIT_TEXT = (
+    "(no edit of this proposal was applied to the skill text, so nothing was validated; "
+    "this entry only records that the proposal was rejected)"
+)
+
+
+def _guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
+    """Raise InfraFailureError when infra failures exceed the configured ratio (see validate.guard_infra_failures)."""
+    guard_infra_failures(n_infra, n_total, params, where)
+
+
+def _apply_batch_correctness(correctness: Mapping[str, bool], outcomes: Mapping[str, Optional[bool]]) -> dict[str, bool]:
+    """Incremental update: a question's latest definite outcome wins; an infra failure (None) changes nothing."""
+    merged = dict(correctness)
+    for qid, value in outcomes.items():
+        if value is not None:
+            merged[qid] = bool(value)
+    return merged
+
+
+def _should_early_stop(epochs_without_improvement: int, patience: int) -> bool:
+    """Stop once the best has not improved for `patience` consecutive epochs (patience <= 0 disables)."""
+    return patience > 0 and epochs_without_improvement >= patience
+
+
+def _rejected_summary(record: EvolutionRecord) -> str:
+    """Blacklist text of a rejected proposal: only the edits actually applied to the candidate.
+
+    Edits that were not applied never reached the candidate text and were
+    never validated, so listing them would poison "validated as not helping".
+    """
+    applied = record.applied_edits
+    if not applied:
+        return NO_APPLIED_EDIT_TEXT
+    parts = []
+    for e in applied:
+        if e.op == "add":
+            parts.append(f"add: {e.text.strip()}")
+        elif e.op == "delete":
+            parts.append(f"delete: {e.old.strip()}")
+        else:
+            parts.append(f"replace: {e.old.strip()} -> {e.text.strip()}")
+    return "\n".join(parts)
+
+
+def _decrement_cooldowns(cooldown: Mapping[str, int], just_set: Iterable[str]) -> dict[str, int]:
+    """One step of rest passes for every resting skill except the ones that started resting this step."""
+    fresh = set(just_set)
+    out: dict[str, int] = {}
+    for key, n in cooldown.items():
+        n = int(n) if key in fresh else int(n) - 1
+        if n > 0:
+            out[key] = n
+    return out
+
+
+def _merge_probation(existing: Optional[Probation], new: Probation) -> Probation:
+    """At most one probation per skill: keep the oldest anchor and snapshot, advance the accepted version."""
+    if existing is None:
+        return new
+    kind = "probation" if "probation" in (existing.kind, new.kind) else existing.kind
+    snapshot = dict(new.correctness_snapshot)
+    snapshot.update(existing.correctness_snapshot)  # the anchor's outcomes win
+    return Probation(
+        task_type=existing.task_type, skill_file=existing.skill_file,
+        anchor_skills_version=existing.anchor_skills_version,
+        opened_epoch=existing.opened_epoch, opened_step=existing.opened_step,
+        correctness_snapshot=snapshot, pending_edits=list(existing.pending_edits) + list(new.pending_edits),
+        accepted_version=new.accepted_version, kind=kind,
+    )
+
+
+def build_gate_plan(ladder: Sequence[str], anchor_pool: Sequence[str], *, exclude: Iterable[str], block_size: int,
+                    anchor_fraction: float, max_pairs: int, seed: str) -> list[PlanItem]:
+    """Question plan of a sequential gate: blocks of ladder questions, each with a random anchor stratum.
+
+    `ladder` is the information order (best first) of the affected pool;
+    each block of `block_size` holds round(block_size*anchor_fraction)
+    questions drawn uniformly (seeded) from `anchor_pool` — the whole
+    affected validation pool, whatever the ladder thinks of them — and the
+    rest taken from the ladder in order, cycling (re-asks get fresh samples).
+    `exclude` (the case-pack questions shown to the editor) never enter.
+    Length: `max_pairs` rounded down to whole blocks (at least one block).
+    """
+    banned = set(exclude)
+    lad = [q for q in ladder if q not in banned]
+    anchors = [q for q in anchor_pool if q not in banned]
+    if not lad and not anchors:
+        return []
+    if not lad:
+        lad = list(anchors)
+    if block_size < 1:
+        raise ValueError(f"gate.block_size must be >= 1, got {block_size}")
+    n_anchor = min(block_size, int(round(block_size * anchor_fraction))) if anchors else 0
+    n_blocks = max(1, max_pairs // block_size)
+    rng = random.Random(seed)
+    plan: list[PlanItem] = []
+    cursor = 0
+    for _ in range(n_blocks):
+        block: list[PlanItem] = [PlanItem(q, anchor=True) for q in (rng.choice(anchors) for _ in range(n_anchor))]
+        for _ in range(block_size - n_anchor):
+            block.append(PlanItem(lad[cursor % len(lad)], anchor=False))
+            cursor += 1
+        rng.shuffle(block)
+        plan.extend(block)
+    return plan

@@ -1,0 +1,142 @@
+"""validate_skill_local: block barrier, temp dir, anti-leak, cache, evidence rows (real kernel gate)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from harness.kernel.gate import LeakError
+from harness.kernel.types import GateParams
+from harness.loop.helpers import build_gate_plan
+from harness.loop.validate import GATE_SAMPLE_BASE, PlanItem, validate_skill_local
+from harness.questions import Question
+from harness.tree import HarnessTree
+
+SKILL = "skills/t/SKILL.md"
+QS = {f"q{i}": Question(f"q{i}", "t", f"question {i}", "A", ("a", "b")) for i in range(20)}
+
+
+def _u(*parts) -> float:
+    return int(hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:8], 16) / 16**8
+
+
+def make_rollout(p_base: float, p_cand: float, calls: list, infra_every: int = 0):
+    """Outcome = deterministic in (tree text, qid, sample index); the candidate is the tree containing 'better'."""
+
+    async def rollout(tree, requests, run_id):
+        calls.append((run_id, [(q.qid, i) for q, i in requests]))
+        out = []
+        for n, (q, idx) in enumerate(requests):
+            if infra_every and n % infra_every == 0:
+                out.append(None)
+                continue
+            p = p_cand if "better" in tree[SKILL] or "worse" in tree[SKILL] else p_base
+            out.append(_u(q.qid, idx) < p)
+        return out
+
+    return rollout
+
+
+class DictCache:
+    def __init__(self):
+        self.d = {}
+
+    def get(self, *key):
+        return self.d.get(key)
+
+    def put(self, *args):
+        *key, value = args
+        self.d[tuple(key)] = value
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1_s1_gate_t", cache=None, infra_every=0, **kw):
+    base = HarnessTree({SKILL: "base skill", "system_prompt.md": "sys"})
+    cand = base.with_files({SKILL: cand_text})
+    params = GateParams(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56)
+    return run(validate_skill_local(
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, plan=plan, questions=QS,
+        rollout=make_rollout(p_base, p_cand, calls, infra_every), params=params, gate_run_prefix=prefix,
+        workspace_dir=tmp_path, baseline_cache=cache, prompts_version="v0", epoch=1, step=1, **kw))
+
+
+def _plan(n_blocks=10):
+    return build_gate_plan([f"q{i}" for i in range(20)], [f"q{i}" for i in range(20)], exclude=(), block_size=10,
+                           anchor_fraction=0.2, max_pairs=10 * n_blocks, seed="s")
+
+
+def test_prefix_without_gate_mark_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="_gate_"):
+        _gate(tmp_path, "better", _plan(), [], prefix="r_e1_s1")
+
+
+def test_good_candidate_accepted_blocks_in_order_and_tmp_removed(tmp_path):
+    calls: list = []
+    out = _gate(tmp_path, "better skill", _plan(), calls, p_base=0.3, p_cand=0.9)
+    assert out.action == "accept"
+    assert not (tmp_path / ".cand_tmp").exists() or not any((tmp_path / ".cand_tmp").iterdir())
+    # strict block barrier: per block, baseline misses then the whole candidate block
+    kinds = [c[0].rsplit("_", 1)[1] for c in calls]
+    assert kinds == ["base", "cand"] * out.blocks
+    for (_, base_req), (_, cand_req) in zip(calls[0::2], calls[1::2]):
+        assert len(cand_req) == 10 and {r for r in base_req} <= set(cand_req)
+    # fresh, unique sample indices far above step/slow indices
+    idx = [i for _, req in calls[1::2] for _, i in req]
+    assert len(set(idx)) == len(idx) and min(idx) >= GATE_SAMPLE_BASE
+    # evidence: stop reason only on the terminal block
+    assert {r["block"] for r in out.evidence if r["stop_reason"]} == {out.blocks - 1}
+    assert all(r["stop_reason"] is None for r in out.evidence if r["block"] < out.blocks - 1)
+    assert set(out.candidate_correctness) <= {p.qid for p in out.pairs}
+
+
+def test_harmful_candidate_rejected(tmp_path):
+    out = _gate(tmp_path, "worse skill", _plan(), [], p_base=0.8, p_cand=0.2)
+    assert out.action == "reject"
+
+
+def test_tmp_dir_removed_when_rollout_fails(tmp_path):
+    async def boom(tree, requests, run_id):
+        assert any((tmp_path / ".cand_tmp").iterdir())
+        raise RuntimeError("provider down")
+
+    base = HarnessTree({SKILL: "base"})
+    with pytest.raises(RuntimeError, match="provider down"):
+        run(validate_skill_local(task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
+                                 plan=_plan(), questions=QS, rollout=boom, params=GateParams(block_size=10),
+                                 gate_run_prefix="a_gate_t", workspace_dir=tmp_path, baseline_cache=None, prompts_version="v0"))
+    assert not (tmp_path / ".cand_tmp").exists()
+
+
+def test_baseline_cache_used_on_first_ask_only(tmp_path):
+    cache = DictCache()
+    calls: list = []
+    plan = [PlanItem(f"q{i}") for i in range(10)] * 2  # every question asked twice
+    _gate(tmp_path, "neutral", plan, calls, cache=cache)
+    base_calls = [c for c in calls if c[0].endswith("_base")]
+    assert sum(len(r) for _, r in base_calls) == 20  # cold cache: all baselines run
+    assert len(cache.d) == 10
+    calls2: list = []
+    out2 = _gate(tmp_path, "neutral 2", plan, calls2, cache=cache, prefix="r_e1_s2_gate_t")
+    base2 = [q for c in calls2 if c[0].endswith("_base") for q in c[1]]
+    assert len(base2) == 10 and out2.baseline_cache_hits == 10  # re-asks get fresh baseline samples
+    assert {q for q, _ in base2} == {f"q{i}" for i in range(10)}
+
+
+def test_infra_failures_end_gate_without_decision(tmp_path):
+    out = _gate(tmp_path, "better", _plan(), [], p_base=0.3, p_cand=0.9, infra_every=2)
+    assert out.action == "infra" and out.blocks == 1
+
+
+def test_pair_never_reuses_informing_sample(tmp_path):
+    from harness.loop.validate import gate_sample_start
+
+    start = gate_sample_start("r_e1_s1_gate_t")
+    plan = [PlanItem("q0")] + [PlanItem(f"q{i}") for i in range(1, 10)]
+    with pytest.raises(LeakError):
+        _gate(tmp_path, "better", plan, [], informing_samples={"q0": {start}})
