@@ -1,0 +1,211 @@
+import json
+import sqlite3
+
+import pytest
+
+from harness.log import HarnessLog, RunLogReader
+from harness.store import (
+    StoreError,
+    advance_version,
+    extract_run_db,
+    init_seed,
+    latest_version,
+    list_versions,
+    next_version,
+    parse_version,
+    promote_to_seed,
+    read_seed,
+    read_version,
+)
+from harness.tree import HarnessTree
+
+SKILLS = HarnessTree({"count/SKILL.md": "count carefully", "default-strategy/SKILL.md": "think"})
+PROMPTS = HarnessTree({"system_prompt.md": "You are a solver.", "tools/zoom.md": "zoom in"})
+
+
+@pytest.mark.parametrize("name, n", [("v0", 0), ("v2", 2), ("v10", 10), ("v123", 123)])
+def test_parse_version_accepts(name, n):
+    assert parse_version(name) == n
+
+
+@pytest.mark.parametrize("name", ["v", "v01", "V1", "v1.0", "v-1", "1", "latest", "v1 ", ".v3.tmp-12", "v1.meta.json"])
+def test_parse_version_rejects(name):
+    assert parse_version(name) is None
+
+
+def test_list_versions_numeric_order_and_ignores_other_entries(tmp_path):
+    for name in ["v2", "v10", "v1", "v0", "v9", "v01", "latest", ".staging-abc", "notes"]:
+        (tmp_path / name).mkdir()
+    (tmp_path / "v11").write_text("a file, not a version")
+    (tmp_path / "v3.meta.json").write_text("{}")
+    assert list_versions(tmp_path) == ["v0", "v1", "v2", "v9", "v10"]
+    assert latest_version(tmp_path) == "v10"
+    assert next_version(tmp_path) == "v11"
+
+
+def test_empty_or_missing_store(tmp_path):
+    assert list_versions(tmp_path / "nope") == []
+    assert latest_version(tmp_path) is None
+    assert next_version(tmp_path) == "v0"
+
+
+def test_advance_and_read_version(tmp_path):
+    store = tmp_path / "skills"
+    assert advance_version(store, SKILLS, {"reason": "init"}) == "v0"
+    changed = SKILLS.with_files({"count/SKILL.md": "count twice"})
+    assert advance_version(store, changed, {"reason": "accept"}) == "v1"
+    v0, v1 = read_version(store, "v0"), read_version(store, "v1")
+    assert v0.tree == SKILLS and v1.tree == changed
+    assert v1.meta["reason"] == "accept" and v1.meta["fingerprint"] == changed.fingerprint and v1.meta["version"] == "v1"
+    assert sorted(p.name for p in store.iterdir()) == ["v0", "v0.meta.json", "v1", "v1.meta.json"]  # no staging left
+
+
+def test_advance_past_ten_is_numeric(tmp_path):
+    for i in range(12):
+        assert advance_version(tmp_path, SKILLS.with_files({"n.md": str(i)})) == f"v{i}"
+    assert read_version(tmp_path, "v11").tree["n.md"] == "11"
+    assert read_version(tmp_path, "v2").tree["n.md"] == "2"
+
+
+def test_advance_skips_a_stray_file_named_like_a_version(tmp_path):
+    advance_version(tmp_path, SKILLS)
+    (tmp_path / "v1").write_text("stray")
+    assert advance_version(tmp_path, SKILLS) == "v2"
+
+
+def test_advance_refuses_bad_input_and_writes_nothing(tmp_path):
+    with pytest.raises(StoreError, match="empty"):
+        advance_version(tmp_path, HarnessTree())
+    with pytest.raises(ValueError):
+        advance_version(tmp_path, SKILLS, {"bad": float("nan")})
+    with pytest.raises(TypeError):
+        advance_version(tmp_path, {"a": "b"})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_version_errors(tmp_path):
+    advance_version(tmp_path, SKILLS)
+    with pytest.raises(StoreError, match="'v5' does not exist"):
+        read_version(tmp_path, "v5")
+    with pytest.raises(StoreError, match="not a version name"):
+        read_version(tmp_path, "latest")
+    (tmp_path / "v0" / "count" / "SKILL.md").write_text("tampered")
+    with pytest.raises(StoreError, match="immutable"):
+        read_version(tmp_path, "v0")
+    (tmp_path / "v0.meta.json").unlink()
+    with pytest.raises(StoreError, match="meta of version 'v0' is missing"):
+        read_version(tmp_path, "v0")
+
+
+def test_init_and_read_seed(tmp_path):
+    seed = init_seed(tmp_path / "seeds" / "base", SKILLS, PROMPTS, "sha256:abc", {"note": "base"})
+    again = read_seed(tmp_path / "seeds" / "base")
+    assert again.skills == SKILLS and again.prompts == PROMPTS and again.questions_ref == "sha256:abc"
+    assert seed.meta["note"] == "base"
+    with pytest.raises(StoreError, match="immutable"):
+        init_seed(tmp_path / "seeds" / "base", SKILLS, PROMPTS, "x")
+    with pytest.raises(StoreError, match="questions_ref"):
+        init_seed(tmp_path / "seeds" / "other", SKILLS, PROMPTS, "")
+    assert sorted(p.name for p in (tmp_path / "seeds").iterdir()) == ["base"]
+
+
+def test_read_seed_errors(tmp_path):
+    with pytest.raises(StoreError, match="not a seed"):
+        read_seed(tmp_path)
+    init_seed(tmp_path / "s", SKILLS, PROMPTS, "ref")
+    (tmp_path / "s" / "prompts" / "system_prompt.md").write_text("edited")
+    with pytest.raises(StoreError, match="fingerprint"):
+        read_seed(tmp_path / "s")
+
+
+def _workspace_with_eval(tmp_path, *, skills_version="v1", prompts_version="v0", questions_ref="sha256:q"):
+    skills, prompts = tmp_path / "ws" / "skills", tmp_path / "ws" / "prompts"
+    advance_version(skills, SKILLS)
+    advance_version(skills, SKILLS.with_files({"count/SKILL.md": "better"}))
+    advance_version(prompts, PROMPTS)
+    db = tmp_path / "ws" / "runlog.sqlite"
+    with HarnessLog(db) as log:
+        log.record_run("other_run", "step", "v0", "v0")
+        log.insert("predictions", [{"run_id": "other_run", "qid": "q1", "sample_index": 0}])
+        log.record_run("eval1", "eval")
+        if skills_version is not None:
+            log.update_run_versions("eval1", skills_version, prompts_version, questions_ref)
+        log.insert("predictions", [{"run_id": "eval1", "qid": f"q{i}", "sample_index": 0, "correct": i % 2} for i in range(5)])
+        log.insert("traces", [{"run_id": "eval1", "qid": "q1", "sample_index": 0, "step": 0, "kind": "msg", "content": "hi"}])
+    return skills, prompts, db
+
+
+def test_promote_to_seed(tmp_path):
+    skills, prompts, db = _workspace_with_eval(tmp_path)
+    seed = promote_to_seed(tmp_path / "seed", skills_store=skills, prompts_store=prompts,
+                           skills_version="v1", prompts_version="v0", run_log=db, eval_run_id="eval1")
+    assert seed.skills["count/SKILL.md"] == "better" and seed.prompts == PROMPTS
+    assert seed.questions_ref == "sha256:q" and seed.meta["eval_run_id"] == "eval1"
+    reader = RunLogReader(tmp_path / "seed" / "runlog.sqlite")
+    assert {r["run_id"] for r in reader.predictions()} == {"eval1"}
+    assert len(reader.predictions()) == 5 and [r["run_id"] for r in reader.runs()] == ["eval1"]
+
+
+@pytest.mark.parametrize(
+    "recorded, requested, match",
+    [
+        (("v1", "v0"), ("v0", "v0"), "evaluated skills_version 'v1', not the requested 'v0'"),
+        (("v1", "v0"), ("v1", "v1"), "evaluated prompts_version 'v0'"),
+        ((None, None), ("v1", "v0"), "NULL"),
+    ],
+)
+def test_promote_to_seed_strong_version_check(tmp_path, recorded, requested, match):
+    skills, prompts, db = _workspace_with_eval(tmp_path, skills_version=recorded[0], prompts_version=recorded[1])
+    with pytest.raises(StoreError, match=match):
+        promote_to_seed(tmp_path / "seed", skills_store=skills, prompts_store=prompts,
+                        skills_version=requested[0], prompts_version=requested[1], run_log=db, eval_run_id="eval1")
+    assert not (tmp_path / "seed").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["ws"]
+
+
+def test_promote_to_seed_unknown_run_or_missing_questions(tmp_path):
+    skills, prompts, db = _workspace_with_eval(tmp_path, questions_ref=None)
+    kw = dict(skills_store=skills, prompts_store=prompts, skills_version="v1", prompts_version="v0", run_log=db)
+    with pytest.raises(StoreError, match="'nope' is not in the run log"):
+        promote_to_seed(tmp_path / "seed", eval_run_id="nope", **kw)
+    with pytest.raises(StoreError, match="no questions_ref"):
+        promote_to_seed(tmp_path / "seed", eval_run_id="eval1", **kw)
+    assert not (tmp_path / "seed").exists()
+
+
+def test_extract_run_db_keeps_primary_keys_and_only_that_run(tmp_path):
+    _, _, db = _workspace_with_eval(tmp_path)
+    out = extract_run_db(db, "eval1", tmp_path / "out.sqlite")
+    conn = sqlite3.connect(out)
+    original = sqlite3.connect(db)
+    sql = "SELECT name, sql FROM sqlite_master WHERE type='table' ORDER BY name"
+    assert conn.execute(sql).fetchall() == original.execute(sql).fetchall()
+    assert conn.execute("SELECT DISTINCT run_id FROM predictions").fetchall() == [("eval1",)]
+    assert conn.execute("SELECT COUNT(*) FROM traces").fetchone() == (1,)
+    # the PRIMARY KEY survived: a duplicate insert is ignored
+    conn.execute("INSERT OR IGNORE INTO predictions (run_id, qid, sample_index) VALUES ('eval1', 'q1', 0)")
+    assert conn.execute("SELECT COUNT(*) FROM predictions").fetchone() == (5,)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO predictions (run_id, qid, sample_index) VALUES ('eval1', 'q1', 0)")
+    conn.close()
+    original.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.sqlite", "ws"]
+
+
+def test_extract_run_db_missing_run_cleans_temp(tmp_path):
+    _, _, db = _workspace_with_eval(tmp_path)
+    with pytest.raises(StoreError, match="'ghost' is not in _runs"):
+        extract_run_db(db, "ghost", tmp_path / "out.sqlite")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    with pytest.raises(StoreError, match="already exists"):
+        extract_run_db(db, "eval1", db)
+
+
+def test_extract_run_db_over_fragments(tmp_path):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    with HarnessLog(a) as la, HarnessLog(b) as lb:
+        la.record_run("r", "eval", "v0", "v0", "ref")
+        la.insert("predictions", [{"run_id": "r", "qid": "q1", "sample_index": 0}])
+        lb.insert("predictions", [{"run_id": "r", "qid": "q2", "sample_index": 0}, {"run_id": "x", "qid": "q", "sample_index": 0}])
+    out = extract_run_db([a, b], "r", tmp_path / "o.sqlite")
+    assert sorted(r["qid"] for r in RunLogReader(out).predictions()) == ["q1", "q2"]
