@@ -5,13 +5,12 @@ Re-exported by harness/loop/runner.py; each is tested on its own.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional
 
 from harness.kernel.types import EvolutionRecord, GateParams, Probation, RejectedEdit
 from harness.loop.state import resume_plan  # noqa: F401  (re-export: part of the helper set)
-from harness.loop.validate import PlanItem, guard_infra_failures
+from harness.loop.validate import guard_infra_failures
 
 NO_APPLIED_EDIT_TEXT = (
     "(no edit of this proposal was applied to the skill text, so nothing was validated; "
@@ -83,39 +82,3 @@ def _merge_probation(existing: Optional[Probation], new: Probation) -> Probation
         correctness_snapshot=snapshot, pending_edits=list(existing.pending_edits) + list(new.pending_edits),
         accepted_version=new.accepted_version, kind=kind,
     )
-
-
-def build_gate_plan(ladder: Sequence[str], anchor_pool: Sequence[str], *, exclude: Iterable[str], block_size: int,
-                    anchor_fraction: float, max_pairs: int, seed: str) -> list[PlanItem]:
-    """Question plan of a sequential gate: blocks of ladder questions, each with a random anchor stratum.
-
-    `ladder` is the information order (best first) of the affected pool;
-    each block of `block_size` holds round(block_size*anchor_fraction)
-    questions drawn uniformly (seeded) from `anchor_pool` — the whole
-    affected validation pool, whatever the ladder thinks of them — and the
-    rest taken from the ladder in order, cycling (re-asks get fresh samples).
-    `exclude` (the case-pack questions shown to the editor) never enter.
-    Length: `max_pairs` rounded down to whole blocks (at least one block).
-    """
-    banned = set(exclude)
-    lad = [q for q in ladder if q not in banned]
-    anchors = [q for q in anchor_pool if q not in banned]
-    if not lad and not anchors:
-        return []
-    if not lad:
-        lad = list(anchors)
-    if block_size < 1:
-        raise ValueError(f"gate.block_size must be >= 1, got {block_size}")
-    n_anchor = min(block_size, int(round(block_size * anchor_fraction))) if anchors else 0
-    n_blocks = max(1, max_pairs // block_size)
-    rng = random.Random(seed)
-    plan: list[PlanItem] = []
-    cursor = 0
-    for _ in range(n_blocks):
-        block: list[PlanItem] = [PlanItem(q, anchor=True) for q in (rng.choice(anchors) for _ in range(n_anchor))]
-        for _ in range(block_size - n_anchor):
-            block.append(PlanItem(lad[cursor % len(lad)], anchor=False))
-            cursor += 1
-        rng.shuffle(block)
-        plan.extend(block)
-    return plan

@@ -55,14 +55,6 @@ class InfraFailureError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class PlanItem:
-    """One question asked in the gate, in ladder order."""
-
-    qid: str
-    anchor: bool = False
-
-
-@dataclass(frozen=True)
 class InferenceRunConfig:
     concurrency: int = 16
     max_steps: int = 4
@@ -114,7 +106,7 @@ async def validate_skill_local(
     skill_file: str,
     baseline_tree: HarnessTree,
     candidate_tree: HarnessTree,
-    plan: Sequence[PlanItem],
+    blocks: Sequence[Sequence[BlockItem]],
     questions: Mapping[str, Question],
     rollout: RolloutFn,
     params: GateParams,
@@ -124,15 +116,14 @@ async def validate_skill_local(
     prompts_version: str,
     epoch: int = 0,
     step: int = 0,
-    block_size: int | None = None,
     known_baseline: Mapping[str, bool] | None = None,
     informing_samples: Mapping[str, Collection[int]] | None = None,
 ) -> ValidationOutcome:
     """Run the block-sequential gate of one candidate skill file.
 
-    `plan` is the ordered list of questions to ask (ladder order with the
-    anchor stratum interleaved, already cut to the pair budget; a qid may
-    repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
+    `blocks` is the kernel's plan (`harness.kernel.ladder.plan_blocks`:
+    ladder order plus the anchor stratum, a fresh sample index per slot,
+    cut to the pair budget; a qid may repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
     outside the gate for first asks instead of the cache. The decision is the
     kernel's `gate_decision` under `params.rule`; an "infra" verdict (INFRA
     guard over all blocks so far) ends the gate without a decision about the
@@ -141,18 +132,17 @@ async def validate_skill_local(
     """
     if GATE_MARK not in gate_run_prefix:
         raise ValueError(f"gate run prefix {gate_run_prefix!r} must contain {GATE_MARK!r} (the ladder's anti-leak filter relies on it)")
-    if not plan:
-        raise ValueError(f"gate {gate_run_prefix}: empty question plan for task type {task_type!r}")
-    missing = sorted({p.qid for p in plan} - set(questions))
+    if not blocks or not all(blocks):
+        raise ValueError(f"gate {gate_run_prefix}: empty question plan (or an empty block) for task type {task_type!r}")
+    missing = sorted({it.qid for blk in blocks for it in blk} - set(questions))
     if missing:
         raise KeyError(f"gate {gate_run_prefix}: plan names unknown qids {missing[:5]}")
-    size = int(block_size or params.block_size)
-    if size < 1:
-        raise ValueError(f"gate.block_size must be >= 1, got {size}")
+    all_idx = [it.sample_index for blk in blocks for it in blk]
+    if len(set(all_idx)) != len(all_idx):
+        raise ValueError(f"gate {gate_run_prefix}: the plan reuses a sample index; every slot needs a fresh sample")
 
     base_hash = skill_hash(baseline_tree.get(skill_file, ""))
     cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
-    next_index = gate_sample_start(gate_run_prefix)
     out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"),
                             gate_run_id=gate_run_prefix)
     asked: set[str] = set()  # questions whose baseline was already taken once (re-asks need fresh samples)
@@ -161,17 +151,14 @@ async def validate_skill_local(
         cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
         if cand_view != candidate_tree:
             raise RuntimeError(f"gate {gate_run_prefix}: candidate tree changed on its way through {cand_dir}")
-        blocks = [plan[i:i + size] for i in range(0, len(plan), size)]
         for b, block in enumerate(blocks):
             final = b == len(blocks) - 1
-            # -- 1. baseline (cache first, run only the misses); fresh sample indices per rollout
-            indices: list[int] = []
+            # -- 1. baseline (cache first, run only the misses); each slot has its own fresh sample index
+            indices = [item.sample_index for item in block]
             baseline: list[Optional[bool]] = [None] * len(block)
             misses: list[int] = []
             first: list[bool] = []
             for i, item in enumerate(block):
-                indices.append(next_index)
-                next_index += 1
                 first_ask = item.qid not in asked
                 asked.add(item.qid)
                 first.append(first_ask)
@@ -196,8 +183,7 @@ async def validate_skill_local(
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
             out.rollouts += len(block)
             # -- 3. pairing, INFRA guard across all blocks so far (inside gate_decision), decision
-            items = [BlockItem(item.qid, indices[i], item.anchor) for i, item in enumerate(block)]
-            block_pairs = pair_block(items, baseline, cand, informing_samples=informing_samples)
+            block_pairs = pair_block(block, baseline, cand, informing_samples=informing_samples)
             out.pairs.extend(block_pairs)
             for item, value in zip(block, cand):
                 if value is not None:

@@ -10,8 +10,9 @@ import pytest
 
 from harness.kernel.gate import LeakError
 from harness.kernel.types import GateParams
-from harness.loop.helpers import build_gate_plan
-from harness.loop.validate import GATE_SAMPLE_BASE, PlanItem, validate_skill_local
+from harness.kernel.ladder import plan_blocks
+from harness.kernel.types import BlockItem
+from harness.loop.validate import GATE_SAMPLE_BASE, gate_sample_start, validate_skill_local
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -56,19 +57,22 @@ def run(coro):
     return asyncio.run(coro)
 
 
+PARAMS = GateParams(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2)
+
+
 def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1_s1_gate_t", cache=None, infra_every=0, **kw):
     base = HarnessTree({SKILL: "base skill", "system_prompt.md": "sys"})
     cand = base.with_files({SKILL: cand_text})
-    params = GateParams(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56)
+    params = PARAMS
     return run(validate_skill_local(
-        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, plan=plan, questions=QS,
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, blocks=plan, questions=QS,
         rollout=make_rollout(p_base, p_cand, calls, infra_every), params=params, gate_run_prefix=prefix,
         workspace_dir=tmp_path, baseline_cache=cache, prompts_version="v0", epoch=1, step=1, **kw))
 
 
-def _plan(n_blocks=10):
-    return build_gate_plan([f"q{i}" for i in range(20)], [f"q{i}" for i in range(20)], exclude=(), block_size=10,
-                           anchor_fraction=0.2, max_pairs=10 * n_blocks, seed="s")
+def _plan(prefix="r_e1_s1_gate_t"):
+    qids = [f"q{i}" for i in range(20)]
+    return plan_blocks(qids, qids, PARAMS, seed=1, first_sample_index=gate_sample_start(prefix))
 
 
 def test_prefix_without_gate_mark_is_refused(tmp_path):
@@ -108,7 +112,7 @@ def test_tmp_dir_removed_when_rollout_fails(tmp_path):
     base = HarnessTree({SKILL: "base"})
     with pytest.raises(RuntimeError, match="provider down"):
         run(validate_skill_local(task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
-                                 plan=_plan(), questions=QS, rollout=boom, params=GateParams(block_size=10),
+                                 blocks=_plan(), questions=QS, rollout=boom, params=GateParams(block_size=10),
                                  gate_run_prefix="a_gate_t", workspace_dir=tmp_path, baseline_cache=None, prompts_version="v0"))
     assert not (tmp_path / ".cand_tmp").exists()
 
@@ -116,13 +120,15 @@ def test_tmp_dir_removed_when_rollout_fails(tmp_path):
 def test_baseline_cache_used_on_first_ask_only(tmp_path):
     cache = DictCache()
     calls: list = []
-    plan = [PlanItem(f"q{i}") for i in range(10)] * 2  # every question asked twice
-    _gate(tmp_path, "neutral", plan, calls, cache=cache)
+    def plan(start):  # every question asked twice, fresh indices
+        return [[BlockItem(f"q{i}", start + k * 10 + i) for i in range(10)] for k in range(2)]
+
+    _gate(tmp_path, "neutral", plan(GATE_SAMPLE_BASE), calls, cache=cache)
     base_calls = [c for c in calls if c[0].endswith("_base")]
     assert sum(len(r) for _, r in base_calls) == 20  # cold cache: all baselines run
     assert len(cache.d) == 10
     calls2: list = []
-    out2 = _gate(tmp_path, "neutral 2", plan, calls2, cache=cache, prefix="r_e1_s2_gate_t")
+    out2 = _gate(tmp_path, "neutral 2", plan(GATE_SAMPLE_BASE + 100), calls2, cache=cache, prefix="r_e1_s2_gate_t")
     base2 = [q for c in calls2 if c[0].endswith("_base") for q in c[1]]
     assert len(base2) == 10 and out2.baseline_cache_hits == 10  # re-asks get fresh baseline samples
     assert {q for q, _ in base2} == {f"q{i}" for i in range(10)}
@@ -134,9 +140,9 @@ def test_infra_failures_end_gate_without_decision(tmp_path):
 
 
 def test_pair_never_reuses_informing_sample(tmp_path):
-    from harness.loop.validate import gate_sample_start
-
     start = gate_sample_start("r_e1_s1_gate_t")
-    plan = [PlanItem("q0")] + [PlanItem(f"q{i}") for i in range(1, 10)]
+    plan = [[BlockItem(f"q{i}", start + i) for i in range(10)]]
     with pytest.raises(LeakError):
         _gate(tmp_path, "better", plan, [], informing_samples={"q0": {start}})
+    with pytest.raises(ValueError, match="reuses a sample index"):
+        _gate(tmp_path, "better", [[BlockItem("q1", 5), BlockItem("q2", 5)]], [])
