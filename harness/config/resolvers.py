@@ -1,0 +1,120 @@
+"""OmegaConf resolvers of the `ht.` namespace: the explicit training schedule.
+
+`dvc.yaml` cannot loop, so the loop is unrolled with `foreach` over lists
+that these resolvers derive when `conf/` is composed (the lists land,
+resolved, in `params.yaml`):
+
+    train.steps_per_epoch: ${ht.ceil_div:${pools.diagnosis_size},${batching.batch_size}}
+    train.schedule:        ${ht.schedule:${train.epochs},${train.steps_per_epoch},${train.state_dir}}
+    train.epoch_schedule:  ${ht.epoch_schedule:${train.epochs},${train.steps_per_epoch},${train.state_dir}}
+
+Item layout (docs/ARCHITECTURE.md, "Pipeline state"): step 1 of epoch 1
+starts from `<state>/init`, step S>1 from the previous step's gate output,
+step 1 of epoch E>1 from the previous epoch's slow update.
+
+Registered on import of `harness.config` and by the Hydra plugin module
+`hydra_plugins/harness_resolvers` (Hydra imports every module under the
+`hydra_plugins` namespace at startup, which is how DVC's composition sees them).
+A resolver that returns a plain list fails inside OmegaConf, hence
+`OmegaConf.create(...)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import ListConfig, OmegaConf
+
+NAMESPACE = "ht"
+
+
+def _positive_int(name: str, value: Any) -> int:
+    # Interpolated values arrive as int, or as str when they come from a string node.
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"ht resolver: {name} must be an integer, got {value!r}") from None
+    if number < 1 or str(number) != str(value).strip():
+        raise ValueError(f"ht resolver: {name} must be an integer >= 1, got {value!r}")
+    return number
+
+
+def ceil_div(numerator: Any, denominator: Any) -> int:
+    """ceil(numerator / denominator) for positive integers."""
+    num = _positive_int("numerator", numerator)
+    den = _positive_int("denominator", denominator)
+    return -(-num // den)
+
+
+def _state(state_dir: str, *parts: str) -> str:
+    base = str(state_dir).rstrip("/")
+    if not base:
+        raise ValueError("ht resolver: train.state_dir must not be empty")
+    return "/".join((base, *parts))
+
+
+def step_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> list[dict[str, Any]]:
+    """One item per (epoch, step), in execution order (plain data)."""
+    n_epochs = _positive_int("train.epochs", epochs)
+    n_steps = _positive_int("train.steps_per_epoch", steps_per_epoch)
+    items: list[dict[str, Any]] = []
+    for epoch in range(1, n_epochs + 1):
+        for step in range(1, n_steps + 1):
+            if step > 1:
+                prev = _state(state_dir, f"e{epoch}", f"s{step - 1}", "gate")
+            elif epoch > 1:
+                prev = _state(state_dir, f"e{epoch - 1}", "slow")
+            else:
+                prev = _state(state_dir, "init")
+            items.append(
+                {
+                    "name": f"e{epoch}_s{step}",
+                    "epoch": epoch,
+                    "step": step,
+                    "prev": prev,
+                    "cur": _state(state_dir, f"e{epoch}", f"s{step}"),
+                    "batches": _state(state_dir, f"e{epoch}", "batches.json"),
+                }
+            )
+    return items
+
+
+def epoch_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> list[dict[str, Any]]:
+    """One item per epoch: where the epoch starts, its last gate, its own directory."""
+    n_epochs = _positive_int("train.epochs", epochs)
+    n_steps = _positive_int("train.steps_per_epoch", steps_per_epoch)
+    items: list[dict[str, Any]] = []
+    for epoch in range(1, n_epochs + 1):
+        prev = _state(state_dir, "init") if epoch == 1 else _state(state_dir, f"e{epoch - 1}", "slow")
+        items.append(
+            {
+                "name": f"e{epoch}",
+                "epoch": epoch,
+                "prev": prev,
+                "last_gate": _state(state_dir, f"e{epoch}", f"s{n_steps}", "gate"),
+                "cur": _state(state_dir, f"e{epoch}"),
+            }
+        )
+    return items
+
+
+def _schedule(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> ListConfig:
+    return OmegaConf.create(step_schedule_items(epochs, steps_per_epoch, state_dir))
+
+
+def _epoch_schedule(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> ListConfig:
+    return OmegaConf.create(epoch_schedule_items(epochs, steps_per_epoch, state_dir))
+
+
+_RESOLVERS = {
+    f"{NAMESPACE}.ceil_div": ceil_div,
+    f"{NAMESPACE}.schedule": _schedule,
+    f"{NAMESPACE}.epoch_schedule": _epoch_schedule,
+}
+
+
+def register_resolvers() -> None:
+    """Register the `ht.*` resolvers once (idempotent; safe on re-import)."""
+    for name, function in _RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, function)

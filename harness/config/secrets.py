@@ -1,0 +1,215 @@
+"""Secrets (API keys): only from the environment or `.env`, never from config.
+
+- `get_api_key(llm_cfg)` reads the variable NAMED by `llm.api_key_env`
+  from the process environment, then from `.env`.
+- Config text never carries a secret: a YAML file in `conf/`, a composed
+  config, a command-line override or an `HT__*` variable whose key looks
+  secret (api_key, *_api_key, token, *_token, password, secret, ...) and has
+  a value, or whose value looks like an API key (`sk-...`), is rejected with
+  an error that names the key and never echoes the value.
+- `redact` / `redact_text` / `RedactingFilter` mask secrets when configs or
+  log lines are written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import yaml
+from dotenv import dotenv_values
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config.errors import ConfigError, Violation
+
+REDACTED = "***REDACTED***"
+
+# last path component of a key that must never hold a value in config
+_SECRET_KEY = re.compile(
+    r"(^|_)(api_?key|apikey|token|access_token|refresh_token|password|passwd|secret|secret_key|"
+    r"access_key|private_key|credentials?|auth)$",
+    re.IGNORECASE,
+)
+# values shaped like common API keys (OpenAI/Anthropic sk-, GitHub ghp_, Slack xox?-, AWS AKIA)
+_SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})$")
+_EMPTY = (None, "", "???")
+
+
+def is_secret_key(key: str) -> bool:
+    """True when the last component of dotted `key` names a secret (api_key, token, password, ...)."""
+    leaf = str(key).rsplit(".", 1)[-1]
+    return _SECRET_KEY.search(leaf) is not None
+
+
+def looks_like_secret_value(value: Any) -> bool:
+    """True for strings shaped like an API key (e.g. `sk-...`)."""
+    return isinstance(value, str) and _SECRET_VALUE.match(value.strip()) is not None
+
+
+def find_secrets(data: Any, prefix: str = "") -> list[str]:
+    """Dotted keys in a plain mapping/list tree that hold a secret (secret-looking key with a value,
+    or an API-key-shaped value)."""
+    found: list[str] = []
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            full = f"{prefix}{key}"
+            if is_secret_key(str(key)) and not isinstance(value, (Mapping, list)) and value not in _EMPTY:
+                found.append(full)
+            elif isinstance(value, (Mapping, list)):
+                found.extend(find_secrets(value, full + "."))
+            elif looks_like_secret_value(value):
+                found.append(full)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found.extend(find_secrets(value, f"{prefix}{index}.") if isinstance(value, (Mapping, list))
+                         else ([f"{prefix}{index}"] if looks_like_secret_value(value) else []))
+    return found
+
+
+def _violation(key: str, where: str) -> Violation:
+    return Violation(key, REDACTED, f"secrets are not accepted {where}; put the key in the environment variable "
+                                    "named by llm.api_key_env (or in .env)")
+
+
+def check_config_tree(config_dir: str | os.PathLike[str]) -> None:
+    """Reject any YAML file under `config_dir` that carries a secret (error names file and key)."""
+    violations: list[Violation] = []
+    for path in sorted(Path(config_dir).rglob("*.yaml")) + sorted(Path(config_dir).rglob("*.yml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read YAML ({exc.__class__.__name__})") from None
+        for key in find_secrets(data):
+            violations.append(_violation(f"{path}:{key}", "in YAML files"))
+    if violations:
+        raise ConfigError(violations, header="secret in config files")
+
+
+def check_composed_config(cfg: DictConfig) -> None:
+    """Reject a composed config holding a secret (names the key, not the value)."""
+    keys = find_secrets(OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False))
+    if keys:
+        raise ConfigError([_violation(key, "in the configuration") for key in keys], header="secret in config")
+
+
+def check_overrides(overrides: Sequence[str], source: str = "on the command line") -> None:
+    """Reject `key=value` overrides that set a secret-looking key or pass an API-key-shaped value."""
+    violations = []
+    for override in overrides:
+        key, sep, value = str(override).partition("=")
+        key = key.lstrip("+~")
+        if sep and ((is_secret_key(key) and value.strip() not in ("", "null")) or looks_like_secret_value(value)):
+            violations.append(_violation(key, source))
+    if violations:
+        raise ConfigError(violations, header="secret in overrides")
+
+
+def read_env_file(env_file: str | os.PathLike[str] | None) -> dict[str, str]:
+    """Variables of a `.env` file ({} when `env_file` is None or does not exist)."""
+    if env_file is None or not Path(env_file).is_file():
+        return {}
+    return {key: value for key, value in dotenv_values(env_file).items() if value is not None}
+
+
+def get_api_key(
+    llm_cfg: Any,
+    *,
+    env_file: str | os.PathLike[str] | None = ".env",
+    environ: Mapping[str, str] | None = None,
+    required: bool = True,
+) -> str | None:
+    """The API key from the variable named by `llm_cfg.api_key_env`: process environment first, then `.env`.
+
+    Raises ConfigError naming the variable when `required` and it is unset or empty."""
+    name = str(llm_cfg.api_key_env)
+    env = os.environ if environ is None else environ
+    value = env.get(name) or read_env_file(env_file).get(name)
+    if value:
+        return value
+    if required:
+        raise ConfigError(
+            [Violation("llm.api_key_env", name, f"environment variable {name} is not set (neither in the environment "
+                                                f"nor in {env_file}); export it or add `{name}=...` to .env")]
+        )
+    return None
+
+
+def secret_values(
+    llm_cfg: Any = None,
+    *,
+    env_file: str | os.PathLike[str] | None = ".env",
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every secret value to mask: the key named by llm.api_key_env plus any variable of the environment
+    or `.env` whose NAME looks secret (e.g. OPENAI_API_KEY, HF_TOKEN)."""
+    env = dict(read_env_file(env_file))
+    env.update(os.environ if environ is None else environ)
+    names = {name for name in env if is_secret_key(name.lower())}
+    if llm_cfg is not None:
+        names.add(str(llm_cfg.api_key_env))
+    return sorted({env[name] for name in names if env.get(name) and len(env[name]) >= 4}, key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every occurrence of each secret replaced by REDACTED."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact(data: Any, secrets: Iterable[str] = ()) -> Any:
+    """A plain copy of a config (DictConfig or mapping/list tree) with secret-looking keys' values,
+    API-key-shaped values and the given secret values masked. Safe to log or save."""
+    secret_list = list(secrets)
+    if OmegaConf.is_config(data):
+        data = OmegaConf.to_container(data, resolve=False, throw_on_missing=False)
+
+    def mask(key: str | None, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: mask(str(k), v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [mask(None, v) for v in value]
+        if key is not None and is_secret_key(key) and value not in _EMPTY:
+            return REDACTED
+        if isinstance(value, str):
+            return REDACTED if looks_like_secret_value(value) else redact_text(value, secret_list)
+        return value
+
+    return mask(None, data)
+
+
+class RedactingFilter(logging.Filter):
+    """Logging filter that masks secret values in the formatted message (and exception text).
+
+    Attach it to HANDLERS (logger filters do not see records propagated from child loggers):
+    `install_redaction(secret_values(cfg.llm))`."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = [s for s in secrets if s]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.secrets:
+            return True
+        message = record.getMessage()
+        cleaned = redact_text(message, self.secrets)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text, self.secrets)
+        return True
+
+
+def install_redaction(secrets: Iterable[str], logger: logging.Logger | None = None) -> RedactingFilter:
+    """Attach one RedactingFilter to every handler of `logger` (default: root). Returns the filter."""
+    target = logger or logging.getLogger()
+    redactor = RedactingFilter(secrets)
+    for handler in target.handlers:
+        handler.addFilter(redactor)
+    return redactor

@@ -1,0 +1,297 @@
+"""Semantic validation of a composed config (seed 000 §3: four layers).
+
+The dataclass schema catches types and unknown keys; this module catches
+values that type-check but make no sense. `validate_config` runs the four
+layers of the seed — `_validate` (general), `_validate_edit_budget`,
+`_validate_minibatch`, `_validate_gate` — collects every violation and
+raises one `ConfigError` whose lines each name the key, the value and the
+rule. Each layer is a pure function `cfg -> list[Violation]`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config.errors import ConfigError, Violation
+from harness.config.resolvers import epoch_schedule_items, step_schedule_items
+from harness.config.schema import RootConfig
+from harness.llm.protocol import Role
+
+BENCHMARKS = ("sim", "jsonl")
+PROVIDERS = ("sim", "openai")
+GATE_RULES = ("sequential", "accept_all", "gepa", "mcnemar")
+UNDECIDED_ACTIONS = ("probation", "reject")
+EVOLVE_METHODS = ("reflective", "h2")
+H2_MODES = ("parallel", "sequential")
+BUILTIN_SCORERS = ("exact", "normalized")
+LLM_ROLES = tuple(role.value for role in Role)
+
+_SCORER_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(_[A-Za-z0-9.-]+)*$")
+
+_UNSET = object()
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    """Value at dotted `key`; `_UNSET` when absent or `???` (missing)."""
+    return OmegaConf.select(cfg, key, default=_UNSET)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Checker:
+    """Accumulates violations; `check(key, ok, rule)` records one when `ok(value)` is false."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        self.violations: list[Violation] = []
+
+    def value(self, key: str) -> Any:
+        return _get(self.cfg, key)
+
+    def check(self, key: str, ok: Callable[[Any], bool], rule: str) -> bool:
+        value = self.value(key)
+        if value is _UNSET:
+            self.violations.append(Violation(key, "???", "required value is missing; " + rule))
+            return False
+        try:
+            passed = bool(ok(value))
+        except (TypeError, ValueError):
+            passed = False
+        if not passed:
+            self.violations.append(Violation(key, value, rule))
+        return passed
+
+    def add(self, key: str, value: Any, rule: str) -> None:
+        self.violations.append(Violation(key, value, rule))
+
+    def positive_int(self, key: str, minimum: int = 1) -> bool:
+        return self.check(key, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+                          f"must be an integer >= {minimum}")
+
+    def positive_number(self, key: str) -> bool:
+        return self.check(key, lambda v: _is_number(v) and v > 0, "must be a finite number > 0")
+
+    def one_of(self, key: str, allowed: tuple[str, ...]) -> bool:
+        return self.check(key, lambda v: v in allowed, f"must be one of {', '.join(allowed)}")
+
+    def non_empty_str(self, key: str) -> bool:
+        return self.check(key, lambda v: isinstance(v, str) and v.strip() != "", "must be a non-empty string")
+
+
+def n_task_types_of(cfg: DictConfig) -> int | None:
+    """Number of task types known at config time: sim -> benchmark.n_task_types;
+    jsonl -> len(benchmark.task_types) when listed, else None (checked at data time)."""
+    if _get(cfg, "benchmark.name") == "sim":
+        n = _get(cfg, "benchmark.n_task_types")
+        return n if isinstance(n, int) and n >= 1 else None
+    task_types = _get(cfg, "benchmark.task_types")
+    return len(task_types) if task_types not in (_UNSET, None) and len(task_types) > 0 else None
+
+
+def val_pool_violation(val_size: int, eval_min_per_class: int, n_task_types: int) -> Violation | None:
+    """`pools.val_size >= pools.eval_min_per_class x n_task_types` (also called at data time for jsonl)."""
+    needed = eval_min_per_class * n_task_types
+    if val_size >= needed:
+        return None
+    return Violation(
+        "pools.val_size",
+        val_size,
+        f"must be >= pools.eval_min_per_class x number of task types = {eval_min_per_class} x {n_task_types} = {needed}",
+    )
+
+
+def _validate(cfg: DictConfig) -> list[Violation]:
+    """General layer: benchmark, llm, pools, evolve scalars, train, tracking."""
+    c = _Checker(cfg)
+    # benchmark
+    if c.one_of("benchmark.name", BENCHMARKS):
+        if c.value("benchmark.name") == "sim":
+            c.positive_int("benchmark.n_task_types")
+            c.positive_int("benchmark.questions_per_type")
+            c.positive_int("benchmark.n_choices", minimum=2)
+        else:
+            c.check("benchmark.path", lambda v: isinstance(v, str) and v.strip() != "",
+                    "benchmark=jsonl needs the questions file: benchmark.path=<file.jsonl|file.parquet>")
+    c.check("benchmark.scorer", lambda v: v in BUILTIN_SCORERS or _SCORER_REF.match(v) is not None,
+            f"must be one of {', '.join(BUILTIN_SCORERS)} or '<module>:<function>'")
+    c.check("benchmark.task_types", lambda v: len(set(v)) == len(v) and all(isinstance(t, str) and t for t in v),
+            "task types must be distinct non-empty strings")
+    c.non_empty_str("benchmark.questions_path")
+    # llm
+    c.one_of("llm.provider", PROVIDERS)
+    c.non_empty_str("llm.model")
+    c.check("llm.models", lambda v: all(role in LLM_ROLES and isinstance(m, str) and m for role, m in v.items()),
+            f"keys must be roles ({', '.join(LLM_ROLES)}) and values non-empty model names")
+    c.check("llm.api_key_env", lambda v: _ENV_NAME.match(v) is not None,
+            "must be the NAME of an environment variable (letters, digits, _), never the key itself")
+    c.positive_number("llm.timeout_s")
+    c.positive_int("llm.max_retries", minimum=0)
+    if c.positive_number("llm.backoff_base_s") and c.positive_number("llm.backoff_max_s"):
+        c.check("llm.backoff_max_s", lambda v: v >= c.value("llm.backoff_base_s"), "must be >= llm.backoff_base_s")
+    c.check("llm.temperature", lambda v: _is_number(v) and 0 <= v <= 2, "must be in [0, 2]")
+    c.positive_int("llm.max_tokens")
+    c.positive_int("llm.concurrency")
+    c.positive_int("llm.max_agent_steps")
+    c.check("llm.prices", lambda v: all(set(p) <= {"input", "output"} and all(_is_number(x) and x >= 0 for x in p.values())
+                                        for p in v.values()),
+            "each model maps to {input: USD/Mtok >= 0, output: USD/Mtok >= 0}")
+    c.non_empty_str("llm.cache_dir")
+    # pools
+    for key in ("pools.test_size", "pools.val_size", "pools.diagnosis_size", "pools.eval_min_per_class"):
+        c.positive_int(key)
+    c.check("pools.val_correct_ratio", lambda v: v is None or (_is_number(v) and 0 < v < 1),
+            "must be null (natural distribution) or in (0, 1)")
+    n_types = n_task_types_of(cfg)
+    val_size, min_per_class = c.value("pools.val_size"), c.value("pools.eval_min_per_class")
+    if n_types is not None and isinstance(val_size, int) and isinstance(min_per_class, int) and min_per_class >= 1:
+        violation = val_pool_violation(val_size, min_per_class, n_types)
+        if violation:
+            c.violations.append(violation)
+    if c.value("benchmark.name") == "sim":
+        sizes = [c.value(f"pools.{k}") for k in ("test_size", "val_size", "diagnosis_size")]
+        n_q, per_type = c.value("benchmark.n_task_types"), c.value("benchmark.questions_per_type")
+        if all(isinstance(s, int) for s in sizes) and isinstance(n_q, int) and isinstance(per_type, int):
+            total = n_q * per_type
+            c.check("pools.diagnosis_size", lambda _: sum(sizes) <= total,
+                    f"test_size + val_size + diagnosis_size = {sum(sizes)} exceeds the {total} sim questions "
+                    "(benchmark.n_task_types x benchmark.questions_per_type)")
+    c.non_empty_str("pools.path")
+    # evolve (scalars; the budget has its own layer)
+    c.one_of("evolve.method", EVOLVE_METHODS)
+    c.positive_int("evolve.cooldown_steps", minimum=0)
+    c.positive_int("evolve.max_case_questions")
+    c.positive_int("evolve.max_skill_chars")
+    c.positive_int("evolve.diagnose_concurrency")
+    c.positive_int("evolve.h2_k")
+    c.one_of("evolve.h2_mode", H2_MODES)
+    c.positive_number("evolve.h2_budget_usd")
+    c.positive_int("evolve.h2_max_sessions")
+    c.positive_int("evolve.h2_probe_questions")
+    # train
+    c.positive_int("train.epochs")
+    c.positive_int("train.early_stop_patience")
+    c.positive_int("train.concurrency")
+    c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and "_gate_" not in f"_{v}_",
+            "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
+            "(run ids with '_gate_' are gate rollouts)")
+    c.check("train.state_dir", lambda v: isinstance(v, str) and v.strip("/") != "" and not v.startswith("/")
+            and ".." not in v.split("/"), "must be a relative path inside the project (no '..')")
+    _check_schedule(c)
+    # tracking
+    c.non_empty_str("tracking.experiment")
+    return c.violations
+
+
+def _check_schedule(c: _Checker) -> None:
+    """steps_per_epoch = ceil(diagnosis_size / batch_size) and the schedule lists match the loop."""
+    diag, batch = c.value("pools.diagnosis_size"), c.value("batching.batch_size")
+    if not c.positive_int("train.steps_per_epoch"):
+        return
+    steps, epochs, state_dir = c.value("train.steps_per_epoch"), c.value("train.epochs"), c.value("train.state_dir")
+    if isinstance(diag, int) and isinstance(batch, int) and diag >= 1 and batch >= 1:
+        c.check("train.steps_per_epoch", lambda v: v == -(-diag // batch),
+                f"must equal ceil(pools.diagnosis_size / batching.batch_size) = {-(-diag // batch)} (derived, do not set it)")
+    if not (isinstance(epochs, int) and epochs >= 1 and isinstance(state_dir, str) and state_dir.strip("/")):
+        return
+    expected_steps = step_schedule_items(epochs, steps, state_dir)
+    expected_epochs = epoch_schedule_items(epochs, steps, state_dir)
+    c.check("train.schedule", lambda v: _plain(v) == expected_steps,
+            "must be ${ht.schedule:${train.epochs},${train.steps_per_epoch},${train.state_dir}} (derived, do not set it)")
+    c.check("train.epoch_schedule", lambda v: _plain(v) == expected_epochs,
+            "must be ${ht.epoch_schedule:${train.epochs},${train.steps_per_epoch},${train.state_dir}} (derived, do not set it)")
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _validate_edit_budget(cfg: DictConfig) -> list[Violation]:
+    """Edit budget layer: 1 <= edit_budget_end <= edit_budget_start."""
+    c = _Checker(cfg)
+    start_ok = c.positive_int("evolve.edit_budget_start")
+    if c.positive_int("evolve.edit_budget_end") and start_ok:
+        start = c.value("evolve.edit_budget_start")
+        c.check("evolve.edit_budget_end", lambda v: v <= start,
+                f"must be <= evolve.edit_budget_start = {start} (the budget decays from start to end)")
+    return c.violations
+
+
+def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
+    """Mini-batch layer: 1 <= min_class_per_batch < batch_size (strictly), small_class_threshold >= 1."""
+    c = _Checker(cfg)
+    batch_ok = c.positive_int("batching.batch_size")
+    if c.positive_int("batching.min_class_per_batch") and batch_ok:
+        batch = c.value("batching.batch_size")
+        c.check("batching.min_class_per_batch", lambda v: v < batch,
+                f"must be strictly < batching.batch_size = {batch}")
+    c.positive_int("batching.small_class_threshold")
+    return c.violations
+
+
+def _validate_gate(cfg: DictConfig) -> list[Violation]:
+    """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
+    c = _Checker(cfg)
+    c.one_of("gate.rule", GATE_RULES)
+    c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
+    c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
+            "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")
+    c.check("gate.theta1", lambda v: _is_number(v) and 0.5 < v < 1,
+            "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit")
+    if c.positive_int("gate.block_size") and c.positive_int("gate.max_pairs"):
+        block = c.value("gate.block_size")
+        c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
+    c.check("gate.anchor_fraction", lambda v: _is_number(v) and 0 <= v < 1, "must satisfy 0 <= anchor_fraction < 1")
+    c.one_of("gate.undecided", UNDECIDED_ACTIONS)
+    p_low_ok = c.check("gate.p_low", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]")
+    if c.check("gate.p_high", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]") and p_low_ok:
+        p_low = c.value("gate.p_low")
+        c.check("gate.p_high", lambda v: p_low < v, f"must be > gate.p_low = {p_low} (0 <= p_low < p_high <= 1)")
+    c.check("gate.ema_gamma", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < ema_gamma <= 1")
+    c.positive_int("gate.probe_every")
+    if c.positive_int("gate.mcnemar_n") and c.value("gate.rule") == "mcnemar" and isinstance(c.value("gate.max_pairs"), int):
+        max_pairs = c.value("gate.max_pairs")
+        c.check("gate.mcnemar_n", lambda v: v <= max_pairs, f"must be <= gate.max_pairs = {max_pairs} (pair budget)")
+    c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
+    c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
+    c.positive_int("gate.infra_min_denominator")
+    return c.violations
+
+
+def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
+    """Keys present in `cfg` but not in the dataclass schema (e.g. added with `+key=`).
+
+    Dict-typed fields of the schema (llm.models, llm.prices) accept any key."""
+    reference = OmegaConf.structured(schema)
+    violations: list[Violation] = []
+
+    def walk(node: DictConfig, ref: DictConfig, prefix: str) -> None:
+        ref_type = OmegaConf.get_type(ref)
+        if ref_type is dict or ref_type is None:
+            return  # free-form mapping
+        for key in node.keys():
+            full = f"{prefix}{key}"
+            if key not in ref:
+                violations.append(Violation(full, "<set>", f"unknown key: not in the schema of '{prefix.rstrip('.') or 'root'}' "
+                                                           "(harness/config/schema.py); check the spelling"))
+                continue
+            child, ref_child = node._get_node(key), ref._get_node(key)
+            if isinstance(child, DictConfig) and isinstance(ref_child, DictConfig) and not child._is_missing():
+                walk(child, ref_child, full + ".")
+
+    walk(cfg, reference, "")
+    return violations
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Run the four layers of seed 000 §3 (plus the unknown-key check); raise one ConfigError listing all."""
+    violations = unknown_keys(cfg) + _validate(cfg) + _validate_edit_budget(cfg) + _validate_minibatch(cfg) + _validate_gate(cfg)
+    if violations:
+        raise ConfigError(violations)
