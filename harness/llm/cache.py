@@ -1,0 +1,299 @@
+"""Content-addressed LLM response cache shared by every stage (`llm.cache_dir`).
+
+Key: sha256 of the canonical JSON of (provider, model, messages, params,
+sample_index). A re-run of the same work is served from the cache (zero
+provider calls); a new sample index is a new key, hence a fresh sample.
+
+Storage: one SQLite file in WAL mode with a busy timeout, so several
+processes (DVC stages, sweep jobs) and threads can read and write at once.
+`INSERT OR IGNORE` then read back: when two writers race on one key, every
+caller returns the row that won, so all stages agree on the sample.
+Failed calls (LLMError) are never stored.
+
+Statistics: each `ResponseCache` counts its own hits, misses and USD saved
+(`stats`); `flush_stats()` adds them to persisted totals (`persisted_stats()`)
+that survive the process, so a pipeline stage can report them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.llm.protocol import LLMRequest, LLMResponse, Role, Usage
+
+BUSY_TIMEOUT_MS = 30_000
+DB_FILENAME = "responses.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    latency_s REAL NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cache_stats (
+    name TEXT PRIMARY KEY,
+    value REAL NOT NULL
+);
+INSERT OR IGNORE INTO cache_stats (name, value) VALUES ('hits', 0), ('misses', 0), ('usd_saved', 0);
+"""
+
+
+def cache_key(provider: str, model: str, request: LLMRequest) -> str:
+    """sha256 hex of the canonical JSON of what determines a response."""
+    payload = {
+        "provider": provider,
+        "model": model,
+        "messages": [m.to_dict() for m in request.messages],
+        "params": {k: v for k, v in request.params},
+        "sample_index": int(request.sample_index),
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    usd_saved: float = 0.0
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = self.hits + self.misses
+        return self.hits / total if total else None
+
+    def __add__(self, other: CacheStats) -> CacheStats:
+        return CacheStats(self.hits + other.hits, self.misses + other.misses, self.usd_saved + other.usd_saved)
+
+
+@dataclass(frozen=True)
+class CachedEntry:
+    provider: str
+    model: str
+    text: str
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+
+
+class ResponseCache:
+    """SQLite response store; one connection per instance, guarded by a lock (thread-safe).
+
+    `path` is a directory (the file `responses.sqlite` inside it is used) or a
+    `.sqlite`/`.db` file. Open one instance per process (never share across fork).
+    """
+
+    def __init__(self, path: str | Path):
+        target = Path(path)
+        if target.suffix not in (".sqlite", ".db"):
+            target = target / DB_FILENAME
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.path = target
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            target, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+        self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"{target}: could not switch the response cache to WAL mode (got {mode!r})")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._conn.execute(statement)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._stats = CacheStats()
+        self._unflushed = CacheStats()
+
+    # -- lifecycle
+    def close(self) -> None:
+        self.flush_stats()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError(f"{self.path}: response cache is closed")
+        return self._conn
+
+    # -- entries
+    def get(self, key: str) -> CachedEntry | None:
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s FROM responses WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        return CachedEntry(row[0], row[1], row[2], Usage(int(row[3]), int(row[4])), float(row[5]), float(row[6]))
+
+    def put(self, key: str, response: LLMResponse) -> CachedEntry:
+        """Store `response` unless the key exists; return the stored entry (the race winner's)."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        key,
+                        response.provider,
+                        response.model,
+                        response.text,
+                        response.usage.prompt_tokens,
+                        response.usage.completion_tokens,
+                        float(response.cost_usd),
+                        float(response.latency_s),
+                        time.time(),
+                    ),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        stored = self.get(key)
+        assert stored is not None, "row vanished right after INSERT OR IGNORE"
+        return stored
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    # -- statistics
+    def record_hit(self, usd_saved: float) -> None:
+        delta = CacheStats(hits=1, usd_saved=usd_saved)
+        with self._lock:
+            self._stats += delta
+            self._unflushed += delta
+
+    def record_miss(self) -> None:
+        delta = CacheStats(misses=1)
+        with self._lock:
+            self._stats += delta
+            self._unflushed += delta
+
+    @property
+    def stats(self) -> CacheStats:
+        """This instance's hits, misses and USD saved since it was opened."""
+        return self._stats
+
+    def flush_stats(self) -> None:
+        """Add this instance's not-yet-persisted counts to the totals in the database."""
+        with self._lock:
+            if self._conn is None:
+                return
+            pending = self._unflushed
+            if pending == CacheStats():
+                return
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for name, value in (("hits", pending.hits), ("misses", pending.misses), ("usd_saved", pending.usd_saved)):
+                    conn.execute("UPDATE cache_stats SET value = value + ? WHERE name = ?", (value, name))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._unflushed = CacheStats()
+
+    def persisted_stats(self) -> CacheStats:
+        """Totals over every process that flushed into this cache file."""
+        with self._lock:
+            values = dict(self._connection().execute("SELECT name, value FROM cache_stats").fetchall())
+        return CacheStats(int(values.get("hits", 0)), int(values.get("misses", 0)), float(values.get("usd_saved", 0.0)))
+
+
+class CachedProvider:
+    """An LLMProvider that answers from `cache` and calls `inner` only on a miss.
+
+    A hit costs nothing (`cost_usd=0`, `cached=True`; the original cost is
+    counted as saved). Concurrent identical requests in this process share
+    one inner call. LLMError from `inner` propagates and is not stored.
+    """
+
+    def __init__(self, inner: Any, cache: ResponseCache):
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self._in_flight: dict[str, asyncio.Future[LLMResponse]] = {}
+
+    def model_for(self, role: Role) -> str:
+        return self.inner.model_for(role)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        started = time.perf_counter()
+        key = cache_key(self.inner.name, self.inner.model_for(request.role), request)
+        entry = self.cache.get(key)
+        if entry is not None:
+            self.cache.record_hit(entry.cost_usd)
+            return _from_entry(entry, latency_s=time.perf_counter() - started, cost_usd=0.0, cached=True)
+        pending = self._in_flight.get(key)
+        if pending is not None:  # same request already on its way: wait for it instead of paying twice
+            response = await asyncio.shield(pending)
+            self.cache.record_hit(response.cost_usd)
+            return _replace_cost(response, latency_s=time.perf_counter() - started)
+        future: asyncio.Future[LLMResponse] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            self.cache.record_miss()
+            response = await self.inner.complete(request)
+            stored = self.cache.put(key, response)
+            if stored.text != response.text:  # another process stored this key first: use its sample
+                response = _from_entry(stored, latency_s=response.latency_s, cost_usd=response.cost_usd, cached=False)
+            future.set_result(response)
+            return response
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: nobody may be waiting
+            raise
+        finally:
+            del self._in_flight[key]
+
+    async def aclose(self) -> None:
+        closer = getattr(self.inner, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached: bool) -> LLMResponse:
+    return LLMResponse(
+        text=entry.text,
+        model=entry.model,
+        provider=entry.provider,
+        usage=entry.usage,
+        cost_usd=cost_usd,
+        latency_s=latency_s,
+        cached=cached,
+    )
+
+
+def _replace_cost(response: LLMResponse, *, latency_s: float) -> LLMResponse:
+    return LLMResponse(
+        text=response.text, model=response.model, provider=response.provider, usage=response.usage, cost_usd=0.0, latency_s=latency_s, cached=True
+    )

@@ -1,0 +1,159 @@
+"""ResponseCache + CachedProvider: real SQLite files, real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from harness.llm.cache import CachedProvider, CacheStats, ResponseCache, cache_key
+from harness.llm.protocol import ChatMessage, LLMError, LLMRequest, LLMResponse, Role, Usage
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class CountingProvider:
+    """Answers with a text unique to each call, so a second call is visible."""
+
+    name = "counting"
+
+    def __init__(self, *, cost: float = 0.01, fail_kind: str | None = None, delay_s: float = 0.0):
+        self.calls = 0
+        self.cost = cost
+        self.fail_kind = fail_kind
+        self.delay_s = delay_s
+
+    def model_for(self, role: Role) -> str:
+        return f"m-{Role(role).value}"
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.calls += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail_kind:
+            raise LLMError(self.fail_kind, "scripted failure")
+        return LLMResponse(
+            text=f"call {self.calls} sample {request.sample_index}",
+            model=self.model_for(request.role),
+            provider=self.name,
+            usage=Usage(10, 5),
+            cost_usd=self.cost,
+        )
+
+
+def req(text: str = "hello", *, sample_index: int = 0, role: Role = Role.SOLVER, **params) -> LLMRequest:
+    return LLMRequest.make(role, [ChatMessage("user", text)], sample_index=sample_index, **params)
+
+
+def run_all(provider, requests):
+    async def go():
+        return [await provider.complete(r) for r in requests]
+
+    return asyncio.run(go())
+
+
+def test_key_depends_on_every_component():
+    base = cache_key("p", "m", req())
+    assert base == cache_key("p", "m", req())
+    assert len({base, cache_key("q", "m", req()), cache_key("p", "n", req()), cache_key("p", "m", req("other")),
+                cache_key("p", "m", req(temperature=0.5)), cache_key("p", "m", req(sample_index=1))}) == 6
+
+
+def test_rerun_makes_zero_provider_calls_and_new_sample_index_is_fresh(tmp_path):
+    work = [req(f"q{i}", sample_index=7) for i in range(5)]
+    inner = CountingProvider()
+    with ResponseCache(tmp_path / "cache") as cache:
+        first = run_all(CachedProvider(inner, cache), work)
+    assert inner.calls == 5 and not any(r.cached for r in first)
+
+    rerun_inner = CountingProvider()
+    with ResponseCache(tmp_path / "cache") as cache:  # a new process would open the same file
+        again = run_all(CachedProvider(rerun_inner, cache), work)
+        assert rerun_inner.calls == 0
+        assert [r.text for r in again] == [r.text for r in first]
+        assert all(r.cached and r.cost_usd == 0.0 for r in again)
+        assert cache.stats == CacheStats(hits=5, misses=0, usd_saved=pytest.approx(0.05))
+
+        fresh = run_all(CachedProvider(rerun_inner, cache), [req("q0", sample_index=8)])
+        assert rerun_inner.calls == 1 and not fresh[0].cached
+        assert fresh[0].text != first[0].text
+
+
+def test_errors_are_not_cached(tmp_path):
+    with ResponseCache(tmp_path) as cache:
+        failing = CachedProvider(CountingProvider(fail_kind="server"), cache)
+        with pytest.raises(LLMError):
+            run_all(failing, [req()])
+        assert len(cache) == 0
+        healthy_inner = CountingProvider()
+        [response] = run_all(CachedProvider(healthy_inner, cache), [req()])
+        assert healthy_inner.calls == 1 and not response.cached
+
+
+def test_concurrent_identical_requests_share_one_call(tmp_path):
+    inner = CountingProvider(delay_s=0.05)
+
+    async def go(provider):
+        return await asyncio.gather(*(provider.complete(req()) for _ in range(8)))
+
+    with ResponseCache(tmp_path) as cache:
+        responses = asyncio.run(go(CachedProvider(inner, cache)))
+        assert inner.calls == 1
+        assert len({r.text for r in responses}) == 1
+        assert cache.stats.misses == 1 and cache.stats.hits == 7
+
+
+def test_stats_are_persisted_across_instances(tmp_path):
+    inner = CountingProvider(cost=0.5)
+    with ResponseCache(tmp_path) as cache:
+        run_all(CachedProvider(inner, cache), [req(), req()])
+        assert cache.stats == CacheStats(hits=1, misses=1, usd_saved=0.5)
+    with ResponseCache(tmp_path) as cache:
+        run_all(CachedProvider(inner, cache), [req()])
+        assert cache.stats == CacheStats(hits=1, misses=0, usd_saved=0.5)
+        cache.flush_stats()
+        assert cache.persisted_stats() == CacheStats(hits=2, misses=1, usd_saved=1.0)
+
+
+def _worker(db_dir: str, worker: int, n: int, queue) -> None:
+    inner = CountingProvider()
+    cache = ResponseCache(db_dir)
+    provider = CachedProvider(inner, cache)
+    # half the keys are shared by every worker (races), half are the worker's own
+    requests = [req(f"shared {i}") for i in range(n)] + [req(f"own {worker} {i}") for i in range(n)]
+    texts = run_all(provider, requests)
+    cache.close()
+    queue.put((worker, [r.text for r in texts[:n]], inner.calls))
+
+
+def test_concurrent_writer_processes(tmp_path):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    n, n_workers = 40, 4
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), w, n, queue)) for w in range(n_workers)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=50) for _ in procs]
+    for p in procs:
+        p.join(timeout=10)
+        assert p.exitcode == 0
+    shared_views = [texts for _, texts, _ in results]
+    assert all(view == shared_views[0] for view in shared_views)  # every process returns the race winner's sample
+    with ResponseCache(tmp_path) as cache:
+        assert len(cache) == n + n_workers * n
+        totals = cache.persisted_stats()
+    assert totals.hits + totals.misses == n_workers * 2 * n
+    assert totals.misses == sum(calls for _, _, calls in results)
+
+
+def test_directory_or_file_path(tmp_path):
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        assert cache.path == tmp_path / "c.sqlite"
+    with ResponseCache(tmp_path / "dir") as cache:
+        assert cache.path == Path(tmp_path / "dir" / "responses.sqlite")
+    closed = ResponseCache(tmp_path / "x.db")
+    closed.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        closed.get("k")
