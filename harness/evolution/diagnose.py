@@ -1,0 +1,65 @@
+"""Per-failure diagnosis of one rollout run (seed 000 §15 `_run_step`: diagnose).
+
+One diagnoser call per failing question, at most `concurrency` in flight.
+A reply that does not parse gets one retry with feedback; a second failure
+drops that case's diagnosis with a logged warning (the case itself stays in
+`DiagnosisResult.failures`). Provider errors propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from harness.kernel.types import CaseSample, DiagnosisResult
+from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
+
+from .parse import ReplyFormatError, parse_diagnosis
+from .prompts import FORMAT_DIAGNOSIS, diagnosis_messages, format_retry_message
+
+log = logging.getLogger(__name__)
+
+
+async def diagnose_case(llm: LLMProvider, case: CaseSample, sample_index: int = 0) -> tuple[str | None, str, float]:
+    """(diagnosis or None, error, usd) for one failure."""
+    messages = diagnosis_messages(case)
+    response = await llm.complete(LLMRequest.make(Role.DIAGNOSER, messages, sample_index=sample_index))
+    usd = response.cost_usd
+    try:
+        return parse_diagnosis(response.text), "", usd
+    except ReplyFormatError as first:
+        retry = [*messages, ChatMessage("assistant", response.text), format_retry_message(str(first), FORMAT_DIAGNOSIS)]
+        response = await llm.complete(LLMRequest.make(Role.DIAGNOSER, retry, sample_index=sample_index))
+        usd += response.cost_usd
+        try:
+            return parse_diagnosis(response.text), "", usd
+        except ReplyFormatError as second:
+            return None, f"first: {first}; retry: {second}", usd
+
+
+async def run_diagnosis(
+    llm: LLMProvider, *, run_id: str, failures: Sequence[CaseSample], concurrency: int, sample_index: int = 0
+) -> DiagnosisResult:
+    """Diagnose every failure of `run_id`; results grouped by task type in input order."""
+    if not run_id:
+        raise ValueError("run_diagnosis: run_id must be a non-empty string")
+    if concurrency < 1:
+        raise ValueError(f"run_diagnosis: concurrency must be >= 1, got {concurrency}")
+    cases = [c for c in failures if not c.correct]
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(case: CaseSample):
+        async with semaphore:
+            return await diagnose_case(llm, case, sample_index)
+
+    outcomes = await asyncio.gather(*(one(c) for c in cases))
+    result = DiagnosisResult(run_id=run_id)
+    for case, (diagnosis, error, usd) in zip(cases, outcomes):
+        result.usd += usd
+        result.failures.setdefault(case.task_type, []).append(case)
+        if diagnosis is None:
+            log.warning("run %s: diagnosis of %s dropped, reply unparseable (%s)", run_id, case.qid, error)
+            continue
+        result.by_task_type.setdefault(case.task_type, []).append(diagnosis)
+    return result

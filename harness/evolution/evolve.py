@@ -1,0 +1,136 @@
+"""The loop's "gradient step": ask the editor for edit ops and apply them (seed 000 §15/§16).
+
+`evolve_single_skill` edits one skill file under an edit budget,
+`evolve_system_prompt` / `evolve_single_tool` do the same for the slow update.
+Each makes one editor call; a reply that does not parse gets one retry with
+the parser's message as feedback, and a second failure is recorded in
+`EvolutionRecord.parse_error` with the text unchanged. Provider errors
+(`LLMError`) propagate: the caller decides (the response cache makes a re-run
+free).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
+from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
+
+from .apply import apply_edits
+from .parse import EditOps, ReplyFormatError, parse_edit_ops
+from .prompts import FORMAT_EDIT_OPS, format_retry_message, skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
+
+SYSTEM_PROMPT_FILE = "system_prompt.md"
+NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was unchanged, so nothing was validated)"
+
+
+async def ask_edit_ops(llm: LLMProvider, messages: list[ChatMessage], sample_index: int) -> tuple[EditOps | None, str, float]:
+    """(ops, parse_error, usd): one retry with feedback after a format error."""
+    response = await llm.complete(LLMRequest.make(Role.EDITOR, messages, sample_index=sample_index))
+    usd = response.cost_usd
+    try:
+        return parse_edit_ops(response.text), "", usd
+    except ReplyFormatError as first:
+        retry = [*messages, ChatMessage("assistant", response.text), format_retry_message(str(first), FORMAT_EDIT_OPS)]
+        response = await llm.complete(LLMRequest.make(Role.EDITOR, retry, sample_index=sample_index))
+        usd += response.cost_usd
+        try:
+            return parse_edit_ops(response.text), "", usd
+        except ReplyFormatError as second:
+            return None, f"editor reply unparseable twice: first: {first}; retry: {second}", usd
+
+
+def _record(task_type: str, target: str, text: str, ops: EditOps | None, error: str, usd: float, budget: int, max_chars: int | None) -> EvolutionRecord:
+    record = EvolutionRecord(task_type=task_type, skill_file=target, old_text=text, new_text=text, usd=usd, parse_error=error)
+    if ops is None:
+        return record
+    if ops.no_change is not None:
+        record.no_change_reason = ops.no_change
+        return record
+    record.edits = list(ops.edits)
+    record.new_text, record.apply_report = apply_edits(text, record.edits, budget, max_chars=max_chars)
+    return record
+
+
+def _cases(case_pack: SkillCasePack | Sequence[CaseSample]) -> list[CaseSample]:
+    return list(case_pack.cases) if isinstance(case_pack, SkillCasePack) else list(case_pack)
+
+
+async def evolve_single_skill(
+    llm: LLMProvider,
+    *,
+    task_type: str,
+    skill_file: str,
+    skill_text: str,
+    case_pack: SkillCasePack | Sequence[CaseSample],
+    diagnoses: Sequence[str],
+    rejected: Sequence[RejectedEdit | str],
+    edit_budget: int,
+    sample_index: int,
+    max_chars: int | None = None,
+) -> EvolutionRecord:
+    """Propose and apply at most `edit_budget` edits to one skill file.
+
+    `rejected` is the blacklist of previously rejected *applied* edits (see
+    `rejected_summary`); the editor is told not to repeat them.
+    """
+    if edit_budget < 1:
+        raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
+    messages = skill_editor_messages(
+        task_type=task_type, skill_file=skill_file, skill_text=skill_text, cases=_cases(case_pack), diagnoses=diagnoses, rejected=rejected, edit_budget=edit_budget
+    )
+    ops, error, usd = await ask_edit_ops(llm, messages, sample_index)
+    return _record(task_type, skill_file, skill_text, ops, error, usd, edit_budget, max_chars)
+
+
+async def evolve_system_prompt(
+    llm: LLMProvider,
+    *,
+    system_prompt_text: str,
+    case_pack: SystemCasePack | Sequence[CaseSample],
+    rejected: Sequence[RejectedEdit | str] = (),
+    edit_budget: int,
+    sample_index: int,
+    max_chars: int | None = None,
+) -> EvolutionRecord:
+    """Slow update of the always-on system prompt from an epoch's failures."""
+    if edit_budget < 1:
+        raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
+    cases = list(case_pack.cases) if isinstance(case_pack, SystemCasePack) else list(case_pack)
+    messages = system_prompt_editor_messages(target_file=SYSTEM_PROMPT_FILE, text=system_prompt_text, cases=cases, rejected=rejected, edit_budget=edit_budget)
+    ops, error, usd = await ask_edit_ops(llm, messages, sample_index)
+    return _record("_system", SYSTEM_PROMPT_FILE, system_prompt_text, ops, error, usd, edit_budget, max_chars)
+
+
+async def evolve_single_tool(
+    llm: LLMProvider, *, tool: str, tool_text: str, case_pack: ToolCasePack, edit_budget: int, sample_index: int, max_chars: int | None = None
+) -> EvolutionRecord:
+    """Slow update of one tool guide (`tools/<tool>.md`) from an epoch's tool usage."""
+    if edit_budget < 1:
+        raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
+    target = f"tools/{tool}.md"
+    messages = tool_editor_messages(target_file=target, text=tool_text, pack=case_pack, edit_budget=edit_budget)
+    ops, error, usd = await ask_edit_ops(llm, messages, sample_index)
+    return _record(f"_tool:{tool}", target, tool_text, ops, error, usd, edit_budget, max_chars)
+
+
+def describe_edit(op: str, text: str, old: str) -> str:
+    one = lambda s: " ".join((s or "").split())  # noqa: E731
+    if op == "add":
+        return f"add: {one(text)}"
+    if op == "delete":
+        return f"delete: {one(old)}"
+    return f"replace: {one(old)} -> {one(text)}"
+
+
+def rejected_summary(record: EvolutionRecord) -> str:
+    """Blacklist text for a rejected candidate: ONLY its applied edits.
+
+    Edits that were not applied never reached the candidate text and were
+    never validated, so listing them would mark untested ideas as "known bad".
+    With no applied edit the summary is a defensive note naming none.
+    """
+    applied = [a.edit for a in record.apply_report if a.status == "applied"]
+    if not applied:
+        return NO_APPLIED_EDIT_SUMMARY
+    return "\n".join(f"- {describe_edit(e.op, e.text, e.old)}" for e in applied)

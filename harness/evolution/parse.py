@@ -1,0 +1,105 @@
+"""Parsers of the diagnoser, editor and momentum replies (shared by sim and real LLMs).
+
+Each parser returns data or raises `ReplyFormatError` with a message that says
+what was expected, so callers can retry once with that feedback and then
+record the error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from harness.kernel.types import Edit
+
+
+class ReplyFormatError(ValueError):
+    """An LLM reply does not follow its FORMAT contract."""
+
+
+_DIAGNOSIS = re.compile(r"<diagnosis>(.*?)</diagnosis>", re.DOTALL | re.IGNORECASE)
+_EDIT_BLOCK = re.compile(r"<edit\b([^>]*)>(.*?)</edit>", re.DOTALL | re.IGNORECASE)
+_EDIT_OPEN = re.compile(r"<edit\b", re.IGNORECASE)
+_OP_ATTR = re.compile(r"""op\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
+_NO_CHANGE = re.compile(r"<no-change>(.*?)</no-change>", re.DOTALL | re.IGNORECASE)
+_GUIDANCE = re.compile(r"<guidance>(.*?)</guidance>", re.DOTALL | re.IGNORECASE)
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s*")
+
+
+def _tag(body: str, name: str) -> str | None:
+    m = re.search(rf"<{name}>(.*?)</{name}>", body, re.DOTALL | re.IGNORECASE)
+    return m.group(1).strip() if m else None
+
+
+def parse_diagnosis(text: str) -> str:
+    """The paragraph inside <diagnosis>…</diagnosis>, whitespace collapsed."""
+    m = _DIAGNOSIS.search(text or "")
+    if not m:
+        raise ReplyFormatError("expected one <diagnosis>…</diagnosis> block, found none")
+    body = " ".join(m.group(1).split())
+    if not body:
+        raise ReplyFormatError("the <diagnosis> block is empty")
+    return body
+
+
+@dataclass
+class EditOps:
+    edits: list[Edit] = field(default_factory=list)
+    no_change: str | None = None  # reason, when the editor declined
+
+
+def parse_edit_ops(text: str) -> EditOps:
+    """Edit blocks or one <no-change>; raises ReplyFormatError on anything else.
+
+    An unknown op is passed through (apply_edits reports it `invalid`); a block
+    without an op, an unclosed block, or a replace/delete without <old> is a
+    format error.
+    """
+    text = text or ""
+    blocks = list(_EDIT_BLOCK.finditer(text))
+    opened = len(_EDIT_OPEN.findall(text))
+    if opened != len(blocks):
+        raise ReplyFormatError(f"found {opened} '<edit' openings but {len(blocks)} complete <edit …>…</edit> blocks (unclosed or nested block)")
+    no_change = _NO_CHANGE.search(text)
+    if blocks and no_change:
+        raise ReplyFormatError("reply has both <edit> blocks and <no-change>; give one or the other")
+    if not blocks:
+        if no_change:
+            return EditOps(edits=[], no_change=" ".join(no_change.group(1).split()) or "(no reason given)")
+        raise ReplyFormatError('expected <edit op="add|replace|delete">…</edit> blocks or <no-change>reason</no-change>, found neither')
+    edits: list[Edit] = []
+    for i, m in enumerate(blocks, 1):
+        op_match = _OP_ATTR.search(m.group(1))
+        if not op_match:
+            raise ReplyFormatError(f'edit block {i} has no op="…" attribute')
+        op = op_match.group(1).strip().lower()
+        body = m.group(2)
+        old, new, why = _tag(body, "old"), _tag(body, "new"), _tag(body, "why") or ""
+        if op == "add":
+            if new is None:
+                stripped = re.sub(r"<why>.*?</why>", "", body, flags=re.DOTALL | re.IGNORECASE).strip()
+                new = stripped if "<" not in stripped else None
+            if not new:
+                raise ReplyFormatError(f"edit block {i} (add) has no <new>text</new>")
+            edits.append(Edit(op="add", text=new, rationale=why))
+        elif op in ("replace", "delete"):
+            if not old:
+                raise ReplyFormatError(f"edit block {i} ({op}) has no <old>text</old>")
+            if op == "replace" and not new:
+                raise ReplyFormatError(f"edit block {i} (replace) has no <new>text</new>")
+            edits.append(Edit(op=op, text=new or "", old=old, rationale=why))
+        else:
+            edits.append(Edit(op=op, text=new or "", old=old or "", rationale=why))
+    return EditOps(edits=edits)
+
+
+def parse_guidance(text: str) -> str:
+    """The bullet list inside <guidance>…</guidance>, normalised to `- item` lines."""
+    m = _GUIDANCE.search(text or "")
+    if not m:
+        raise ReplyFormatError("expected one <guidance>…</guidance> block, found none")
+    items = [_BULLET.sub("", line).strip() for line in m.group(1).splitlines()]
+    items = [" ".join(i.split()) for i in items if i.strip()]
+    if not items:
+        raise ReplyFormatError("the <guidance> block has no bullet")
+    return "\n".join(f"- {i}" for i in items)

@@ -1,0 +1,82 @@
+"""`SimProvider`: the simulated world behind the real `LLMProvider` protocol.
+
+Routing: a system message that contains the solver protocol section
+(harness/agent/prompts.py) is a solver/probe call; otherwise the system
+message's `FORMAT: <name>` line picks the role handler (harness/sim/roles.py).
+A request that is neither raises `LLMError("bad_request")` naming what was
+expected. Usage is counted as chars/4; cost comes from `llm.prices`
+(USD per million tokens, default 0).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from harness.agent.prompts import PROTOCOL_TEXT
+from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
+
+from .roles import HANDLERS, stream_for
+from .solver import SolverModel, question_text_of, render_solver_reply
+from .world import World
+
+_FORMAT = re.compile(r"^FORMAT:\s*([A-Za-z0-9_\-]+)\s*$", re.MULTILINE)
+_PROTOCOL_HEAD = PROTOCOL_TEXT.split("\n", 2)[1]  # "To call a tool, reply with exactly one block:"
+
+
+class SimProvider:
+    """Answers every role from the world's hidden truth. Stateless apart from parse caches."""
+
+    name = "sim"
+
+    def __init__(self, world: World, cfg: Any = None):
+        self.world = world
+        self.cfg = cfg
+        self.solver = SolverModel(world)
+        self._models: dict[str, str] = dict(getattr(cfg, "models", None) or {})
+        self._default_model = str(getattr(cfg, "model", None) or "sim-solver-1")
+        self._prices: dict[str, dict[str, float]] = {k: dict(v) for k, v in (getattr(cfg, "prices", None) or {}).items()}
+
+    def model_for(self, role: Role) -> str:
+        return self._models.get(Role(role).value, self._default_model)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        started = time.perf_counter()
+        text = self.reply(request)
+        model = self.model_for(request.role)
+        prompt_chars = sum(len(m.content) for m in request.messages)
+        usage = Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
+        price = self._prices.get(model)
+        cost = 0.0
+        if price:
+            cost = (usage.prompt_tokens * float(price.get("input", 0.0)) + usage.completion_tokens * float(price.get("output", 0.0))) / 1e6
+        return LLMResponse(text=text, model=model, provider=self.name, usage=usage, cost_usd=cost, latency_s=time.perf_counter() - started)
+
+    def reply(self, request: LLMRequest) -> str:
+        messages = request.messages
+        if not messages or messages[0].role != "system":
+            raise LLMError("bad_request", "sim provider: the first message must be the system message", role=request.role)
+        system = messages[0].content
+        if _PROTOCOL_HEAD in system:
+            return self._solve(request)
+        m = _FORMAT.search(system)
+        if not m:
+            raise LLMError("bad_request", "sim provider: system message has neither the solver protocol nor a 'FORMAT: <name>' line", role=request.role)
+        handler = HANDLERS.get(m.group(1))
+        if handler is None:
+            raise LLMError("bad_request", f"sim provider: unknown FORMAT {m.group(1)!r}; expected one of {sorted(HANDLERS)}", role=request.role)
+        return handler(self.world, messages, stream_for(self.world, m.group(1), messages, request.sample_index))
+
+    def _solve(self, request: LLMRequest) -> str:
+        messages = request.messages
+        if len(messages) < 2:
+            raise LLMError("bad_request", "sim solver: expected a user message with the question", role=request.role)
+        text = question_text_of(messages[1].content)
+        qid = self.world.qid_by_text.get(text) if text is not None else None
+        if qid is None:
+            raise LLMError("bad_request", f"sim solver: question not in the world (seed {self.world.seed}): {(text or messages[1].content)[:80]!r}", role=request.role)
+        read = self.solver.read(messages[0].content)
+        draw = self.solver.draw(read, qid, request.sample_index)
+        first_turn = not any(m.role == "assistant" for m in messages[2:])
+        return render_solver_reply(draw, first_turn, read.tools[0] if read.tools else None, qid)
