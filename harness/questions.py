@@ -319,3 +319,34 @@ def questions_digest(path: str | os.PathLike[str]) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+# ---------------------------------------------------------------- questions reference
+
+_REF_SEP = "@sha256:"
+
+
+def make_questions_ref(path: str | os.PathLike[str]) -> str:
+    """`<path>@sha256:<digest>`: where the questions are and which content they had."""
+    return f"{Path(path).as_posix()}{_REF_SEP}{questions_digest(path)}"
+
+
+def check_questions_ref(ref: str, *, base: str | os.PathLike[str] | None = None) -> Path:
+    """Resolve a questions reference (relative paths against `base`, default cwd) and verify it.
+
+    Accepts `<path>` or `<path>@sha256:<digest>`; raises QuestionsError when
+    the file is missing or its content no longer matches the digest.
+    """
+    if not isinstance(ref, str) or not ref.strip():
+        raise QuestionsError(str(ref), "questions reference must be a non-empty string")
+    path_text, sep, digest = ref.rpartition(_REF_SEP)
+    if not sep:
+        path_text, digest = ref, ""
+    path = Path(path_text)
+    if not path.is_absolute():
+        path = Path(base if base is not None else os.getcwd()) / path
+    if not path.is_file():
+        raise QuestionsError(ref, f"questions file {path} does not exist")
+    if digest and questions_digest(path) != digest:
+        raise QuestionsError(ref, f"questions file {path} changed: its sha256 is {questions_digest(path)}, the reference expects {digest}")
+    return path
