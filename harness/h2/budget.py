@@ -1,0 +1,157 @@
+"""Ledger of a round's rollouts and sessions, and the hard budget gates.
+
+- k <= 3 (`check_k`), and at most 1 base + 2k candidates + k finals
+  executions per round (<= 10), the same cap in both modes.
+- `budget_usd` and `max_sessions` are hard gates: once the spend reaches
+  the budget or the session count reaches the cap, the gate *trips* and
+  stays tripped; no further editor or probe call is allowed, the remaining
+  stages fall back, and the round is not written to the library.
+- Sessions counted against `max_sessions` (seed 002): probes + editor stage
+  attempts (first try and the validator revision). The format retry inside
+  one edit (`.fmt2`), selection and reflection are recorded in the ledger
+  but not counted.
+- Every ledger label is unique; duplicates are detected before any count
+  is reported (a duplicate means the same work was booked twice).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_K = 3
+MAX_EXECUTIONS_PER_ROUND = 10
+
+ROLLOUT = "rollout"
+SESSION = "session"
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f"h2 k must be an integer in 1..{MAX_K} (got {k!r}); k > {MAX_K} exceeds the 10-execution round cap")
+    return k
+
+
+def executions_for(k: int) -> int:
+    """1 base + 2k candidate probes + k finals."""
+    n = 1 + 3 * check_k(k)
+    assert n <= MAX_EXECUTIONS_PER_ROUND
+    return n
+
+
+class DuplicateLabelError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    kind: str  # ROLLOUT | SESSION
+    label: str
+    role: str
+    usd: float
+    counted: bool = True  # counts against max_sessions (sessions) / the execution cap (rollouts)
+    detail: str = ""
+
+
+@dataclass
+class Ledger:
+    entries: list[LedgerEntry] = field(default_factory=list)
+
+    def record(self, kind: str, label: str, role: str, usd: float, *, counted: bool = True, detail: str = "") -> LedgerEntry:
+        if kind not in (ROLLOUT, SESSION):
+            raise ValueError(f"ledger kind must be {ROLLOUT!r} or {SESSION!r}, got {kind!r}")
+        if any(e.label == label for e in self.entries):
+            raise DuplicateLabelError(f"ledger label {label!r} is already booked; every execution and session needs its own label")
+        entry = LedgerEntry(kind, label, role, float(usd), counted, detail)
+        self.entries.append(entry)
+        return entry
+
+    def duplicates(self) -> list[str]:
+        return sorted(label for label, n in Counter(e.label for e in self.entries).items() if n > 1)
+
+    def _checked(self) -> list[LedgerEntry]:
+        dups = self.duplicates()
+        if dups:
+            raise DuplicateLabelError(f"duplicate ledger labels {dups}; counts would be wrong")
+        return self.entries
+
+    @property
+    def total_usd(self) -> float:
+        return sum(e.usd for e in self.entries)
+
+    def summary(self) -> dict[str, Any]:
+        entries = self._checked()
+        rollouts = [e for e in entries if e.kind == ROLLOUT]
+        sessions = [e for e in entries if e.kind == SESSION]
+        return {
+            "rollouts": len(rollouts),
+            "sessions": len(sessions),
+            "counted_sessions": sum(1 for e in sessions if e.counted),
+            "rollout_usd": sum(e.usd for e in rollouts),
+            "session_usd": sum(e.usd for e in sessions),
+            "total_usd": sum(e.usd for e in entries),
+        }
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [dict(e.__dict__) for e in self.entries]
+
+
+@dataclass
+class BudgetGate:
+    """Hard gates over one round. `allow_*` returns False (and trips) once a cap is reached."""
+
+    ledger: Ledger
+    budget_usd: float | None = None
+    max_sessions: int | None = None
+    max_executions: int = MAX_EXECUTIONS_PER_ROUND
+    tripped: str | None = None  # why the gate closed (sticky)
+    refused: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.budget_usd is not None and self.budget_usd < 0:
+            raise ValueError(f"budget_usd must be >= 0, got {self.budget_usd}")
+        if self.max_sessions is not None and self.max_sessions < 0:
+            raise ValueError(f"max_sessions must be >= 0, got {self.max_sessions}")
+        if self.max_executions > MAX_EXECUTIONS_PER_ROUND:
+            raise ValueError(f"max_executions {self.max_executions} exceeds the round cap {MAX_EXECUTIONS_PER_ROUND}")
+
+    def _counted(self, kind: str) -> int:
+        return sum(1 for e in self.ledger.entries if e.kind == kind and e.counted)
+
+    def _check(self) -> str | None:
+        spent = self.ledger.total_usd
+        if self.budget_usd is not None and spent >= self.budget_usd:
+            return f"budget_usd {self.budget_usd:.4f} reached (spent {spent:.4f})"
+        if self.max_sessions is not None and self._counted(SESSION) + self._counted(ROLLOUT) - self._counted_base() >= self.max_sessions:
+            return f"max_sessions {self.max_sessions} reached"
+        return None
+
+    def _counted_base(self) -> int:
+        # the base rollout is not a probe session
+        return sum(1 for e in self.ledger.entries if e.kind == ROLLOUT and e.counted and e.role == "base")
+
+    def allow(self, what: str, *, execution: bool = False) -> bool:
+        """May the next editor/probe call (`what`, for the record) be made?"""
+        if self.tripped is None:
+            self.tripped = self._check()
+        if self.tripped is None and execution and self._counted(ROLLOUT) >= self.max_executions:
+            self.tripped = f"execution cap {self.max_executions} reached"
+        if self.tripped is not None:
+            self.refused.append(f"{what}: {self.tripped}")
+            return False
+        return True
+
+    def note_spend(self) -> None:
+        """Re-check after a call was booked (a call can push the spend over the budget)."""
+        if self.tripped is None and self.budget_usd is not None and self.ledger.total_usd > self.budget_usd:
+            self.tripped = f"budget_usd {self.budget_usd:.4f} exceeded (spent {self.ledger.total_usd:.4f})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget_usd": self.budget_usd,
+            "max_sessions": self.max_sessions,
+            "max_executions": self.max_executions,
+            "tripped": self.tripped,
+            "refused": list(self.refused),
+        }

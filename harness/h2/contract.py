@@ -1,0 +1,139 @@
+"""The editor's output contract (seed 002) and its parser.
+
+An editor answers with exactly one of:
+
+1. changed files, each as a block (only changed files; an omitted file is
+   inherited unchanged from the tree the editor started from)::
+
+       === HARNESS FILE: relative/path ===
+       <full new content>
+       === END HARNESS FILE ===
+
+   and deletions (removing that component) as a single line::
+
+       === DELETE HARNESS FILE: relative/path ===
+
+   plus optionally ``<notes>what changed and why</notes>``;
+2. ``<no-change>reason</no-change>`` — "keep the tree as it is" is a
+   legitimate answer but must be explicit.
+
+Format errors (`EditorFormatError`): file blocks together with the
+no-change marker, a path off the surface or unsafe, an unclosed block, a
+path given twice, an empty no-change reason, and a reply with neither blocks
+nor the marker (including notes that claim changes without any block). The
+caller retries once with the error as feedback, then records a fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from harness.h2.surfaces import Surface
+from harness.tree import HarnessTree, TreePathError, check_relative_path
+
+BEGIN_RE = re.compile(r"^=== HARNESS FILE: (?P<path>.*?) ===[ \t]*$")
+END_RE = re.compile(r"^=== END HARNESS FILE ===[ \t]*$")
+DELETE_RE = re.compile(r"^=== DELETE HARNESS FILE: (?P<path>.*?) ===[ \t]*$")
+NOTES_RE = re.compile(r"<notes>(.*?)</notes>", re.S)
+NO_CHANGE_RE = re.compile(r"<no-change>(.*?)</no-change>", re.S)
+
+
+class EditorFormatError(ValueError):
+    """The editor's reply breaks the output contract; the message says how."""
+
+
+@dataclass(frozen=True)
+class EditorOutput:
+    changes: Mapping[str, str | None]  # path -> new text, None = delete
+    notes: str = ""
+    no_change: str | None = None  # the reason, when the editor kept the tree
+
+    @property
+    def is_no_change(self) -> bool:
+        return self.no_change is not None
+
+    def apply(self, base: HarnessTree) -> HarnessTree:
+        """The base tree with the changes applied (omitted files inherited)."""
+        return base.with_files(dict(self.changes))
+
+
+def render_file_blocks(files: Mapping[str, str]) -> str:
+    """Files in the same block format the editor answers in (used for `## Current harness`)."""
+    out: list[str] = []
+    for path, text in files.items():
+        body = text if text.endswith("\n") or not text else text + "\n"
+        out.append(f"=== HARNESS FILE: {path} ===\n{body}=== END HARNESS FILE ===")
+    return "\n".join(out)
+
+
+def _check_path(raw: str, surface: Surface | None, line_no: int) -> str:
+    try:
+        path = check_relative_path(raw.strip())
+    except TreePathError as exc:
+        raise EditorFormatError(f"line {line_no}: unsafe path in file block: {exc}") from None
+    if surface is not None and surface.classify(path) is None:
+        raise EditorFormatError(
+            f"line {line_no}: path {path!r} is off the {surface.name} surface; editable paths: {surface.editable_paths_text()}"
+        )
+    return path
+
+
+def parse_editor_output(text: str, surface: Surface | None = None) -> EditorOutput:
+    """Parse an editor reply; raise EditorFormatError naming the line and the rule broken."""
+    if not text or not text.strip():
+        raise EditorFormatError("the reply is empty; answer with file blocks or <no-change>reason</no-change>")
+    changes: dict[str, str | None] = {}
+    outside: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m_begin, m_del = BEGIN_RE.match(line), DELETE_RE.match(line)
+        if m_del:
+            path = _check_path(m_del.group("path"), surface, i + 1)
+            if path in changes:
+                raise EditorFormatError(f"line {i + 1}: {path!r} appears in more than one block")
+            changes[path] = None
+            i += 1
+            continue
+        if not m_begin:
+            if END_RE.match(line):
+                raise EditorFormatError(f"line {i + 1}: '=== END HARNESS FILE ===' without an opening '=== HARNESS FILE: path ===' line")
+            outside.append(line)
+            i += 1
+            continue
+        path = _check_path(m_begin.group("path"), surface, i + 1)
+        if path in changes:
+            raise EditorFormatError(f"line {i + 1}: {path!r} appears in more than one block")
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and not END_RE.match(lines[j]):
+            if BEGIN_RE.match(lines[j]) or DELETE_RE.match(lines[j]):
+                raise EditorFormatError(f"line {i + 1}: block for {path!r} is not closed before the next block at line {j + 1}; end every block with '=== END HARNESS FILE ==='")
+            body.append(lines[j])
+            j += 1
+        if j >= len(lines):
+            raise EditorFormatError(f"line {i + 1}: block for {path!r} is never closed; end it with '=== END HARNESS FILE ==='")
+        changes[path] = "\n".join(body) + ("\n" if body else "")
+        i = j + 1
+    rest = "\n".join(outside)
+    notes_m = NOTES_RE.search(rest)
+    notes = notes_m.group(1).strip() if notes_m else ""
+    nc_m = NO_CHANGE_RE.search(rest)
+    if nc_m and changes:
+        raise EditorFormatError("the reply has file blocks AND a <no-change> marker; send either the changed files or the marker, not both")
+    if nc_m:
+        reason = nc_m.group(1).strip()
+        if not reason:
+            raise EditorFormatError("<no-change> needs a reason: <no-change>why the current harness should stay</no-change>")
+        return EditorOutput(changes={}, notes=notes, no_change=reason)
+    if not changes:
+        if notes:
+            raise EditorFormatError(
+                "<notes> describe changes but the reply has no '=== HARNESS FILE: path ===' blocks; "
+                "send every changed file as a block, or answer <no-change>reason</no-change>"
+            )
+        raise EditorFormatError("the reply has neither '=== HARNESS FILE: path ===' blocks nor a <no-change>reason</no-change> marker")
+    return EditorOutput(changes=changes, notes=notes, no_change=None)

@@ -1,0 +1,282 @@
+"""The Harness² roles: Editor, Selector, Reflector, Judge.
+
+Each role renders its prompt (harness/h2/prompts.py), gets a reply text from
+a `Responder` and parses it in its contract. A responder is either an
+`LLMProvider` (`ProviderResponder`: the real or simulated model, one call per
+session, sample index derived from the idempotency key so that re-runs hit
+the response cache and distinct sessions are distinct samples) or a plain
+function (`FunctionResponder`: deterministic roles for demos and tests).
+Either way the reply goes through the same parser, so a deterministic role
+cannot bypass the output contract.
+
+Editor failures are results, not exceptions: a format error gets one retry
+with the error as feedback (key suffix ``.fmt2``); a second format error or a
+provider failure returns ``output=None`` with the reason, and the caller
+records a fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable, Protocol, Sequence
+
+from harness.h2.context import PoolEntry, render_context
+from harness.h2.contract import EditorFormatError, EditorOutput, parse_editor_output
+from harness.h2.library import Experience
+from harness.h2.prompts import editor_messages, judge_messages, reflector_messages, selector_messages
+from harness.h2.surfaces import Surface
+from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role
+from harness.tree import HarnessTree
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    usd: float = 0.0
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One session booked in the ledger."""
+
+    key: str
+    role: str
+    usd: float
+    counted: bool  # counts against max_sessions
+
+
+class Responder(Protocol):
+    async def __call__(self, role: Role, messages: list[ChatMessage], key: str) -> Reply: ...
+
+
+def key_sample_index(key: str) -> int:
+    return int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:8], 16)
+
+
+@dataclass
+class ProviderResponder:
+    provider: LLMProvider
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    async def __call__(self, role: Role, messages: list[ChatMessage], key: str) -> Reply:
+        params = {k: v for k, v in (("temperature", self.temperature), ("max_tokens", self.max_tokens)) if v is not None}
+        resp = await self.provider.complete(LLMRequest.make(role, messages, sample_index=key_sample_index(key), **params))
+        return Reply(resp.text, resp.cost_usd, resp.model)
+
+
+@dataclass
+class FunctionResponder:
+    """Deterministic responder: `fn(role, messages, key) -> str` (or an awaitable of str)."""
+
+    fn: Callable[[Role, list[ChatMessage], str], str | Awaitable[str]]
+    usd_per_call: float = 0.0
+
+    async def __call__(self, role: Role, messages: list[ChatMessage], key: str) -> Reply:
+        out = self.fn(role, messages, key)
+        if inspect.isawaitable(out):
+            out = await out
+        return Reply(str(out), self.usd_per_call, "function")
+
+
+# ---------------------------------------------------------------- editor
+
+
+@dataclass(frozen=True)
+class EditRequest:
+    stage: str  # inv | dom | compose
+    key: str  # idempotency key of this stage attempt
+    surface: Surface
+    task_id: str
+    task_header: str
+    prompt: str
+    current: HarnessTree
+    context_dir: Path
+    pool: tuple[PoolEntry, ...] = ()
+    validator_feedback: str | None = None
+
+
+@dataclass(frozen=True)
+class EditResult:
+    output: EditorOutput | None  # None: no usable reply (see format_errors / error)
+    calls: tuple[Call, ...]
+    format_errors: tuple[str, ...] = ()
+    error: str | None = None
+    raw: str = ""
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.usd for c in self.calls)
+
+
+@dataclass
+class Editor:
+    responder: Responder
+    evidence_chars: int = 60_000
+
+    async def edit(self, req: EditRequest) -> EditResult:
+        evidence = render_context(req.context_dir, self.evidence_chars)
+        calls: list[Call] = []
+        errors: list[str] = []
+        raw = ""
+        for attempt, key in enumerate((req.key, req.key + ".fmt2")):
+            messages = editor_messages(
+                stage=req.stage, surface=req.surface, task_id=req.task_id, task_header=req.task_header, prompt=req.prompt,
+                current=req.current, evidence=evidence, pool=req.pool, validator_feedback=req.validator_feedback,
+                format_feedback=errors[-1] if errors else None,
+            )
+            try:
+                reply = await self.responder(Role.EDITOR, messages, key)
+            except LLMError as exc:
+                return EditResult(None, tuple(calls), tuple(errors), f"editor call {key} failed: {exc}", raw)
+            calls.append(Call(key, Role.EDITOR.value, reply.usd, counted=attempt == 0))
+            raw = reply.text
+            try:
+                return EditResult(parse_editor_output(reply.text, req.surface), tuple(calls), tuple(errors), None, raw)
+            except EditorFormatError as exc:
+                errors.append(str(exc))
+        return EditResult(None, tuple(calls), tuple(errors), "editor output broke the contract twice", raw)
+
+
+# ---------------------------------------------------------------- selector
+
+_CHOICE_RE = re.compile(r"```choice[ \t]*\n\s*(.*?)\s*\n?```", re.S)
+_WHY_RE = re.compile(r"<why>(.*?)</why>", re.S)
+
+
+@dataclass(frozen=True)
+class SelectResult:
+    choice: str | None  # None: failure or non-answer (see error)
+    why: str
+    call: Call | None
+    error: str | None = None
+    raw: str = ""
+
+
+def parse_choice(text: str, ids: Sequence[str]) -> tuple[str | None, str, str | None]:
+    """(choice, why, error): the choice block must name exactly one of `ids`."""
+    m = _CHOICE_RE.search(text or "")
+    why_m = _WHY_RE.search(text or "")
+    why = why_m.group(1).strip() if why_m else ""
+    if not m:
+        return None, why, "no ```choice block in the selector's reply"
+    choice = m.group(1).strip().strip("`").strip()
+    if choice not in ids:
+        return None, why, f"choice {choice!r} is not one of the candidates {list(ids)}"
+    return choice, why, None
+
+
+@dataclass
+class Selector:
+    responder: Responder
+
+    async def select(self, *, key: str, task_id: str, task_header: str, prompt: str, candidates: dict[str, str]) -> SelectResult:
+        messages = selector_messages(task_id=task_id, task_header=task_header, prompt=prompt, candidates=candidates)
+        try:
+            reply = await self.responder(Role.SELECTOR, messages, key)
+        except LLMError as exc:
+            return SelectResult(None, "", None, f"selector call failed: {exc}")
+        call = Call(key, Role.SELECTOR.value, reply.usd, counted=False)
+        choice, why, err = parse_choice(reply.text, list(candidates))
+        return SelectResult(choice, why, call, err, reply.text)
+
+
+# ---------------------------------------------------------------- reflector
+
+_EXPERIENCE_RE = re.compile(r"<experience>(.*?)</experience>", re.S)
+_EDITS_RE = re.compile(r"<edits>(.*?)</edits>", re.S)
+
+
+@dataclass(frozen=True)
+class ReflectResult:
+    experience: Experience | None
+    call: Call | None
+    dropped: str | None = None  # why no experience was kept
+    raw: str = ""
+
+
+def parse_experience(text: str) -> tuple[Experience | None, str | None]:
+    m = _EXPERIENCE_RE.search(text or "")
+    if not m:
+        return None, "no <experience> block"
+    try:
+        data = json.loads(m.group(1).strip())
+    except json.JSONDecodeError as exc:
+        return None, f"<experience> is not JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, "<experience> must be a JSON object"
+    edits = _EDITS_RE.search(text)
+    if edits and not data.get("edits"):
+        data["edits"] = edits.group(1).strip()
+    exp = Experience.from_mapping(data)
+    if exp is None:
+        return None, "cue, lesson or evidence is empty"
+    return exp, None
+
+
+@dataclass
+class Reflector:
+    responder: Responder
+    evidence_chars: int = 30_000
+
+    async def reflect(self, *, key: str, task_id: str, task_header: str, prompt: str, base: HarnessTree, adopted: HarnessTree, context_dir: Path, selection_note: str) -> ReflectResult:
+        messages = reflector_messages(
+            task_id=task_id, task_header=task_header, prompt=prompt, base=base, adopted=adopted,
+            evidence=render_context(context_dir, self.evidence_chars), selection_note=selection_note,
+        )
+        try:
+            reply = await self.responder(Role.REFLECTOR, messages, key)
+        except LLMError as exc:
+            return ReflectResult(None, None, f"reflector call failed: {exc}")
+        exp, why = parse_experience(reply.text)
+        return ReflectResult(exp, Call(key, Role.REFLECTOR.value, reply.usd, counted=False), why, reply.text)
+
+
+# ---------------------------------------------------------------- judge
+
+_GRADE_RE = re.compile(r"<grade>\s*([0-9]*\.?[0-9]+)\s*</grade>")
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    grade: float | None  # None = ungraded (never zero)
+    why: str
+    call: Call | None
+    error: str | None = None
+
+
+@dataclass
+class Judge:
+    responder: Responder
+
+    async def grade(self, *, key: str, task_id: str, task_header: str, prompt: str, deliverable: str) -> GradeResult:
+        messages = judge_messages(task_id=task_id, task_header=task_header, prompt=prompt, deliverable=deliverable)
+        try:
+            reply = await self.responder(Role.JUDGE, messages, key)
+        except LLMError as exc:
+            return GradeResult(None, "", None, f"judge call failed: {exc}")
+        call = Call(key, Role.JUDGE.value, reply.usd, counted=False)
+        m = _GRADE_RE.search(reply.text or "")
+        why_m = _WHY_RE.search(reply.text or "")
+        if not m or not 0.0 <= float(m.group(1)) <= 1.0:
+            return GradeResult(None, why_m.group(1).strip() if why_m else "", call, "no <grade> in 0..1 in the judge's reply")
+        return GradeResult(float(m.group(1)), why_m.group(1).strip() if why_m else "", call)
+
+
+@dataclass
+class Roles:
+    editor: Editor
+    selector: Selector | None = None
+    reflector: Reflector | None = None
+    judge: Judge | None = None
+
+    @classmethod
+    def from_provider(cls, provider: LLMProvider, **kw) -> Roles:
+        r = ProviderResponder(provider, **kw)
+        return cls(Editor(r), Selector(r), Reflector(r), Judge(r))
