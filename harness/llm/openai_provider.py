@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import time
 from typing import Any
@@ -49,17 +48,10 @@ def resolve_api_key(llm_cfg: Any) -> str:
     A local base_url without a key gets a dummy key; any other missing key is
     an LLMError("auth") naming the variable (never its value).
     """
+    from harness.config.secrets import get_api_key  # environment first, then .env
+
     env_name = getattr(llm_cfg, "api_key_env", None) or "OPENAI_API_KEY"
-    key: str | None
-    try:
-        from harness.config.secrets import get_api_key  # config helper's module (reads .env too)
-    except ImportError:
-        key = os.environ.get(env_name)
-    else:
-        try:
-            key = get_api_key(llm_cfg)
-        except (KeyError, LookupError, ValueError):
-            key = None
+    key = get_api_key(llm_cfg, required=False)
     if key:
         return key
     base_url = getattr(llm_cfg, "base_url", None)
