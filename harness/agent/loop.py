@@ -1,0 +1,172 @@
+"""AgentLoop: one rollout of the solver on one question under one harness.
+
+system prompt + the task type's skill + tool guides + question (the messages
+of harness/agent/prompts.py) -> zero or more tool calls -> final answer.
+Every step is kept in the trace. Tool problems (unknown tool, bad
+arguments, an exception in the tool, a malformed tool-call block) are
+recorded and shown to the model as a <tool_result> with an ERROR line; they
+never raise. A failed LLM call ends the rollout with stop_reason "error"
+and `infra=True` (it says nothing about the harness).
+
+Sample indices: LLM call k (0-based) of sample s uses `step_sample_index(s, k)
+= s * STEP_STRIDE + k`, so every call of a rollout is a distinct,
+reproducible sample and a new s gives fresh samples at every step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from harness.agent.prompts import ToolCallFormatError, parse_answer, parse_tool_call, render_tool_result, solver_messages
+from harness.bench.protocol import ToolDispatch, UnknownToolError
+from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role, Usage
+from harness.questions import Question
+
+logger = logging.getLogger("harness.agent")
+
+STEP_STRIDE = 1000
+StopReason = Literal["answer", "max_steps", "error", "no_answer"]
+
+# trace kinds
+ASSISTANT = "assistant"
+TOOL_CALL = "tool_call"
+TOOL_RESULT = "tool_result"
+TOOL_ERROR = "tool_error"
+LLM_ERROR = "llm_error"
+
+
+def step_sample_index(sample_index: int, step: int) -> int:
+    """The sample index of LLM call `step` of rollout sample `sample_index` (injective for step < STEP_STRIDE)."""
+    if not 0 <= step < STEP_STRIDE:
+        raise ValueError(f"step must be in [0, {STEP_STRIDE}), got {step}")
+    return sample_index * STEP_STRIDE + step
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    step: int  # position in the trace (unique per rollout)
+    kind: str  # assistant | tool_call | tool_result | tool_error | llm_error
+    content: str
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    answer: str | None
+    trace: tuple[TraceStep, ...]
+    stop_reason: StopReason
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+    error: str | None
+    n_steps: int  # LLM calls made
+    infra: bool  # the rollout failed for infrastructure reasons: no evidence about the harness
+    reasoning: str | None = None  # the last assistant message
+    evidence: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # tool calls and their results
+
+
+class AgentLoop:
+    """Runs the solver; holds only configuration, so one instance serves concurrent rollouts."""
+
+    def __init__(self, llm: LLMProvider, *, max_steps: int = 4, params: Mapping[str, Any] | None = None, role: Role = Role.SOLVER):
+        if not 1 <= max_steps < STEP_STRIDE:
+            raise ValueError(f"max_steps must be in [1, {STEP_STRIDE}), got {max_steps}")
+        self.llm = llm
+        self.max_steps = max_steps
+        self.params = dict(params or {})
+        self.role = Role(role)
+
+    async def run(
+        self,
+        tree: Mapping[str, str],
+        question: Question,
+        *,
+        tool_dispatch: ToolDispatch | None = None,
+        sample_index: int = 0,
+    ) -> AgentResult:
+        started = time.perf_counter()
+        messages = solver_messages(tree, question.task_type, question.question, question.choices)
+        trace: list[TraceStep] = []
+        evidence: list[dict[str, Any]] = []
+        prompt_tokens = completion_tokens = 0
+        cost = 0.0
+        reasoning: str | None = None
+
+        def note(kind: str, content: str) -> None:
+            trace.append(TraceStep(len(trace), kind, content))
+
+        def finish(stop_reason: StopReason, n_steps: int, *, answer: str | None = None, error: str | None = None) -> AgentResult:
+            return AgentResult(
+                answer=answer,
+                trace=tuple(trace),
+                stop_reason=stop_reason,
+                usage=Usage(prompt_tokens, completion_tokens),
+                cost_usd=cost,
+                latency_s=time.perf_counter() - started,
+                error=error,
+                n_steps=n_steps,
+                infra=stop_reason == "error",
+                reasoning=reasoning,
+                evidence=tuple(evidence),
+            )
+
+        for step in range(self.max_steps):
+            request = LLMRequest.make(self.role, messages, sample_index=step_sample_index(sample_index, step), **self.params)
+            try:
+                response = await self.llm.complete(request)
+            except LLMError as exc:
+                note(LLM_ERROR, str(exc))
+                return finish("error", step + 1, error=str(exc))
+            except Exception as exc:  # a provider bug must not kill the batch; it is recorded as infra
+                logger.exception("unexpected error from provider %s on qid %s", getattr(self.llm, "name", "?"), question.qid)
+                note(LLM_ERROR, f"unexpected {type(exc).__name__}: {exc}")
+                return finish("error", step + 1, error=f"[unexpected] {type(exc).__name__}: {exc}")
+            prompt_tokens += response.usage.prompt_tokens
+            completion_tokens += response.usage.completion_tokens
+            cost += response.cost_usd
+            text = response.text
+            reasoning = text
+            note(ASSISTANT, text)
+            messages.append(ChatMessage("assistant", text))
+
+            answer = parse_answer(text)
+            if answer is not None:  # a final answer ends the rollout, even next to a tool call
+                return finish("answer", step + 1, answer=answer)
+            try:
+                call = parse_tool_call(text)
+            except ToolCallFormatError as exc:
+                result_text, name = f"ERROR: {exc}", "invalid"
+                note(TOOL_ERROR, str(exc))
+                evidence.append({"tool": None, "error": str(exc)})
+            else:
+                if call is None:
+                    return finish("no_answer", step + 1)
+                name = call.name
+                note(TOOL_CALL, json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, default=str))
+                result_text = await self._dispatch(tool_dispatch, call.name, call.arguments, note, evidence)
+            messages.append(ChatMessage("user", render_tool_result(name, result_text)))
+        return finish("max_steps", self.max_steps)
+
+    async def _dispatch(self, tool_dispatch: ToolDispatch | None, name: str, arguments: dict[str, Any], note, evidence: list) -> str:
+        """Run one tool call; any failure becomes an ERROR result (recorded, never raised)."""
+        try:
+            if tool_dispatch is None:
+                raise UnknownToolError(f"unknown tool {name!r}: no tools are available for this question")
+            result = tool_dispatch(name, arguments)
+            if inspect.isawaitable(result):
+                result = await result
+            if not isinstance(result, str):
+                result = json.dumps(result, sort_keys=True, default=str)
+        except Exception as exc:  # tool failures are data for the model, not crashes
+            message = f"{type(exc).__name__}: {exc}"
+            note(TOOL_ERROR, message)
+            evidence.append({"tool": name, "arguments": arguments, "error": message})
+            return f"ERROR: {message}"
+        note(TOOL_RESULT, result)
+        evidence.append({"tool": name, "arguments": arguments, "result": result})
+        return result
