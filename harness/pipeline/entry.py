@@ -1,0 +1,75 @@
+"""Shared plumbing of the `python -m stages.X` entry points.
+
+An entry point parses its paths from argv, then `run_stage` loads the
+config snapshot DVC tracks (``params.yaml``), configures logging (progress
+lines on ``harness.progress``; ``--quiet`` shows warnings only), builds the
+stage context rooted at the project directory (the working directory: DVC
+runs every stage from the repository root) and calls the stage function.
+Heavy modules are imported only inside the stage call, so start-up stays
+cheap for the ~50 processes of a `dvc repro`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.tracking.progress import PROGRESS_LOGGER, configure_logging
+
+log = logging.getLogger(PROGRESS_LOGGER)
+
+
+def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every stage shares (--params, --quiet)."""
+    parser = argparse.ArgumentParser(prog=f"python -m stages.{stage}", description=description)
+    parser.add_argument("--params", default="params.yaml", help="composed config snapshot (default: params.yaml)")
+    parser.add_argument("--quiet", action="store_true", help="warnings and errors only")
+    return parser
+
+
+def run_stage(
+    stage: str,
+    args: argparse.Namespace,
+    call: Callable[[Any, Any], None],
+    *,
+    root: Path | None = None,
+) -> int:
+    """Load the config, set up logging, build the context and run `call(ctx, cfg)`; returns an exit code.
+
+    A configuration or state error is printed as one clear line (exit 2);
+    anything else propagates with its traceback.
+    """
+    configure_logging(quiet=args.quiet)
+    from harness.config.errors import ConfigError
+
+    project_root = (root or Path.cwd()).resolve()
+    try:
+        cfg = load_stage_config(Path(args.params))
+    except ConfigError as exc:
+        print(f"stages.{stage}: bad configuration in {args.params}: {exc}", file=sys.stderr)
+        return 2
+    if cfg.get("quiet", False):
+        configure_logging(quiet=True)
+    from harness.loop.state import StateError
+    from harness.loop.steps import make_context
+
+    started = time.monotonic()
+    try:
+        call(make_context(cfg, project_root), cfg)
+    except StateError as exc:
+        print(f"stages.{stage}: {exc}", file=sys.stderr)
+        return 2
+    log.info("[%s] finished in %.1f s", stage, time.monotonic() - started)
+    return 0
+
+
+def load_stage_config(params_path: Path):
+    """The frozen, validated config of the snapshot at `params_path`."""
+    from harness.config.load import load_params
+
+    return load_params(params_path)
+

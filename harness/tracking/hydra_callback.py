@@ -1,0 +1,104 @@
+"""Hydra callback: one MLflow parent run per multirun, every job a child of it.
+
+Registered in ``conf/hydra/default.yaml``. At ``on_multirun_start`` (in the
+launching process, before any job starts) it initialises the tracking
+database once — parallel first use of a new SQLite store fails — and opens
+the parent run. Jobs may run in other processes (joblib/loky workers,
+submitit on SLURM), so the parent run id travels two ways: the environment
+variable ``HARNESS_MLFLOW_PARENT_RUN_ID`` (inherited by workers spawned after
+this point) and the file ``<sweep dir>/mlflow_parent_run_id.txt`` (shared
+file systems). `parent_run_id_for_job` reads them back in a job.
+
+Importing this module is cheap: mlflow is imported only when a multirun
+with tracking enabled starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from harness.tracking.store import PARENT_RUN_ENV, PARENT_RUN_FILE, init_tracking_db, resolve_tracking_uri
+
+log = logging.getLogger(__name__)
+
+
+class MlflowSweepCallback(Callback):
+    """Opens the sweep's parent run and closes it when the multirun ends."""
+
+    def __init__(self) -> None:
+        self._parent_run_id: str | None = None
+        self._tracking_uri: str | None = None
+        self._sweep_params: dict[str, str] = {}
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        tracking = config.get("tracking")
+        if tracking is None or not tracking.get("enabled", False):
+            return
+        from harness.tracking.mlflow_log import start_parent_run
+
+        project_root = Path.cwd()
+        self._tracking_uri = resolve_tracking_uri(tracking.get("tracking_uri"), project_root)
+        init_tracking_db(self._tracking_uri)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        sweeper_params = config.hydra.sweeper.get("params") or {}
+        overrides = list(config.hydra.overrides.get("task") or [])
+        self._sweep_params = {
+            **{f"sweep.{key}": str(value) for key, value in dict(sweeper_params).items()},
+            "sweep.overrides": " ".join(overrides),
+            "sweep.dir": str(sweep_dir),
+        }
+        run_name = tracking.get("parent_run_name") or f"sweep-{sweep_dir.name}"
+        tags = {"harness.kind": "sweep", "harness.sweep_dir": str(sweep_dir)}
+        commit = _git_commit(project_root)
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        self._parent_run_id = start_parent_run(
+            tracking_uri=self._tracking_uri,
+            experiment=str(tracking.get("experiment")),
+            project_root=project_root,
+            run_name=run_name,
+            tags=tags,
+        )
+        os.environ[PARENT_RUN_ENV] = self._parent_run_id
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / PARENT_RUN_FILE).write_text(self._parent_run_id + "\n", encoding="utf-8")
+        # A job that raises ends the multirun without on_multirun_end: mark the parent FAILED then.
+        atexit.register(self._finish, failed=True)
+        log.info("MLflow sweep parent run %s (%s)", self._parent_run_id, run_name)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._finish(failed=False)
+
+    def _finish(self, failed: bool) -> None:
+        if self._parent_run_id is None or self._tracking_uri is None:
+            return
+        from harness.tracking.mlflow_log import finish_parent_run
+
+        run_id, self._parent_run_id = self._parent_run_id, None
+        os.environ.pop(PARENT_RUN_ENV, None)
+        finish_parent_run(tracking_uri=self._tracking_uri, run_id=run_id, params=self._sweep_params, failed=failed)
+
+
+def parent_run_id_for_job(hydra_config: Any | None) -> str | None:
+    """The sweep's parent run id inside a job (None outside a tracked multirun)."""
+    from_env = os.environ.get(PARENT_RUN_ENV)
+    if from_env:
+        return from_env.strip()
+    if hydra_config is None or hydra_config.mode != RunMode.MULTIRUN:
+        return None
+    marker = Path(str(hydra_config.sweep.dir)) / PARENT_RUN_FILE
+    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+
+
+def _git_commit(root: Path) -> str | None:
+    from harness.tracking.provenance import git_commit
+
+    return git_commit(root)

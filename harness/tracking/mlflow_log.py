@@ -1,0 +1,162 @@
+"""Write a finished `TrackedRun` to MLflow (the only module that logs runs).
+
+One run per training run; under a sweep the run is a child of the sweep's
+parent run (tag ``mlflow.parentRunId``). Metrics, params and tags go in
+batched `log_batch` calls (MLflow's per-call limits respected); the
+observation tables become Parquet artifacts under ``tables/`` and MLflow
+tables (``tables/<name>.json``) that the UI's artifact view renders.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from harness.tracking.record import TrackedRun
+from harness.tracking.store import artifact_location_for, ensure_experiment
+
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+_MAX_TAGS_PER_BATCH = 100
+_MAX_PARAM_CHARS = 6000
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def log_tracked_run(
+    run: TrackedRun,
+    *,
+    tracking_uri: str,
+    experiment: str,
+    project_root: Path,
+    parent_run_id: str | None = None,
+) -> str:
+    """Create one MLflow run holding everything in `run`; returns its run id.
+
+    The run ends FINISHED, or FAILED (and the error re-raised) when logging
+    breaks half-way, so a half-logged run is never shown as complete.
+    """
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment_id = ensure_experiment(client, experiment, artifact_location_for(tracking_uri, project_root))
+    tags = dict(run.tags)
+    if parent_run_id:
+        tags[PARENT_TAG] = parent_run_id
+    created = client.create_run(experiment_id, run_name=run.run_name, tags=tags)
+    run_id = created.info.run_id
+    try:
+        now_ms = int(time.time() * 1000)
+        metrics = [
+            Metric(key, float(value), now_ms, int(row["epoch"]))
+            for row in run.epoch_metrics
+            for key, value in row.items()
+            if key != "epoch" and _is_number(value)
+        ]
+        metrics += [
+            Metric(key, float(value), now_ms, run.last_epoch)
+            for key, value in run.summary_metrics.items()
+            if _is_number(value)
+        ]
+        params = [Param(key, _param_value(value)) for key, value in sorted(run.params.items())]
+        for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=chunk)
+        for chunk in _chunks(params, _MAX_PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=chunk)
+        _log_tables(client, run_id, run.tables)
+        for local_path, artifact_dir in run.artifacts:
+            client.log_artifact(run_id, str(local_path), artifact_dir)
+        if run.dataset is not None:
+            _log_dataset(client, run_id, run.dataset)
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id
+
+
+def start_parent_run(
+    *, tracking_uri: str, experiment: str, project_root: Path, run_name: str, tags: Mapping[str, str]
+) -> str:
+    """Open a sweep's parent run (left RUNNING until `finish_parent_run`); returns its id."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment_id = ensure_experiment(client, experiment, artifact_location_for(tracking_uri, project_root))
+    return client.create_run(experiment_id, run_name=run_name, tags=dict(tags)).info.run_id
+
+
+def finish_parent_run(
+    *, tracking_uri: str, run_id: str, params: Mapping[str, str], failed: bool = False
+) -> None:
+    from mlflow.entities import Param
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    for chunk in _chunks([Param(k, _param_value(v)) for k, v in sorted(params.items())], _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=chunk)
+    client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+
+
+def _log_tables(client, run_id: str, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    if not tables:
+        return
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory(prefix="harness-tables-") as tmp:
+        for name, rows in sorted(tables.items()):
+            frame = pd.DataFrame([_flat_row(row) for row in rows])
+            parquet_path = Path(tmp) / f"{name}.parquet"
+            frame.to_parquet(parquet_path, index=False)
+            client.log_artifact(run_id, str(parquet_path), "tables")
+            client.log_table(run_id, data=frame, artifact_file=f"tables/{name}.json")
+
+
+def _log_dataset(client, run_id: str, dataset) -> None:
+    import mlflow.data
+    import pandas as pd
+    from mlflow.entities import DatasetInput, InputTag
+
+    frame = pd.read_parquet(dataset.path)
+    # Nested columns (choices, metadata) are made JSON strings so MLflow can hash and profile them.
+    for column in frame.columns:
+        if frame[column].map(lambda v: isinstance(v, (list, dict)) or hasattr(v, "tolist")).any():
+            frame[column] = frame[column].map(_json_cell)
+    ds = mlflow.data.from_pandas(frame, source=str(Path(dataset.path).resolve()), name=dataset.name)
+    entity = DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", dataset.context)])
+    client.log_inputs(run_id, datasets=[entity])
+
+
+def _flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _json_cell(value) if isinstance(value, (dict, list, tuple)) else value for key, value in row.items()}
+
+
+def _json_cell(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    if value is None:
+        return False
+    try:
+        return not math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _MAX_PARAM_CHARS else text[: _MAX_PARAM_CHARS - 3] + "..."
+
+
+def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,42 @@
+"""What one finished training run hands to MLflow (plain data, no mlflow import).
+
+`harness.pipeline.report` builds a `TrackedRun` from the run's state and
+run log; `harness.tracking.mlflow_log.log_tracked_run` writes it. Metric
+values that do not exist are None and are skipped (never logged as 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """A dataset file logged as a run input (digest computed by MLflow from its content)."""
+
+    path: Path
+    name: str
+    context: str = "training"
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    run_name: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    # one mapping per epoch; key "epoch" (int) is the MLflow step
+    epoch_metrics: Sequence[Mapping[str, Any]] = ()
+    # end-of-run metrics (logged at step = last epoch)
+    summary_metrics: Mapping[str, float | None] = field(default_factory=dict)
+    # observation tables: name -> rows (Parquet artifact + MLflow table)
+    tables: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # (local file, artifact sub-directory or None)
+    artifacts: Sequence[tuple[Path, str | None]] = ()
+    dataset: DatasetRef | None = None
+
+    @property
+    def last_epoch(self) -> int:
+        epochs = [int(m["epoch"]) for m in self.epoch_metrics]
+        return max(epochs) if epochs else 0

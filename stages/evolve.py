@@ -1,0 +1,32 @@
+"""evolve@E.S: diagnosis and per-skill candidate edits from the step's rollout.
+
+    python -m stages.evolve --epoch 1 --step 1 --prev state/init --rollout state/e1/s1/rollout --out state/e1/s1/evolve
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.pipeline.entry import run_stage, stage_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("evolve", "Diagnose failures and propose candidate edits.")
+    parser.add_argument("--epoch", required=True, type=int)
+    parser.add_argument("--step", required=True, type=int)
+    parser.add_argument("--prev", required=True, type=Path)
+    parser.add_argument("--rollout", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+
+    def call(ctx, cfg) -> None:
+        from harness.loop.steps import stage_evolve
+
+        stage_evolve(ctx, args.epoch, args.step, args.prev, args.rollout, args.out)
+
+    return run_stage(f"evolve@e{args.epoch}.s{args.step}", args, call)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

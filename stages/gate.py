@@ -1,0 +1,34 @@
+"""gate@E.S: block-sequential validation of each candidate; the step's new state.
+
+    python -m stages.gate --epoch 1 --step 1 --prev state/init --rollout state/e1/s1/rollout \
+        --evolve state/e1/s1/evolve --out state/e1/s1/gate
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.pipeline.entry import run_stage, stage_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("gate", "Gate the step's candidate edits and write the new state.")
+    parser.add_argument("--epoch", required=True, type=int)
+    parser.add_argument("--step", required=True, type=int)
+    parser.add_argument("--prev", required=True, type=Path)
+    parser.add_argument("--rollout", required=True, type=Path)
+    parser.add_argument("--evolve", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+
+    def call(ctx, cfg) -> None:
+        from harness.loop.steps import stage_gate
+
+        stage_gate(ctx, args.epoch, args.step, args.prev, args.rollout, args.evolve, args.out)
+
+    return run_stage(f"gate@e{args.epoch}.s{args.step}", args, call)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

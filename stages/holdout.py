@@ -1,0 +1,30 @@
+"""holdout: deliver the best harness and evaluate it on the test pool (four-way held-out).
+
+    python -m stages.holdout --final state/e3/slow --pools data/pools.json --out state/holdout
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.pipeline.entry import run_stage, stage_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("holdout", "Deliver the best harness and evaluate it on the test pool.")
+    parser.add_argument("--final", required=True, type=Path, help="state after the last epoch")
+    parser.add_argument("--pools", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+
+    def call(ctx, cfg) -> None:
+        from harness.loop.steps import stage_holdout
+
+        stage_holdout(ctx, args.final, args.pools, args.out)
+
+    return run_stage("holdout", args, call)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
