@@ -98,12 +98,26 @@ def section(text: str, heading: str) -> str:
     return text[body_start + 1 : body_start + 1 + nxt.start()] if nxt else text[body_start + 1 :]
 
 
+def _file_span(text: str) -> tuple[int, int] | None:
+    """(start, end) of the <file>…</file> block under `## Current file` (tags included)."""
+    head = text.find(H_CURRENT_FILE)
+    if head < 0:
+        return None
+    start = text.find(FILE_OPEN, head)
+    end = text.find(FILE_CLOSE, start + len(FILE_OPEN)) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return None
+    return start, end + len(FILE_CLOSE)
+
+
 def fenced_file(text: str) -> str:
-    body = section(text, H_CURRENT_FILE)
-    start, end = body.find(FILE_OPEN), body.rfind(FILE_CLOSE)
-    if start < 0 or end < start:
-        return ""
-    return body[start + len(FILE_OPEN) : end].strip("\n")
+    span = _file_span(text)
+    return text[span[0] + len(FILE_OPEN) : span[1] - len(FILE_CLOSE)].strip("\n") if span else ""
+
+
+def without_file(text: str) -> str:
+    span = _file_span(text)
+    return text[: span[0]] + text[span[1] :] if span else text
 
 
 def stated_rules(world: World, text: str, task_types: Sequence[str]) -> list[Rule]:
@@ -221,8 +235,9 @@ def reply_edit_ops(world: World, messages: Sequence[ChatMessage], stream: Stream
     task_types = [header.group(1)] if header else sorted({m.group(1) for m in _TASK_TYPE.finditer(user)})
     if stream.next() < world.params.editor_malformed_prob:
         return malformed_edit_reply(stream, world, task_types)
-    evidence = user.replace(section(user, H_CURRENT_FILE), "").replace(section(user, H_REJECTED), "")
-    edits = propose_edits(world, task_types=task_types, current=current, evidence=evidence, rejected=section(user, H_REJECTED), budget=budget, stream=stream)
+    rejected = section(user, H_REJECTED)
+    evidence = without_file(user).replace(rejected, "")
+    edits = propose_edits(world, task_types=task_types, current=current, evidence=evidence, rejected=rejected, budget=budget, stream=stream)
     if not edits:
         return "<no-change>No rule I can add is supported by these failures.</no-change>"
     return render_edit_ops(edits)
@@ -267,7 +282,7 @@ def reply_momentum(world: World, messages: Sequence[ChatMessage], stream: Stream
     stated = {r.rule_id for r in stated_rules(world, current, task_types)}
     previous = [line.strip()[2:] for line in section(user, H_PREVIOUS_GUIDANCE).splitlines() if line.strip().startswith("- ")]
     bullets = previous[:2]
-    counts = {rid: n for rid, n in cue_counts(world, section(user, H_COMPARISON), task_types).items() if rid not in stated}
+    counts = {rid: n for rid, n in cue_counts(world, without_file(user).split(H_COMPARISON, 1)[-1], task_types).items() if rid not in stated}
     if counts and stream.next() < 0.5:
         bullets.append(world.rules[stream.weighted(list(counts), list(counts.values()))].text)
     bullets.append(stream.choice(GENERIC_NEUTRALS))

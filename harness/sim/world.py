@@ -153,14 +153,14 @@ class WorldParams:
     length_budget_chars: int = 1600
     length_cost_per_kchar: float = 0.6
     # solver behaviour
-    hint_right_prob: float = 0.55  # wrong answer's hint names a missing applicable insight
+    hint_right_prob: float = 0.45  # wrong answer's hint names a missing applicable insight
     tool_call_prob: float = 0.15
     # diagnoser behaviour
     diagnosis_keep_cue_prob: float = 0.85
     # editor behaviour
     editor_malformed_prob: float = 0.06
-    editor_follow_evidence_prob: float = 0.5
-    editor_prior: tuple[float, float, float, float] = (0.2, 0.5, 0.22, 0.08)  # insight, neutral, trap, fix (delete a stated trap)
+    editor_follow_evidence_prob: float = 0.4
+    editor_prior: tuple[float, float, float, float] = (0.15, 0.57, 0.2, 0.08)  # insight, neutral, trap, fix (delete a stated trap)
     editor_n_edits: tuple[float, float, float] = (0.65, 0.25, 0.10)  # P(1), P(2), P(3) edits, capped by budget
     # selector / judge behaviour
     selector_best_prob: float = 0.75
