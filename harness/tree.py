@@ -174,6 +174,9 @@ class HarnessTree(Mapping[str, str]):
         files: dict[str, str] = {}
         for dirpath, dirnames, filenames in os.walk(root_path):
             dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_PARTS)
+            for d in dirnames:  # os.walk would silently skip a symlinked directory
+                if (Path(dirpath) / d).is_symlink():
+                    raise TreePathError(f"harness directory {Path(dirpath) / d} is a symlink; symlinks are not allowed in a harness tree")
             for name in sorted(filenames):
                 full = Path(dirpath) / name
                 rel = full.relative_to(root_path).as_posix()
@@ -199,10 +202,14 @@ class HarnessTree(Mapping[str, str]):
         old = root_path.with_name(f".{root_path.name}.old-{os.getpid()}")
         _rmtree(tmp)
         tmp.mkdir()
-        for path, text in self._files.items():
-            target = tmp.joinpath(*path.split("/"))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        try:
+            for path, text in self._files.items():
+                target = tmp.joinpath(*path.split("/"))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+        except BaseException:
+            _rmtree(tmp)  # a failed save leaves the old tree and no partial temp dir
+            raise
         if root_path.exists():
             os.replace(root_path, old)
             os.replace(tmp, root_path)

@@ -1,0 +1,164 @@
+import os
+
+import pytest
+
+from harness.tree import HarnessTree, TreeDiff, TreePathError, check_relative_path, is_ignored
+
+BASE = {"system_prompt.md": "be careful", "skills/count/SKILL.md": "count", "tools/zoom.md": "zoom"}
+
+
+@pytest.mark.parametrize(
+    "path, match",
+    [
+        ("/etc/passwd", "absolute"),
+        ("C:/x.md", "absolute"),
+        ("..", r"'\.\.'"),
+        ("a/../../b", r"'\.\.'"),
+        ("skills\\count\\SKILL.md", "backslash"),
+        ("a//b", "empty"),
+        ("a/./b", "empty or '.'"),
+        ("a/", "empty"),
+        ("", "non-empty"),
+        ("a\x00b", "NUL"),
+    ],
+)
+def test_unsafe_paths_refused(path, match):
+    with pytest.raises(TreePathError, match=match):
+        check_relative_path(path)
+    with pytest.raises(TreePathError):
+        HarnessTree({path: "x"})
+
+
+def test_non_string_path_or_content():
+    with pytest.raises(TreePathError):
+        check_relative_path(None)
+    with pytest.raises(TypeError, match="content must be str"):
+        HarnessTree({"a.md": b"bytes"})
+
+
+def test_safe_paths_accepted():
+    assert check_relative_path("skills/count/SKILL.md") == "skills/count/SKILL.md"
+    assert check_relative_path("a..b/c.md") == "a..b/c.md"  # '..' only as a whole segment is unsafe
+
+
+def test_ignored_cache_files_dropped():
+    tree = HarnessTree({**BASE, "__pycache__/x.pyc": "", "skills/.DS_Store": "", "a.tmp": "", "tools/z.pyc": ""})
+    assert sorted(tree) == sorted(BASE)
+    assert is_ignored(".ipynb_checkpoints/a.md") and not is_ignored("tools/temp.md")
+
+
+def test_mapping_and_order():
+    tree = HarnessTree(BASE)
+    assert list(tree) == sorted(BASE) and len(tree) == 3 and tree["tools/zoom.md"] == "zoom"
+    assert tree.to_dict() == BASE
+    with pytest.raises(KeyError):
+        tree["missing.md"]
+
+
+def test_fingerprint_stable_and_sensitive():
+    a = HarnessTree(BASE)
+    b = HarnessTree(dict(reversed(list(BASE.items()))))
+    assert a.fingerprint == b.fingerprint and a == b and hash(a) == hash(b)
+    assert len(a.fingerprint) == 16
+    assert HarnessTree(BASE).fingerprint == a.fingerprint  # recomputed, same
+    renamed = HarnessTree({**{k: v for k, v in BASE.items() if k != "tools/zoom.md"}, "tools/zoom2.md": "zoom"})
+    assert renamed.fingerprint != a.fingerprint
+    assert a.with_files({"tools/zoom.md": "zoom!"}).fingerprint != a.fingerprint
+    # path/content boundary is unambiguous
+    assert HarnessTree({"ab": "c"}).fingerprint != HarnessTree({"a": "bc"}).fingerprint
+    assert HarnessTree().fingerprint != HarnessTree({"a": ""}).fingerprint
+
+
+def test_functional_updates():
+    tree = HarnessTree(BASE)
+    changed = tree.with_files({"tools/zoom.md": None, "tools/crop.md": "crop"})
+    assert "tools/zoom.md" not in changed and changed["tools/crop.md"] == "crop"
+    assert "tools/zoom.md" in tree  # immutable
+    assert tree.subtree("skills").to_dict() == {"count/SKILL.md": "count"}
+    assert tree.subtree("skills").prefixed("skills") == HarnessTree({"skills/count/SKILL.md": "count"})
+    assert tree.merged({"system_prompt.md": "new"})["system_prompt.md"] == "new"
+    with pytest.raises(TreePathError):
+        tree.with_files({"../evil": "x"})
+    with pytest.raises(TreePathError):
+        tree.merged({"/abs": "x"})
+    with pytest.raises(TreePathError):
+        tree.prefixed("..")
+
+
+def test_diff_and_unified_diff():
+    old = HarnessTree(BASE)
+    new = old.with_files({"tools/zoom.md": None, "tools/crop.md": "crop", "system_prompt.md": "be very careful"})
+    d = old.diff(new)
+    assert d == TreeDiff(added=("tools/crop.md",), removed=("tools/zoom.md",), changed=("system_prompt.md",))
+    assert not d.empty and old.diff(HarnessTree(BASE)).empty
+    text = old.unified_diff(new)
+    assert "--- a/system_prompt.md" in text and "+be very careful" in text
+    assert "+++ b/tools/crop.md" in text and "--- /dev/null" in text
+    assert "+++ /dev/null" in text
+    assert old.unified_diff(old) == ""
+
+
+def test_save_load_roundtrip_and_exact_replacement(tmp_path):
+    root = tmp_path / "h"
+    HarnessTree({**BASE, "stale/file.md": "old"}).save(root)
+    (root / "extra.md").write_text("hand-made")
+    tree = HarnessTree({**BASE, "skills/ocr/SKILL.md": "read ü"})
+    tree.save(root)
+    assert HarnessTree.load(root) == tree  # stale and extra files are gone: exact content
+    assert not (root / "stale").exists() and not (root / "extra.md").exists()
+    assert sorted(os.listdir(tmp_path)) == ["h"]  # no temp or old dirs left
+    assert (root / "skills" / "ocr" / "SKILL.md").read_text(encoding="utf-8") == "read ü"
+
+
+def test_save_failure_keeps_old_tree(tmp_path, monkeypatch):
+    root = tmp_path / "h"
+    HarnessTree(BASE).save(root)
+    real_write = type(root).write_text
+    calls = {"n": 0}
+
+    def failing_write(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real_write(self, *a, **kw)
+
+    monkeypatch.setattr(type(root), "write_text", failing_write)
+    with pytest.raises(OSError, match="disk full"):
+        HarnessTree({**BASE, "x.md": "new"}).save(root)
+    monkeypatch.undo()
+    assert HarnessTree.load(root) == HarnessTree(BASE)
+    assert sorted(os.listdir(tmp_path)) == ["h"]  # the partial temp dir was cleaned up
+
+
+def test_load_ignores_cache_files(tmp_path):
+    HarnessTree(BASE).save(tmp_path / "h")
+    (tmp_path / "h" / "__pycache__").mkdir()
+    (tmp_path / "h" / "__pycache__" / "m.pyc").write_bytes(b"\x00\xff")
+    (tmp_path / "h" / "w.tmp").write_text("x")
+    assert HarnessTree.load(tmp_path / "h") == HarnessTree(BASE)
+
+
+def test_load_refuses_file_symlink(tmp_path):
+    HarnessTree(BASE).save(tmp_path / "h")
+    (tmp_path / "secret").write_text("s")
+    (tmp_path / "h" / "link.md").symlink_to(tmp_path / "secret")
+    with pytest.raises(TreePathError, match="symlink"):
+        HarnessTree.load(tmp_path / "h")
+
+
+def test_load_refuses_directory_symlink(tmp_path):
+    HarnessTree(BASE).save(tmp_path / "h")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "f.md").write_text("outside the root")
+    (tmp_path / "h" / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(TreePathError, match="symlink"):
+        HarnessTree.load(tmp_path / "h")
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        HarnessTree.load(tmp_path / "missing")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "bin.md").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(TreePathError, match="not UTF-8"):
+        HarnessTree.load(tmp_path / "h")
