@@ -10,6 +10,7 @@ rule. Each layer is a pure function `cfg -> list[Violation]`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any, Callable
@@ -265,28 +266,43 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+@functools.lru_cache(maxsize=8)
+def _schema_shape(schema: Any) -> dict[str, Any]:
+    """Nested {key: sub-shape | None (leaf) | FREE (free-form mapping)} of a dataclass schema."""
+
+    def shape(ref: DictConfig) -> Any:
+        if OmegaConf.get_type(ref) in (dict, None):
+            return _FREE
+        return {key: shape(ref._get_node(key)) if isinstance(ref._get_node(key), DictConfig) else None
+                for key in ref.keys()}
+
+    return shape(OmegaConf.structured(schema))
+
+
+_FREE = "free-form"
+
+
 def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
     """Keys present in `cfg` but not in the dataclass schema (e.g. added with `+key=`).
 
     Dict-typed fields of the schema (llm.models, llm.prices) accept any key."""
-    reference = OmegaConf.structured(schema)
     violations: list[Violation] = []
 
-    def walk(node: DictConfig, ref: DictConfig, prefix: str) -> None:
-        ref_type = OmegaConf.get_type(ref)
-        if ref_type is dict or ref_type is None:
-            return  # free-form mapping
+    def walk(node: DictConfig, shape: Any, prefix: str) -> None:
+        if shape == _FREE or not isinstance(shape, dict):
+            return
         for key in node.keys():
             full = f"{prefix}{key}"
-            if key not in ref:
-                violations.append(Violation(full, "<set>", f"unknown key: not in the schema of '{prefix.rstrip('.') or 'root'}' "
+            if key not in shape:
+                section = prefix.rstrip(".") or "the root"
+                violations.append(Violation(full, "<set>", f"unknown key: not in the schema of {section} "
                                                            "(harness/config/schema.py); check the spelling"))
                 continue
-            child, ref_child = node._get_node(key), ref._get_node(key)
-            if isinstance(child, DictConfig) and isinstance(ref_child, DictConfig) and not child._is_missing():
-                walk(child, ref_child, full + ".")
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and not child._is_missing():
+                walk(child, shape[key], full + ".")
 
-    walk(cfg, reference, "")
+    walk(cfg, _schema_shape(schema), "")
     return violations
 
 
