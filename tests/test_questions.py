@@ -212,3 +212,23 @@ def test_validate_rows_for_jsonl_style_input():
         validate_rows([{"qid": "a"}], source="in.jsonl")
     with pytest.raises(QuestionsError, match="empty"):
         validate_rows([], source="in.jsonl")
+
+
+def test_questions_ref_roundtrip_and_checks(tmp_path):
+    from harness.questions import check_questions_ref, make_questions_ref
+
+    path = tmp_path / "data" / "q.parquet"
+    write_questions(path, _qs())
+    ref = make_questions_ref(path)
+    assert ref.endswith(questions_digest(path)) and "@sha256:" in ref
+    assert check_questions_ref(ref) == path
+    assert check_questions_ref("data/q.parquet", base=tmp_path) == path  # relative, no digest
+    rel_ref = "data/q.parquet@sha256:" + questions_digest(path)
+    assert check_questions_ref(rel_ref, base=tmp_path) == path
+    with pytest.raises(QuestionsError, match="does not exist"):
+        check_questions_ref("data/other.parquet", base=tmp_path)
+    with pytest.raises(QuestionsError, match="non-empty"):
+        check_questions_ref("")
+    write_questions(path, _qs()[:1])
+    with pytest.raises(QuestionsError, match="changed"):
+        check_questions_ref(ref)
