@@ -1,0 +1,126 @@
+"""StageContext: what every stage function gets (frozen config, project root, lazy services).
+
+`make_context(cfg, root)` is cheap: the benchmark adapter, the questions and
+the LLM provider (a CachedProvider over `llm.cache_dir`, shared by every
+stage and process) are built on first use. Tests and benchmarks may inject
+a provider or a benchmark (e.g. a wrapper that counts calls or a trade-off
+editor); the loop itself never sees an oracle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.kernel.types import GateParams
+from harness.llm.protocol import LLMProvider
+from harness.loop.state import StatePaths
+from harness.questions import Question
+
+progress = logging.getLogger("harness.progress")
+
+
+def gate_params(gate_cfg: Any) -> GateParams:
+    """GateParams from the `gate` config group (`gate.lambda` is a real key)."""
+    get = (lambda k: gate_cfg[k]) if isinstance(gate_cfg, Mapping) or hasattr(gate_cfg, "__getitem__") else (lambda k: getattr(gate_cfg, k))
+    return GateParams(
+        rule=str(get("rule")), lambda_accept=float(get("lambda")), lambda_dir=float(get("lambda_dir")),
+        theta1=float(get("theta1")), block_size=int(get("block_size")), anchor_fraction=float(get("anchor_fraction")),
+        max_pairs=int(get("max_pairs")), undecided=str(get("undecided")), p_low=float(get("p_low")),
+        p_high=float(get("p_high")), ema_gamma=float(get("ema_gamma")), probe_every=int(get("probe_every")),
+        mcnemar_n=int(get("mcnemar_n")), mcnemar_alpha=float(get("mcnemar_alpha")),
+        infra_max_ratio=float(get("infra_max_ratio")), infra_min_denominator=int(get("infra_min_denominator")),
+    )
+
+
+class Throttle:
+    """At most one progress line every `every_s` seconds per stage."""
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s = every_s
+        self._last = 0.0
+
+    def info(self, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            progress.info(msg, *args)
+
+
+@dataclass
+class StageContext:
+    cfg: Any
+    root: Path
+    llm_override: Optional[LLMProvider] = None
+    bench_override: Any = None
+    _llm: Optional[LLMProvider] = field(default=None, repr=False)
+    _bench: Any = field(default=None, repr=False)
+    _questions: Optional[dict[str, Question]] = field(default=None, repr=False)
+    _cache: Any = field(default=None, repr=False)
+
+    @property
+    def run_name(self) -> str:
+        return str(self.cfg.train.run_name)
+
+    @property
+    def paths(self) -> StatePaths:
+        return StatePaths(self.root, str(self.cfg.train.state_dir), str(self.cfg.benchmark.questions_path), str(self.cfg.pools.path))
+
+    @property
+    def gate(self) -> GateParams:
+        return gate_params(self.cfg.gate)
+
+    def bench(self) -> Any:
+        """The BenchmarkAdapter of `benchmark.name` (built once)."""
+        if self.bench_override is not None:
+            return self.bench_override
+        if self._bench is None:
+            from harness.bench.factory import build_benchmark
+
+            self._bench = build_benchmark(self.cfg.benchmark, self.root)
+        return self._bench
+
+    def llm(self) -> LLMProvider:
+        """The configured provider behind the shared response cache (built once)."""
+        if self.llm_override is not None:
+            return self.llm_override
+        if self._llm is None:
+            from harness.llm.cache import ResponseCache
+            from harness.llm.factory import build_provider
+
+            cache_dir = Path(str(self.cfg.llm.cache_dir))
+            self._cache = ResponseCache(cache_dir if cache_dir.is_absolute() else self.root / cache_dir)
+            world = getattr(self.bench(), "world", None) if str(self.cfg.llm.provider) == "sim" else None
+            self._llm = build_provider(self.cfg.llm, world=world, cache=self._cache)
+        return self._llm
+
+    def questions(self, path: Optional[Path] = None) -> dict[str, Question]:
+        """qid -> Question from the prepared questions file (loaded once)."""
+        if self._questions is None:
+            from harness.questions import read_questions
+
+            qs = read_questions(path or self.paths.questions)
+            self._questions = {q.qid: q for q in qs}
+        return self._questions
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+            self._llm = None
+
+
+def make_context(cfg: Any, root: str | Path, *, llm: Optional[LLMProvider] = None, bench: Any = None) -> StageContext:
+    """The context of one stage process (or of a whole in-process training run)."""
+    return StageContext(cfg=cfg, root=Path(root).resolve(), llm_override=llm, bench_override=bench)
+
+
+def by_task_type(qids: Sequence[str], questions: Mapping[str, Question]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for q in qids:
+        out.setdefault(questions[q].task_type, []).append(q)
+    return out

@@ -1,0 +1,220 @@
+"""The per-skill gate of one step (seed 000 §15 `_gate_batch_skills`).
+
+For every candidate of the step, in sorted task-type order: build the
+question plan from the ladder (without the case-pack questions the editor
+saw) plus the anchor stratum, run `validate_skill_local`, then
+
+- accept: snapshot of the affected correctness taken BEFORE merging; the new
+  skills version promoted (manifest updated, paths refreshed by re-reading
+  the workspace); correctness merged on two tracks (the TrainState map gets
+  the candidate's observed outcomes; the probation snapshot keeps the
+  pre-merge values plus the gate's baseline outcomes); the skill's blacklist
+  cleared; a probation opened (kind "accepted") unless the file is the
+  default strategy;
+- probation (undecided gate, `gate.undecided=probation`): installed like an
+  accept, with a probation of kind "probation"; the default-strategy file
+  cannot be put on probation, so it is rejected instead;
+- reject: the blacklist records only the edits that were actually applied
+  (a defensive text when none were);
+- infra: neither — the gate said nothing about the harness.
+
+Rules other than `sequential` plug in through `gate.rule`: `accept_all`
+installs the candidate without a rollout, `gepa` runs one block on the
+step's minibatch questions of the skill (baseline = the step rollout's
+outcomes) and accepts iff strictly better, `mcnemar` walks the same ladder
+plan as ours and decides once at `mcnemar_n` pairs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from harness import workspace as wsp
+from harness.agent.prompts import DEFAULT_SKILL
+from harness.evolution.evolve import rejected_summary
+from harness.kernel.ladder import GatePools, plan_blocks
+from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
+from harness.loop.helpers import _merge_probation
+from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
+from harness.loop.validate import RolloutFn, ValidationOutcome, gate_sample_start, validate_skill_local
+from harness.questions import Question
+from harness.store import read_version_tree
+from harness.tree import HarnessTree
+
+DEFAULT_FILE = f"{DEFAULT_SKILL}/SKILL.md"  # inside the skills tree; never put on probation
+
+
+def skill_key(skill_file: str) -> str:
+    """TrainState key of a skill file: its directory ('<task_type>' or 'default-strategy')."""
+    return skill_file.split("/", 1)[0]
+
+
+@dataclass
+class Candidate:
+    """One evolve-stage proposal for one skill file (as stored by stage_evolve)."""
+
+    task_type: str  # the first (sorted) task type of the group sharing the file (the editor's task type)
+    task_types: list[str]  # every task type of the batch that reads this file
+    skill_file: str  # path inside the skills tree, e.g. "temporal_reasoning/SKILL.md"
+    record: EvolutionRecord
+    case_qids: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return skill_key(self.skill_file)
+
+
+@dataclass
+class GateContext:
+    """What the per-skill gate needs besides the TrainState."""
+
+    run_name: str
+    epoch: int
+    step: int
+    params: GateParams
+    questions: Mapping[str, Question]
+    validation_by_type: Mapping[str, Sequence[str]]
+    rollout: RolloutFn
+    workspace_dir: Path
+    runlog_path: Path
+    cooldown_steps: int
+    seed: int = 0
+    batch_outcomes: Mapping[str, Optional[bool]] = field(default_factory=dict)  # the step rollout (GEPA baseline)
+
+
+def gate_prefix(run_name: str, epoch: int, step: int, task_type: str) -> str:
+    return f"{run_name}_e{epoch}_s{step}_gate_{task_type}"
+
+
+def skills_path(solver_path: str) -> str:
+    """'skills/x/SKILL.md' -> 'x/SKILL.md' (path inside the skills tree)."""
+    return solver_path[len("skills/"):] if solver_path.startswith("skills/") else solver_path
+
+
+def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> tuple[list[list[BlockItem]], Optional[dict[str, bool]]]:
+    """(blocks, known baseline) of the candidate's gate under `gc.params.rule`."""
+    rule = gc.params.rule
+    start = gate_sample_start(prefix)
+    if rule == "gepa":
+        qids = sorted({q for q, v in gc.batch_outcomes.items() if v is not None and gc.questions[q].task_type in cand.task_types})
+        known = {q: bool(gc.batch_outcomes[q]) for q in qids}
+        return ([[BlockItem(q, start + i) for i, q in enumerate(qids)]] if qids else []), known
+    ladder: list[str] = []
+    pool: list[str] = []
+    orders = [pools.ladder(tt, gc.params, warm=warm, exclude=set(cand.case_qids)) for tt in cand.task_types if tt in pools.task_types]
+    for k in range(max((len(o) for o in orders), default=0)):  # interleave the ladders of types sharing a file
+        ladder.extend(o[k] for o in orders if k < len(o))
+    for tt in cand.task_types:
+        if tt in pools.task_types:
+            pool.extend(q for q in pools.pool(tt) if q not in set(cand.case_qids))
+    if not pool:
+        return [], None
+    informing = {}
+    for tt in cand.task_types:
+        if tt in pools.task_types:
+            informing.update(pools.informing_samples(tt))
+    blocks = plan_blocks(ladder, pool, gc.params, seed=gc.seed * 1_000_003 + gc.epoch * 1009 + gc.step * 31 + len(prefix),
+                         first_sample_index=start, informing_samples=informing)
+    return blocks, None
+
+
+def _accept_all_outcome(prefix: str) -> ValidationOutcome:
+    verdict = GateVerdict("accept", 0.0, 0.0, 0, 0, 0, 0, "accept_all rule: no rollouts")
+    return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
+
+
+def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools,
+                      baseline_cache: Any) -> tuple[list[dict], list[str]]:
+    """Gate every candidate (sorted task types); mutates `state` and the workspace.
+
+    Returns (step-report rows, skill keys that started a cooldown this step).
+    """
+    rows: list[dict] = []
+    just_cooled: list[str] = []
+    for cand in sorted(candidates, key=lambda c: c.task_type):
+        rows.append(_gate_one(gc, state, cand, pools, baseline_cache, just_cooled))
+    return rows, just_cooled
+
+
+def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, baseline_cache: Any, just_cooled: list[str]) -> dict:
+    rec = cand.record
+    manifest = wsp.read_manifest(gc.workspace_dir)
+    sv_before, pv = manifest.skills_version, manifest.prompts_version
+    base = {"epoch": gc.epoch, "step": gc.step, "task_type": cand.task_type, "skill_file": cand.skill_file,
+            "edits_proposed": len(rec.edits), "edits_applied": len(rec.applied_edits), "skills_version_before": sv_before}
+    skills_tree = read_version_tree(gc.workspace_dir / "skills", sv_before)
+    prompts_tree = read_version_tree(gc.workspace_dir / "prompts", pv)
+    if skills_tree.get(cand.skill_file) != rec.old_text:
+        # another accept of this step already changed the file: the candidate was built on stale text
+        return step_report_row(**base, action="skipped_stale", reason="skill file changed earlier in this step")
+    prefix = gate_prefix(gc.run_name, gc.epoch, gc.step, cand.key)
+    baseline_view = wsp.compose_view(skills_tree, prompts_tree)
+    candidate_view = wsp.compose_view(skills_tree.with_files({cand.skill_file: rec.new_text}), prompts_tree)
+    warm = any(state.gate_epoch_observed.get(tt, False) for tt in cand.task_types)
+    if gc.params.rule == "accept_all":
+        outcome = _accept_all_outcome(prefix)
+    else:
+        blocks, known = _plan(gc, cand, pools, warm, prefix)
+        if not blocks:
+            return step_report_row(**base, action="skipped_no_questions", reason="no validation questions for this skill", gate_run_id=prefix)
+        block_params = dataclasses.replace(gc.params, block_size=len(blocks[0])) if gc.params.rule == "gepa" else gc.params
+        wsp.record_run(gc.workspace_dir, f"{prefix}_base")
+        wsp.record_run(gc.workspace_dir, f"{prefix}_cand")
+        outcome = asyncio.run(validate_skill_local(
+            task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
+            candidate_tree=candidate_view, blocks=blocks, questions=gc.questions, rollout=gc.rollout, params=block_params,
+            gate_run_prefix=prefix, workspace_dir=gc.workspace_dir, baseline_cache=baseline_cache, prompts_version=pv,
+            epoch=gc.epoch, step=gc.step, known_baseline=known,
+        ))
+        write_gate_evidence(gc.runlog_path, outcome.evidence)
+        write_quadrant_pairs(gc.runlog_path, gate_run_id=prefix, epoch=gc.epoch, step=gc.step, task_type=cand.task_type,
+                             action=outcome.action, pairs=outcome.pairs)
+    v = outcome.verdict
+    gate_fields = dict(gate_run_id=prefix, log_e=v.log_e, log_lr_dir=v.log_lr_dir, wins=v.wins, losses=v.losses, ties=v.ties,
+                       n_pairs=v.n_pairs, rollouts=outcome.rollouts, reason=v.reason)
+    action = outcome.action
+    if action == "probation" and cand.skill_file == DEFAULT_FILE:
+        action = "reject"
+        gate_fields["reason"] = f"{v.reason}; the default strategy cannot be put on probation"
+    if action in ("accept", "probation"):
+        new_version = _install(gc, state, cand, outcome, skills_tree, kind="accepted" if action == "accept" else "probation",
+                               sv_before=sv_before)
+        just_cooled.append(cand.key)
+        return step_report_row(**base, **gate_fields, action=action, skills_version_after=new_version,
+                               probation_opened=cand.skill_file != DEFAULT_FILE)
+    if action == "reject":
+        state.rejected_buffer.setdefault(cand.key, []).append(RejectedEdit(
+            task_type=cand.key, skill_file=cand.skill_file, summary=rejected_summary(rec), epoch=gc.epoch, step=gc.step,
+            reason=gate_fields["reason"]))
+    return step_report_row(**base, **gate_fields, action=action, skills_version_after=sv_before, probation_opened=False)
+
+
+def _install(gc: GateContext, state: Any, cand: Candidate, outcome: ValidationOutcome, skills_tree: HarnessTree, *,
+             kind: str, sv_before: str) -> str:
+    """Accept / probation: snapshot before merging, promote, merge correctness, clear blacklist, open probation."""
+    affected = [q for tt in cand.task_types for q in gc.validation_by_type.get(tt, ())]
+    snapshot = {q: bool(state.correctness[q]) for q in affected if q in state.correctness}  # BEFORE the merge
+    for p in outcome.pairs:  # the gate's own baseline samples describe the anchor version too
+        if p.baseline is not None:
+            snapshot.setdefault(p.qid, bool(p.baseline))
+    new_version = wsp.promote(gc.workspace_dir, "skills", skills_tree.with_files({cand.skill_file: cand.record.new_text}),
+                              {"reason": f"gate {kind}", "epoch": gc.epoch, "step": gc.step, "task_type": cand.task_type})
+    for qid, value in outcome.candidate_correctness.items():
+        state.correctness[qid] = bool(value)
+    state.rejected_buffer.pop(cand.key, None)  # blacklist cleared: the file changed, old rejections describe old text
+    state.changed_task_types_this_epoch |= set(cand.task_types)
+    if gc.cooldown_steps > 0:
+        state.gate_cooldown[cand.key] = int(gc.cooldown_steps)
+    if cand.skill_file != DEFAULT_FILE:
+        pending = [RejectedEdit(task_type=cand.key, skill_file=cand.skill_file, summary=rejected_summary(cand.record),
+                                epoch=gc.epoch, step=gc.step, reason=f"rolled back at probation settlement ({kind})")]
+        new = Probation(task_type=cand.key, skill_file=cand.skill_file, anchor_skills_version=sv_before,
+                        opened_epoch=gc.epoch, opened_step=gc.step, correctness_snapshot=snapshot,
+                        pending_edits=pending, accepted_version=new_version, kind=kind)
+        state.probations[cand.key] = _merge_probation(state.probations.get(cand.key), new)
+    return new_version

@@ -1,0 +1,128 @@
+"""The loop's port to inference and to the run log: rollouts, case samples, tool packs, traces.
+
+`rollout_fn(ctx, log)` returns the `RolloutFn` every part of the loop uses
+(step rollouts, gate blocks, R/R2, held-out): `run_inference` with the
+benchmark's tools and scorer, the configured solver params, the stage's run
+log. Outcomes are per request, None for an infrastructure failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.inference import run_inference
+from harness.kernel.types import CaseSample, ToolCasePack
+from harness.log import RunLogReader
+from harness.loop.validate import RolloutFn
+from harness.questions import Question
+from harness.tree import HarnessTree
+
+TRACE_EXCERPT_CHARS = 2000
+
+
+def run_kind(run_id: str) -> str:
+    if "_gate_" in run_id:
+        return "gate"
+    for suffix, kind in (("_slowR2", "slow_r2"), ("_slowR0", "slow_r0"), ("_slowR", "slow_r")):
+        if run_id.endswith(suffix):
+            return kind
+    return "holdout" if "_holdout_" in run_id else "step"
+
+
+def rollout_fn(ctx: Any, log: Any) -> RolloutFn:
+    bench, llm, cfg = ctx.bench(), ctx.llm(), ctx.cfg
+    params = {"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)}
+
+    async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[bool]]:
+        if not requests:
+            return []
+        result = await run_inference(
+            [q for q, _ in requests], harness_tree_for=tree, llm=llm, tool_dispatch_fn=bench.tool_dispatch, scorer=bench.score,
+            log=log, run_id=run_id, concurrency=int(cfg.train.concurrency), max_steps=int(cfg.llm.max_agent_steps),
+            sample_indices=[i for _, i in requests], params=params, run_kind=run_kind(run_id), keep_traces=False,
+        )
+        ctx.rollouts_spent = getattr(ctx, "rollouts_spent", 0) + len(requests)
+        return [result.correctness_by_sample[(q.qid, i)] for q, i in requests]
+
+    return rollout
+
+
+def run_rollouts(ctx: Any, log: Any, tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[bool]]:
+    return asyncio.run(rollout_fn(ctx, log)(tree, requests, run_id))
+
+
+def _excerpt(text: str) -> str:
+    # the end of a trace holds the final reasoning (and the hint of what was missing)
+    return text if len(text) <= TRACE_EXCERPT_CHARS else "…" + text[-TRACE_EXCERPT_CHARS:]
+
+
+def case_samples(reader: RunLogReader, run_id: str, questions: Mapping[str, Question], outcomes: Mapping[str, Optional[bool]]) -> list[CaseSample]:
+    """One CaseSample per judged question of the run (failures carry their trace excerpt), in qid order."""
+    preds = {r["qid"]: r for r in reader.predictions(run_id=run_id)}
+    out: list[CaseSample] = []
+    for qid in sorted(outcomes):
+        value = outcomes[qid]
+        if value is None or qid not in preds:
+            continue
+        q = questions[qid]
+        trace = ""
+        if not value:
+            trace = "\n".join(f"[{t['kind']}] {t['content']}" for t in reader.traces(run_id, qid))
+        out.append(CaseSample(qid=qid, task_type=q.task_type, question=q.question, predicted=preds[qid]["predicted"],
+                              answer=q.answer, correct=bool(value), trace_excerpt=_excerpt(trace)))
+    return out
+
+
+def tool_packs(reader: RunLogReader, run_id: str, epoch: int) -> dict[str, ToolCasePack]:
+    """Tool usage of one run from the predictions' evidence (calls, errors, a few examples per tool)."""
+    packs: dict[str, ToolCasePack] = {}
+    for row in reader.predictions(run_id=run_id):
+        if not row.get("evidence"):
+            continue
+        try:
+            items = json.loads(row["evidence"])
+        except json.JSONDecodeError:
+            continue
+        for item in items if isinstance(items, list) else []:
+            tool = item.get("tool") if isinstance(item, dict) else None
+            if not isinstance(tool, str) or not tool:
+                continue
+            pack = packs.setdefault(tool, ToolCasePack(tool=tool, epoch=epoch))
+            pack.calls += 1
+            if "error" in item:
+                pack.errors += 1
+                if len(pack.examples) < 4:
+                    pack.examples.setdefault(f"{row['qid']}:error", str(item["error"])[:300])
+            elif len(pack.examples) < 4:
+                pack.examples.setdefault(f"{row['qid']}:call", json.dumps(item.get("arguments"), sort_keys=True)[:300])
+    return packs
+
+
+def trace_text(db: Path, run_id: str, qid: str, sample_index: int) -> str:
+    """The trace of one rollout in a run-log fragment (read-only), excerpted."""
+    if not Path(db).exists():
+        return ""
+    conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        rows = conn.execute("SELECT kind, content FROM traces WHERE run_id=? AND qid=? AND sample_index=? ORDER BY step",
+                            (run_id, qid, sample_index)).fetchall()
+    except sqlite3.OperationalError:
+        return ""
+    finally:
+        conn.close()
+    return _excerpt("\n".join(f"[{k}] {c}" for k, c in rows))
+
+
+def probation_verdict_fn(ctx: Any):
+    """The kernel's probation settlement (snapshot vs full-validation re-run)."""
+    from harness.kernel.probation import probation_verdict
+
+    def verdict(p, rerun: Mapping[str, bool]):
+        return probation_verdict(p, rerun)
+
+    return verdict

@@ -1,0 +1,380 @@
+"""The slow update at the end of an epoch (seed 000 §15 `_slow_update_cycle`), ten steps in order.
+
+ 1. capture the version pair, re-run the full validation pool: run R
+ 2. soft score + dual metric written (NULL where a metric does not exist)
+ 3. R's per-question correctness written back unconditionally
+ 4. probation settlement against R; rollbacks override step 3 (file-level
+    revert to the anchor version's content, stored as a NEW version)
+ 5. best by strict argmax (bound to R's version pair)
+ 6. momentum: a new immutable skills version, one guidance per skill file
+ 7. system prompt / tool guides slow update under `evolve.edit_budget_end`
+ 8. the R2 closed loop on the version pair after 4/6/7 (never R's): a
+    regression reverts the prompts; otherwise R2's correctness is written
+    back, best argmax binds R2's pair and eval_prev <- R2
+ 9. three-state labels, epoch report, four-way held-out (test pool)
+10. ladder refresh from exactly three sources: this epoch's step rollouts
+    (never a `_gate_` run), R's run id, a kept R2's run id. A reverted R2,
+    shadow and held-out runs never reach the ladder.
+
+The caller (stage_slow) owns the state dir, the checkpoint and early stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from harness import workspace as wsp
+from harness.agent.prompts import DEFAULT_SKILL, resolve_skill_file, skill_path
+from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
+from harness.evolution.momentum import ComparisonPair, run_momentum
+from harness.kernel.ladder import GatePools
+from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
+from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate
+from harness.loop.validate import RolloutFn
+from harness.questions import Question
+from harness.store import read_version_tree
+from harness.tree import HarnessTree
+
+progress = logging.getLogger("harness.progress")
+
+SLOW_R_INDEX = 2000  # sample index of R is 2000*E (docs/ARCHITECTURE.md "Sample indices")
+HOLDOUT_INDEX = 3_000_000
+
+
+def r_run_id(run_name: str, epoch: int) -> str:
+    return f"{run_name}_e{epoch}_slowR"
+
+
+def r2_run_id(run_name: str, epoch: int) -> str:
+    return f"{run_name}_e{epoch}_slowR2"
+
+
+def r0_run_id(run_name: str, epoch: int) -> str:
+    return f"{run_name}_e{epoch}_slowR0"
+
+
+def holdout_run_id(run_name: str, which: str) -> str:
+    return f"{run_name}_holdout_{which}"
+
+
+def step_run_glob(run_name: str, epoch: int) -> str:
+    return f"{run_name}_e{epoch}_s*"
+
+
+def ladder_sources(step_run_ids: Sequence[str], run_name: str, epoch: int, r_id: str, kept_r2_id: Optional[str]) -> list[str]:
+    """The exact three sources of the ladder refresh (no `_gate_` run, nothing else)."""
+    glob = step_run_glob(run_name, epoch)
+    steps = sorted(r for r in step_run_ids if fnmatch.fnmatchcase(r, glob) and "_gate_" not in r)
+    return steps + [r_id] + ([kept_r2_id] if kept_r2_id else [])
+
+
+@dataclass
+class EvalRun:
+    run_id: str
+    skills_version: str
+    prompts_version: str
+    outcomes: dict[str, Optional[bool]]
+    soft: Optional[float] = None
+    sample_index: int = 0
+
+    @property
+    def correctness(self) -> dict[str, bool]:
+        return {q: bool(v) for q, v in self.outcomes.items() if v is not None}
+
+    @property
+    def acc(self) -> float:
+        seen = [v for v in self.outcomes.values() if v is not None]
+        return sum(seen) / len(seen) if seen else 0.0
+
+    def acc_on(self, qids: Sequence[str]) -> Optional[float]:
+        seen = [self.outcomes[q] for q in qids if self.outcomes.get(q) is not None]
+        return sum(bool(v) for v in seen) / len(seen) if seen else None
+
+
+@dataclass
+class SlowDeps:
+    """Everything the slow update uses besides the state."""
+
+    run_name: str
+    epoch: int
+    workspace_dir: Path
+    runlog_path: Path
+    questions: Mapping[str, Question]
+    validation: Sequence[str]
+    test: Sequence[str]
+    rollout: RolloutFn
+    llm: Any
+    traces: Callable[[str, str, int], str]  # (run_id, qid, sample_index) -> trace text (for momentum)
+    probation_verdict: Callable[[Probation, Mapping[str, bool]], Any]
+    soft_score: Optional[Callable[[str], Optional[float]]] = None  # run_id -> soft score, None when it does not exist
+    edit_budget_end: int = 1
+    momentum: bool = True
+    system_tool_update: bool = True
+    max_skill_chars: Optional[int] = None
+    ema_gamma: float = 0.3
+    holdout: bool = True
+
+
+@dataclass
+class SlowResult:
+    report: dict[str, Any]
+    improved_best: bool
+    r: EvalRun
+    r2: Optional[EvalRun] = None
+    r2_kept: bool = False
+    rollbacks: list[str] = field(default_factory=list)
+    rollouts: int = 0
+
+
+def _run(coro: Awaitable) -> Any:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Sequence[str], sample_index: int, log: Any) -> EvalRun:
+    """record_run (workspace + run log) before the inference, versions filled in the run log after it."""
+    wsp.record_run(deps.workspace_dir, run_id)
+    log.record_run(run_id, kind, skills_version=sv, prompts_version=pv)
+    tree = wsp.harness_view(deps.workspace_dir, sv, pv)
+    got = _run(deps.rollout(tree, [(deps.questions[q], sample_index) for q in qids], run_id))
+    log.update_run_versions(run_id, sv, pv, None)
+    soft = deps.soft_score(run_id) if deps.soft_score else None
+    return EvalRun(run_id, sv, pv, dict(zip(qids, got)), soft=soft, sample_index=sample_index)
+
+
+def _mixed(hard: float, soft: Optional[float]) -> Optional[float]:
+    return None if soft is None else (hard + soft) / 2.0
+
+
+def _rollback(deps: SlowDeps, p: Probation) -> str:
+    """File-level revert: the anchor version's content of this one file, stored as a new version."""
+    ws = deps.workspace_dir
+    manifest = wsp.read_manifest(ws)
+    current = read_version_tree(ws / "skills", manifest.skills_version)
+    anchor = read_version_tree(ws / "skills", p.anchor_skills_version)
+    reverted = current.with_files({p.skill_file: anchor.get(p.skill_file)})
+    return wsp.promote(ws, "skills", reverted, {"reason": "probation rollback", "skill_file": p.skill_file,
+                                                "anchor": p.anchor_skills_version, "epoch": deps.epoch})
+
+
+def _affected_qids(deps: SlowDeps, tree: HarnessTree, skill_file: str) -> list[str]:
+    target = f"skills/{skill_file}"
+    return [q for q in deps.validation if resolve_skill_file(tree, deps.questions[q].task_type) == target]
+
+
+def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
+                      step_outcomes: Mapping[str, Mapping[str, tuple[int, Optional[bool]]]],
+                      prev_eval_outcomes: Optional[Mapping[str, Optional[bool]]]) -> SlowResult:
+    """Run the ten steps; mutates `state`, the workspace and `pools`.
+
+    `step_outcomes`: run_id -> qid -> (sample_index, correct) of this epoch's
+    step rollouts. `prev_eval_outcomes`: the outcomes of `state.eval_prev_run_id`
+    (read by the caller from the run-log chain); None on the first epoch, when
+    the epoch's starting pair is evaluated once (run R0) to have a reference.
+    """
+    E, ws = deps.epoch, deps.workspace_dir
+    rollouts = 0
+    # -- 0. an unmeasured start: evaluate the epoch's starting pair once (it becomes eval_prev and the first best)
+    if state.eval_prev_acc is None or prev_eval_outcomes is None:
+        r0 = evaluate(deps, r0_run_id(deps.run_name, E), "slow_r0", state.baseline_skills_version,
+                      state.baseline_prompts_version, deps.validation, SLOW_R_INDEX * E, log)
+        rollouts += len(deps.validation)
+        state.eval_prev_acc, state.eval_prev_run_id = r0.acc, r0.run_id
+        prev_eval_outcomes = r0.outcomes
+        _argmax_best(ws, r0, E)
+    prev_acc = state.eval_prev_acc
+    prev_corr = {q: bool(v) for q, v in prev_eval_outcomes.items() if v is not None}
+    # -- 1. version snapshot + full validation re-run R
+    m = wsp.read_manifest(ws)
+    r = evaluate(deps, r_run_id(deps.run_name, E), "slow_r", m.skills_version, m.prompts_version, deps.validation, SLOW_R_INDEX * E, log)
+    rollouts += len(deps.validation)
+    # -- 2. soft score + dual metric
+    write_dual_metric(deps.runlog_path, run_id=r.run_id, epoch=E, kind="R", skills_version=r.skills_version,
+                      prompts_version=r.prompts_version, n=len(deps.validation), hard_acc=r.acc, soft_score=r.soft,
+                      mixed_score=_mixed(r.acc, r.soft))
+    # -- 3. R's correctness written back unconditionally
+    state.correctness.update(r.correctness)
+    # -- 4. probation settlement; rollbacks override step 3
+    r_tree = wsp.harness_view(ws, r.skills_version, r.prompts_version)
+    rollbacks, settled = [], []
+    for _, p in sorted(state.probations.items()):
+        affected = _affected_qids(deps, r_tree, p.skill_file)
+        verdict = deps.probation_verdict(p, {q: r.correctness[q] for q in affected if q in r.correctness})
+        settled.append({"skill_file": p.skill_file, "kind": p.kind, "action": verdict.action, "reason": verdict.reason,
+                        "acc_before": verdict.acc_before, "acc_after": verdict.acc_after})
+        if verdict.action == "rollback":
+            version = _rollback(deps, p)
+            rollbacks.append(p.skill_file)
+            for q in affected:
+                state.correctness.pop(q, None)
+            state.correctness.update({q: v for q, v in p.correctness_snapshot.items() if q in set(affected)})
+            state.rejected_buffer.setdefault(p.task_type, []).extend(p.pending_edits)
+            progress.info("[slow@e%d] probation %s rolled back -> skills %s", E, p.skill_file, version)
+    state.probations = {}
+    # -- 5. best argmax (strict)
+    improved = _argmax_best(ws, r, E)
+    # -- 6. momentum: one new immutable skills version, one guidance per changed skill file
+    momentum_files: list[str] = []
+    if deps.momentum:
+        momentum_files = _momentum(deps, state, r, prev_corr, log)
+    # -- 7. system prompt / tool guides under the end-of-epoch edit budget
+    system_tool_action = "disabled"
+    if deps.system_tool_update:
+        system_tool_action = _system_tool_update(deps, state)
+    # -- 8. R2 closed loop on the new version pair
+    m2 = wsp.read_manifest(ws)
+    r2, r2_kept = None, False
+    if (m2.skills_version, m2.prompts_version) != (r.skills_version, r.prompts_version):
+        r2 = evaluate(deps, r2_run_id(deps.run_name, E), "slow_r2", m2.skills_version, m2.prompts_version, deps.validation,
+                      SLOW_R_INDEX * E + 1, log)
+        rollouts += len(deps.validation)
+        write_dual_metric(deps.runlog_path, run_id=r2.run_id, epoch=E, kind="R2", skills_version=r2.skills_version,
+                          prompts_version=r2.prompts_version, n=len(deps.validation), hard_acc=r2.acc, soft_score=r2.soft,
+                          mixed_score=_mixed(r2.acc, r2.soft))
+        if r2.acc < r.acc:
+            if m2.prompts_version != r.prompts_version:
+                wsp.set_current(ws, prompts=r.prompts_version)
+                system_tool_action += " (reverted: R2 regressed)"
+        else:
+            r2_kept = True
+            state.correctness.update(r2.correctness)
+            improved = _argmax_best(ws, r2, E) or improved
+    final = r2 if r2_kept else r
+    state.eval_prev_acc, state.eval_prev_run_id = final.acc, final.run_id
+    # -- 9. three-state labels, shadow gate, four-way held-out, epoch report
+    label = "improved" if final.acc > prev_acc else ("regressed" if final.acc < prev_acc else "unchanged")
+    best = wsp.read_best(ws)
+    write_shadow_gate(deps.runlog_path, epoch=E, run_id=final.run_id, hard_acc=final.acc, mixed_score=_mixed(final.acc, final.soft),
+                      shadow_best_mixed=None if final.soft is None else _mixed(final.acc, final.soft),
+                      shadow_skills_version=None if final.soft is None else final.skills_version,
+                      shadow_prompts_version=None if final.soft is None else final.prompts_version,
+                      hard_best_skills_version=best.skills if best else None, hard_best_prompts_version=best.prompts if best else None)
+    holdout_rows = _four_way_holdout(deps, state, log) if deps.holdout else []
+    # -- 10. ladder refresh from exactly three sources
+    sources = ladder_sources(list(step_outcomes), deps.run_name, E, r.run_id, r2.run_id if r2_kept and r2 else None)
+    observed: set[str] = {tt for tt, warm in state.gate_epoch_observed.items() if warm}
+    for run_id in sources:
+        if run_id == r.run_id:
+            triples = [(q, r.sample_index, v) for q, v in r.outcomes.items()]
+        elif r2 is not None and run_id == r2.run_id:
+            triples = [(q, r2.sample_index, v) for q, v in r2.outcomes.items()]
+        else:
+            triples = [(q, idx, v) for q, (idx, v) in step_outcomes[run_id].items()]
+        if pools.update_from_run(run_id, triples, gamma=deps.ema_gamma):
+            observed |= {deps.questions[q].task_type for q, _, v in triples if v is not None and q in set(deps.validation)}
+    state.gate_epoch_observed = {tt: True for tt in sorted(observed)}
+    best = wsp.read_best(ws)
+    report = {
+        "epoch": E, "eval_run_id": final.run_id, "eval_acc": final.acc, "soft_score": final.soft,
+        "mixed_score": _mixed(final.acc, final.soft), "eval_prev_acc": prev_acc, "label": label,
+        "best_val_acc": best.val_acc if best else None, "best_skills_version": best.skills if best else None,
+        "best_prompts_version": best.prompts if best else None, "probations_settled": settled, "rollbacks": rollbacks,
+        "momentum_updated_task_types": momentum_files, "system_tool_action": system_tool_action,
+        "r2_run_id": r2.run_id if r2 else None, "r2_acc": r2.acc if r2 else None, "r2_kept": r2_kept,
+        "changed_task_types": sorted(state.changed_task_types_this_epoch), "ladder_sources": sources,
+        "holdout": holdout_rows, "early_stop": False, "steps_since_best_improved": None,
+        "r_acc": r.acc, "rollouts": rollouts,
+    }
+    return SlowResult(report=report, improved_best=improved, r=r, r2=r2, r2_kept=r2_kept, rollbacks=rollbacks, rollouts=rollouts)
+
+
+def _argmax_best(ws: Path, run: EvalRun, epoch: int) -> bool:
+    """Move best to the run's version pair iff its accuracy is strictly greater (or there is no best yet)."""
+    best = wsp.read_best(ws)
+    if best is None or run.acc > best.val_acc:
+        wsp.update_best(ws, run.skills_version, run.prompts_version, run.acc, epoch)
+        return True
+    return False
+
+
+def _momentum(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], log: Any) -> list[str]:
+    """Guidance per skill file changed this epoch, from (epoch-start outcome, R outcome) pairs; one new version."""
+    ws = deps.workspace_dir
+    m = wsp.read_manifest(ws)
+    skills = read_version_tree(ws / "skills", m.skills_version)
+    view = wsp.harness_view(ws, m.skills_version, m.prompts_version)
+    files: dict[str, list[str]] = {}
+    for tt in sorted(set(state.changed_task_types_this_epoch)):
+        f = resolve_skill_file(view, tt)[len("skills/"):]
+        if f in state.epoch_start_skills and state.epoch_start_skills[f] == skills.get(f):
+            continue  # changed and changed back (e.g. rolled back): nothing to give momentum to
+        files.setdefault(f, []).append(tt)
+    changes: dict[str, str] = {}
+    updated: list[str] = []
+    for n, (f, tts) in enumerate(sorted(files.items())):
+        if f == skill_path(DEFAULT_SKILL)[len("skills/"):] or f not in skills:
+            continue
+        pairs = [ComparisonPair(q, deps.questions[q].task_type, deps.questions[q].question, bool(prev_corr[q]), bool(r.outcomes[q]),
+                                deps.traces(r.run_id, q, r.sample_index))
+                 for q in deps.validation
+                 if deps.questions[q].task_type in tts and q in prev_corr and r.outcomes.get(q) is not None]
+        if not pairs:
+            continue
+        out = _run(run_momentum(deps.llm, task_type=tts[0], skill_file=f, skill_text=skills[f], pairs=pairs,
+                                sample_index=SLOW_R_INDEX * deps.epoch + n))
+        if out.new_text != skills[f]:
+            changes[f] = out.new_text
+            updated.extend(tts)
+    if changes:
+        wsp.promote(ws, "skills", skills.with_files(changes), {"reason": "momentum", "epoch": deps.epoch, "files": sorted(changes)})
+    return sorted(updated)
+
+
+def _system_tool_update(deps: SlowDeps, state: Any) -> str:
+    """Edit the system prompt and each tool guide with the epoch's packs; one new prompts version when anything changed."""
+    ws = deps.workspace_dir
+    m = wsp.read_manifest(ws)
+    prompts = read_version_tree(ws / "prompts", m.prompts_version)
+    changes: dict[str, str] = {}
+    actions: list[str] = []
+    cases = [c for pack in state.system_packs for c in pack.cases]
+    if cases and "system_prompt.md" in prompts:
+        rec = _run(evolve_system_prompt(deps.llm, system_prompt_text=prompts["system_prompt.md"], case_pack=cases,
+                                        rejected=state.rejected_buffer.get("_system", []),
+                                        edit_budget=deps.edit_budget_end, sample_index=SLOW_R_INDEX * deps.epoch,
+                                        max_chars=deps.max_skill_chars))
+        if rec.changed:
+            changes["system_prompt.md"] = rec.new_text
+            actions.append("system_prompt")
+    for tool, pack in sorted(state.tool_packs.items()):
+        path = f"tools/{tool}.md"
+        if path not in prompts or pack.calls == 0:
+            continue
+        rec = _run(evolve_single_tool(deps.llm, tool=tool, tool_text=prompts[path], case_pack=pack, edit_budget=deps.edit_budget_end,
+                                      sample_index=SLOW_R_INDEX * deps.epoch, max_chars=deps.max_skill_chars))
+        if rec.changed:
+            changes[path] = rec.new_text
+            actions.append(f"tool:{tool}")
+    if not changes:
+        return "no_change"
+    wsp.promote(ws, "prompts", prompts.with_files(changes), {"reason": "slow system/tool update", "epoch": deps.epoch})
+    return "updated:" + ",".join(actions)
+
+
+def _four_way_holdout(deps: SlowDeps, state: Any, log: Any) -> list[dict]:
+    """Test-pool accuracy of base, epoch start, current and best (observation only; never feeds a decision)."""
+    ws = deps.workspace_dir
+    m = wsp.read_manifest(ws)
+    best = wsp.read_best(ws)
+    pairs = {
+        "base": ("v0", "v0"),
+        "epoch_start": (state.baseline_skills_version, state.baseline_prompts_version),
+        "current": (m.skills_version, m.prompts_version),
+        "best": (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version),
+    }
+    done: dict[tuple[str, str], EvalRun] = {}
+    rows = []
+    for which, (sv, pv) in pairs.items():
+        if (sv, pv) not in done:
+            run_id = f"{deps.run_name}_e{deps.epoch}_holdout_{sv}_{pv}"
+            done[(sv, pv)] = evaluate(deps, run_id, "holdout", sv, pv, deps.test, HOLDOUT_INDEX, log)
+        ev = done[(sv, pv)]
+        rows.append(dict(epoch=deps.epoch, which=which, run_id=ev.run_id, skills_version=sv, prompts_version=pv, n=len(deps.test),
+                         hard_acc=ev.acc, soft_score=ev.soft, mixed_score=_mixed(ev.acc, ev.soft)))
+    write_holdout_eval(deps.runlog_path, rows)
+    return rows
