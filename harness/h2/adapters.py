@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from harness.agent.prompts import parse_answer, render_question, solver_messages
+from harness.agent.prompts import ToolCallFormatError, parse_answer, parse_tool_call, render_question, render_tool_result, solver_messages
 from harness.h2.surfaces import NATIVE, Surface
-from harness.llm.protocol import LLMError, LLMProvider, LLMRequest, Role
+from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -131,6 +131,8 @@ class QuestionTaskAdapter:
     concurrency: int = 8
     leak_globs: tuple[str, ...] = ("*answer_key*", "*answers.*", "*grader*", "*grades*", "*rubric*", "*expected*", "*solution*")
     max_tokens: int = 512
+    max_turns: int = 3  # tool calls allowed before the answer is due
+    tools: Mapping[str, Callable[[dict], str]] = field(default_factory=dict)  # tool name -> fn(arguments) -> result text
 
     def __post_init__(self) -> None:
         if not self.questions:
@@ -166,14 +168,31 @@ class QuestionTaskAdapter:
         return []
 
     async def _one(self, harness: HarnessTree, q: Question, sample_index: int, sem: asyncio.Semaphore):
+        """Solve one question: a short tool-call loop, then the final ANSWER line. Returns (q, trace, error, usd)."""
         async with sem:
-            messages = solver_messages(harness, self.task_type, q.question, q.choices)
-            req = LLMRequest.make(self.role, messages, sample_index=sample_index, max_tokens=self.max_tokens)
-            try:
-                resp = await self.provider.complete(req)
-            except LLMError as exc:
-                return q, None, str(exc), 0.0
-            return q, resp.text, None, resp.cost_usd
+            messages = list(solver_messages(harness, self.task_type, q.question, q.choices))
+            trace: list[str] = []
+            cost = 0.0
+            for _turn in range(self.max_turns + 1):
+                req = LLMRequest.make(self.role, messages, sample_index=sample_index, max_tokens=self.max_tokens)
+                try:
+                    resp = await self.provider.complete(req)
+                except LLMError as exc:
+                    return q, "\n".join(trace), str(exc), cost
+                cost += resp.cost_usd
+                trace.append(resp.text)
+                try:
+                    call = parse_tool_call(resp.text)
+                except ToolCallFormatError as exc:
+                    call = None
+                    trace.append(f"(malformed tool call: {exc})")
+                if call is None or parse_answer(resp.text) is not None:
+                    return q, "\n".join(trace), None, cost
+                fn = self.tools.get(call.name)
+                result = fn(call.arguments) if fn else f"tool {call.name!r} is not available in this task"
+                trace.append(render_tool_result(call.name, result))
+                messages += [ChatMessage("assistant", resp.text), ChatMessage("user", render_tool_result(call.name, result))]
+            return q, "\n".join(trace), None, cost
 
     async def execute(self, label: str, harness: HarnessTree) -> Rollout:
         sem = asyncio.Semaphore(max(1, self.concurrency))

@@ -26,12 +26,12 @@ pool are rendered separately by harness/h2/prompts.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness.atomic import atomic_write_text
 from harness.h2.adapters import Rollout, TaskAdapter
 from harness.h2.verdicts import matches_leak_glob, scan_files
 from harness.tree import HarnessTree, check_relative_path
@@ -80,8 +80,11 @@ def render_rollout(rollout: Rollout, obs_limit: int = DEFAULT_OBS_LIMIT) -> str:
 
 
 def _write(root: Path, rel: str, text: str) -> None:
+    # plain writes into a private temp dir; the whole dir is published with one os.replace
     check_relative_path(rel)
-    atomic_write_text(root.joinpath(*rel.split("/")), text)
+    target = root.joinpath(*rel.split("/"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
 
 
 def build_context(
@@ -95,12 +98,15 @@ def build_context(
     library_files: Mapping[str, str] | None = None,
     obs_limit: int = DEFAULT_OBS_LIMIT,
 ) -> Path:
-    """Write the evidence directory `dest` (replacing it); return it. Raises ContextLeakError."""
+    """Write the evidence directory `dest` (replacing it, published with one rename); return it.
+
+    Raises ContextLeakError (nothing is published) when the checks refuse the context.
+    """
     if obs_limit < MIN_OBS_LIMIT:
         raise ValueError(f"per-observation truncation must be >= {MIN_OBS_LIMIT} chars, got {obs_limit}")
-    dest = Path(dest)
-    if dest.exists():
-        shutil.rmtree(dest)
+    final = Path(dest)
+    dest = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     try:
         _write(dest, "mission.md", mission.rstrip() + "\n")
@@ -131,7 +137,10 @@ def build_context(
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    return dest
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(dest, final)
+    return final
 
 
 def _is_harness_file(rel: str) -> bool:

@@ -53,6 +53,7 @@ AdapterCheck = Callable[[HarnessTree], Sequence[str]]
 
 _FRONTMATTER_RE = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.S)
 _SCRIPT_REF_RE = re.compile(r"\bpython3?\s+(?:\./)?((?:[A-Za-z0-9_.-]+/)*scripts/[A-Za-z0-9_.-]+\.py)\b")
+_SUB_AGENT_SHAPE = re.compile(r"^(?:\.?[A-Za-z_]+/)*sub_agents/[^/]+/AGENT\.md$")
 _HOOK_ALLOWED_KEYS = {"type", "command", "timeout"}
 _MATCHER_ALLOWED_KEYS = {"matcher", "hooks"}
 
@@ -109,6 +110,9 @@ def _check_paths(surface: Surface, files: Mapping[str, str], errors: list[str]) 
             errors.append(f"[path-safety] {exc}")
             continue
         kind = surface.classify(norm)
+        if kind is None and not surface.sub_agents_allowed and _SUB_AGENT_SHAPE.match(norm):
+            errors.append(f"[sub-agent] {norm}: sub-agents are not allowed on the {surface.name} surface ({surface.editable_paths_text()})")
+            continue
         if kind is None:
             near = surface.near_miss(norm)
             if near is not None:
