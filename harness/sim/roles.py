@@ -34,7 +34,8 @@ _HEADER_TASK_TYPE = re.compile(r"^Task type:\s*([A-Za-z0-9_\-]+)\s*$", re.MULTIL
 _BUDGET = re.compile(r"^Edit budget:\s*(\d+)\s*$", re.MULTILINE)
 _ANSWER = re.compile(r"ANSWER\s*:\s*([A-J])\b")
 _QUESTION = re.compile(r"Question:\s*(.+)")
-_HFILE = re.compile(r"=== HARNESS FILE: (.+?) ===\n(.*?)\n?=== END HARNESS FILE ===", re.DOTALL)
+_HFILE = re.compile(r"=== HARNESS FILE: (.+?) ===\n(.*?)\n?=== END HARNESS FILE ===[ \t]*", re.DOTALL)
+_DELIVERABLE_LINE = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*:\s*\(?([A-J])\b", re.MULTILINE)
 _CANDIDATE = re.compile(r"^## Candidate\s+(\S+)\s*$", re.MULTILINE)
 
 TOOL_GUIDE_SENTENCES = (
@@ -291,18 +292,36 @@ def reply_momentum(world: World, messages: Sequence[ChatMessage], stream: Stream
 
 
 # ---------------------------------------------------------------- Harness² formats
+def harness_blocks_span(text: str, heading: str = "## Current harness") -> tuple[int, int] | None:
+    """(start, end) of the consecutive file blocks right under `heading` (skill files contain `## ` lines)."""
+    head = text.find(heading)
+    if head < 0:
+        return None
+    pos = text.find("\n", head)
+    pos = len(text) if pos < 0 else pos + 1
+    start = pos
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        m = _HFILE.match(text, pos)
+        if not m:
+            return start, pos
+        pos = m.end()
+
+
 def reply_file_blocks(world: World, messages: Sequence[ChatMessage], stream: Stream) -> str:
     text = _all_text(messages)
-    harness_part = section(text, "## Current harness")
-    files = {m.group(1).strip(): m.group(2) for m in _HFILE.finditer(harness_part or text)}
-    tt_match = _TASK_TYPE.search(section(text, "## Task") or text)
+    span = harness_blocks_span(text)
+    harness_part = text[span[0] : span[1]] if span else ""
+    files = {m.group(1).strip(): m.group(2) + "\n" for m in _HFILE.finditer(harness_part)}
+    tt_match = _TASK_TYPE.search(text)
     task_types = [tt_match.group(1)] if tt_match and tt_match.group(1) in world.spec_by_name else []
     target = _h2_target(files, task_types[0] if task_types else "")
     if target is None:
         return "<no-change>The harness has no file this task's rules belong in.</no-change>"
     if stream.next() < world.params.editor_malformed_prob:
         return f"=== HARNESS FILE: {target} ===\n{files[target]}\n<notes>unfinished</notes>"
-    evidence = text.replace(harness_part, "") if harness_part else text
+    evidence = text[: span[0]] + text[span[1] :] if span else text
     edits = propose_edits(world, task_types=task_types, current=files[target], evidence=evidence, rejected="", budget=3, stream=stream)
     new_text, report = apply_edits(files[target], edits, budget=3)
     if new_text == files[target]:
@@ -329,6 +348,14 @@ def _rule_score(world: World, text: str) -> float:
     return sum(r.weight for r in world.rules.values() if r.kind != "neutral" and r.norm in norm)
 
 
+def _deliverable_accuracy(world: World, text: str) -> float | None:
+    """Share of `<qid>: <letter>` lines that are right, None when no line names a world question."""
+    answers = {qid: letter for qid, letter in _DELIVERABLE_LINE.findall(text) if qid in world.truth}
+    if not answers:
+        return None
+    return sum(world.truth[q].answer == a for q, a in answers.items()) / len(answers)
+
+
 def reply_choice(world: World, messages: Sequence[ChatMessage], stream: Stream) -> str:
     text = _all_text(messages)
     heads = list(_CANDIDATE.finditer(text))
@@ -336,7 +363,7 @@ def reply_choice(world: World, messages: Sequence[ChatMessage], stream: Stream) 
         return "```choice\nnone\n```\n<why>No candidate sections were given.</why>"
     bodies = {h.group(1): text[h.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)] for i, h in enumerate(heads)}
     ids = list(bodies)
-    best = max(ids, key=lambda cid: (_rule_score(world, bodies[cid]), -ids.index(cid)))
+    best = max(ids, key=lambda cid: (_deliverable_accuracy(world, bodies[cid]) or 0.0, _rule_score(world, bodies[cid]), -ids.index(cid)))
     pick = best if stream.next() < world.params.selector_best_prob else stream.choice(ids)
     return f"```choice\n{pick}\n```\n<why>Candidate {pick} states the most useful rules for the failures shown.</why>"
 
@@ -362,7 +389,12 @@ def reply_experience(world: World, messages: Sequence[ChatMessage], stream: Stre
 def reply_grade(world: World, messages: Sequence[ChatMessage], stream: Stream) -> str:
     text = _all_text(messages)
     grade = None
-    for qm in _QUESTION.finditer(text):
+    deliverable = text.split("## Deliverable", 1)[-1]
+    accuracy = _deliverable_accuracy(world, deliverable)
+    if accuracy is not None:
+        grade = max(0.0, min(1.0, accuracy + 0.2 * (stream.next() - 0.5)))
+        why = "most listed answers look consistent with the questions" if accuracy >= 0.5 else "several listed answers look wrong"
+    for qm in _QUESTION.finditer(text if grade is None else ""):
         qid = world.qid_by_text.get(qm.group(1).strip())
         answers = _ANSWER.findall(text)
         if qid and answers:
