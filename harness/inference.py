@@ -229,7 +229,7 @@ def _expand_samples(questions: Sequence[Question], sample_indices: int | Sequenc
     return pairs
 
 
-def _record_from(base: PredictionRecord, result: AgentResult, question: Question, scorer: Scorer) -> PredictionRecord:
+def _record_from(base: Mapping[str, Any], skill_hash: str | None, result: AgentResult, question: Question, scorer: Scorer) -> PredictionRecord:
     correct: bool | None = None
     error = result.error
     stop_reason: str = result.stop_reason
@@ -240,11 +240,7 @@ def _record_from(base: PredictionRecord, result: AgentResult, question: Question
             logger.error("scorer failed on qid %s: %s: %s", question.qid, type(exc).__name__, exc)
             stop_reason, error = "error", f"scorer failed: {type(exc).__name__}: {exc}"
     return PredictionRecord(
-        run_id=base.run_id,
-        qid=base.qid,
-        sample_index=base.sample_index,
-        task_type=base.task_type,
-        answer=base.answer,
+        **base,
         predicted=result.answer,
         correct=correct,
         stop_reason=stop_reason,
@@ -256,7 +252,7 @@ def _record_from(base: PredictionRecord, result: AgentResult, question: Question
         error=error,
         evidence=_to_text_field(list(result.evidence)) if result.evidence else None,
         reasoning=_to_text_field(result.reasoning),
-        skill_hash=base.skill_hash,
+        skill_hash=skill_hash,
         trace=result.trace,
     )
 
@@ -306,27 +302,29 @@ async def run_inference(
     started = time.perf_counter()
     log.record_run(run_id, run_kind)
 
+    def skill_hash_of(tree: Mapping[str, str], task_type: str) -> str:
+        if not isinstance(tree, HarnessTree):
+            return _skill_hash(tree, task_type)
+        key = (tree.fingerprint, task_type)  # the fingerprint is cached on the tree
+        if key not in skill_hashes:
+            skill_hashes[key] = _skill_hash(tree, task_type)
+        return skill_hashes[key]
+
     async def one(position: int, question: Question, sample_index: int) -> None:
-        record = PredictionRecord(run_id=run_id, qid=question.qid, sample_index=sample_index, task_type=question.task_type, answer=question.answer)
+        pessimistic = dict(run_id=run_id, qid=question.qid, sample_index=sample_index, task_type=question.task_type, answer=question.answer)
+        skill_hash: str | None = None
         try:
             tree = tree_for(question.task_type)
-            if isinstance(tree, HarnessTree):  # fingerprint is cached on the tree: hash each skill once
-                hash_key = (tree.fingerprint, question.task_type)
-                if hash_key not in skill_hashes:
-                    skill_hashes[hash_key] = _skill_hash(tree, question.task_type)
-                skill_hash = skill_hashes[hash_key]
-            else:
-                skill_hash = _skill_hash(tree, question.task_type)
-            record = replace(record, skill_hash=skill_hash)
+            skill_hash = skill_hash_of(tree, question.task_type)
             dispatch = tool_dispatch_fn(question) if tool_dispatch_fn is not None else None
             async with semaphore:
                 result = await agent.run(tree, question, tool_dispatch=dispatch, sample_index=sample_index)
-            record = _record_from(record, result, question, scorer)
+            record = _record_from(pessimistic, skill_hash, result, question, scorer)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # anything unexpected is recorded on the pessimistic record
             logger.exception("rollout of qid %s (sample %d) in run %s crashed", question.qid, sample_index, run_id)
-            record = replace(record, error=f"{type(exc).__name__}: {exc}")
+            record = PredictionRecord(**pessimistic, skill_hash=skill_hash, error=f"{type(exc).__name__}: {exc}")
         buffer.add(record)  # after the try/except: logged whatever happened
         records[position] = record if keep_traces else replace(record, trace=())
 

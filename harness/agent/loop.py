@@ -23,14 +23,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.agent.prompts import ToolCallFormatError, parse_answer, parse_tool_call, render_tool_result, solver_messages
+from harness.agent.prompts import (
+    ToolCallFormatError,
+    parse_answer,
+    parse_tool_call,
+    render_question,
+    render_system_message,
+    render_tool_result,
+)
 from harness.bench.protocol import ToolDispatch, UnknownToolError
 from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role, Usage
 from harness.questions import Question
+from harness.tree import HarnessTree
 
 logger = logging.getLogger("harness.agent")
 
 STEP_STRIDE = 1000
+_SYSTEM_CACHE_MAX = 4096  # rendered system messages kept per AgentLoop (immutable trees only)
 StopReason = Literal["answer", "max_steps", "error", "no_answer"]
 
 # trace kinds
@@ -79,7 +88,21 @@ class AgentLoop:
         self.llm = llm
         self.max_steps = max_steps
         self.params = dict(params or {})
+        self._params_key = tuple(sorted(self.params.items()))  # LLMRequest.params form, built once
         self.role = Role(role)
+        self._system_cache: dict[tuple[str, str], ChatMessage] = {}
+
+    def system_message(self, tree: Mapping[str, str], task_type: str) -> ChatMessage:
+        """The rendered system message (memoised per immutable tree fingerprint and task type)."""
+        if not isinstance(tree, HarnessTree):
+            return ChatMessage("system", render_system_message(tree, task_type))
+        key = (tree.fingerprint, task_type)
+        cached = self._system_cache.get(key)
+        if cached is None:
+            if len(self._system_cache) >= _SYSTEM_CACHE_MAX:
+                self._system_cache.clear()
+            cached = self._system_cache[key] = ChatMessage("system", render_system_message(tree, task_type))
+        return cached
 
     async def run(
         self,
@@ -90,7 +113,8 @@ class AgentLoop:
         sample_index: int = 0,
     ) -> AgentResult:
         started = time.perf_counter()
-        messages = solver_messages(tree, question.task_type, question.question, question.choices)
+        # same messages as prompts.solver_messages, with the system part memoised
+        messages = [self.system_message(tree, question.task_type), ChatMessage("user", render_question(question.question, question.choices))]
         trace: list[TraceStep] = []
         evidence: list[dict[str, Any]] = []
         prompt_tokens = completion_tokens = 0
@@ -116,7 +140,7 @@ class AgentLoop:
             )
 
         for step in range(self.max_steps):
-            request = LLMRequest.make(self.role, messages, sample_index=step_sample_index(sample_index, step), **self.params)
+            request = LLMRequest(self.role, tuple(messages), self._params_key, step_sample_index(sample_index, step))
             try:
                 response = await self.llm.complete(request)
             except LLMError as exc:

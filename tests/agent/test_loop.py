@@ -146,3 +146,15 @@ def test_step_sample_index_is_injective_and_bounded():
         step_sample_index(0, STEP_STRIDE)
     with pytest.raises(ValueError):
         AgentLoop(ScriptedProvider(), max_steps=0)
+
+
+def test_messages_equal_the_prompt_contract_and_memo_follows_the_tree():
+    from harness.agent.prompts import solver_messages
+
+    llm = ScriptedProvider("ANSWER: B", "ANSWER: B")
+    loop = AgentLoop(llm)
+    asyncio.run(loop.run(TREE, QUESTION))
+    assert list(llm.requests[0].messages) == solver_messages(TREE, "geo", QUESTION.question, QUESTION.choices)
+    edited = TREE.with_files({"skills/geo/SKILL.md": "Capitals: edited."})
+    asyncio.run(loop.run(edited, QUESTION))
+    assert "Capitals: edited." in llm.requests[1].messages[0].content
