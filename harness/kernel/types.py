@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-GateAction = Literal["accept", "reject", "continue", "probation"]
+GateAction = Literal["accept", "reject", "continue", "probation", "infra"]  # "infra": INFRA guard aborted the gate
 
 # Momentum / quadrant categories: the single source of truth.
 IMPROVED = "IMPROVED"
@@ -18,6 +18,15 @@ REGRESSED = "REGRESSED"
 PERSISTENT_FAIL = "PERSISTENT_FAIL"
 STABLE_SUCCESS = "STABLE_SUCCESS"
 CATEGORY_ORDER = (REGRESSED, IMPROVED, PERSISTENT_FAIL, STABLE_SUCCESS)  # REGRESSED first: strongest harm signal
+
+
+@dataclass(frozen=True)
+class BlockItem:
+    """One slot of a gate block: ask `qid` with fresh `sample_index` (baseline and candidate)."""
+
+    qid: str
+    sample_index: int
+    anchor: bool = False  # drawn uniformly from the whole validation pool, not from the ladder
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,7 @@ class GateParams:
     mcnemar_alpha: float = 0.05
     infra_max_ratio: float = 0.2
     infra_min_denominator: int = 10
+    reask_top_fraction: float = 0.5  # re-ask passes (after the first full pass) walk only this top share of the ladder
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class GateVerdict:
     ties: int
     n_pairs: int
     reason: str = ""
+    infra_failures: int = 0  # pairs with an infrastructure failure on either side
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,19 @@ class Probation:
     pending_edits: list[RejectedEdit] = field(default_factory=list)
     accepted_version: str = ""
     kind: str = "probation"  # "probation" (undecided gate) | "accepted" (accepted edit under watch)
+
+
+@dataclass(frozen=True)
+class ProbationVerdict:
+    """Settlement of one Probation against the slow update's full-validation re-run."""
+
+    action: Literal["keep", "rollback"]
+    wins: int  # snapshot wrong -> re-run right
+    losses: int  # snapshot right -> re-run wrong
+    n_compared: int
+    acc_before: Optional[float]
+    acc_after: Optional[float]
+    reason: str = ""
 
 
 @dataclass

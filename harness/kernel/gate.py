@@ -1,0 +1,184 @@
+"""Block-sequential gate decision over paired outcomes (seed 000 §11, DESIGN §5).
+
+The loop runs one block at a time (baseline completed -> candidate run ->
+INFRA guard -> `pair_block` -> `gate_decision`) and stops at the first
+verdict other than "continue". The decision only ever sees whole blocks
+(block barrier); the decision on the last block is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from harness.kernel.rules import rule_for
+from harness.kernel.stats import log_e_beta_mixture, log_lr_direction, mcnemar_one_sided_p  # noqa: F401  (re-exported)
+from harness.kernel.types import (
+    BlockItem,
+    GateParams,
+    GateVerdict,
+    PairResult,
+    QuadrantClassification,
+)
+
+__all__ = [
+    "LeakError",
+    "PairCounts",
+    "classify_quadrants",
+    "count_pairs",
+    "gate_decision",
+    "infra_guard",
+    "log_e_beta_mixture",
+    "log_lr_direction",
+    "pair_block",
+]
+
+
+class LeakError(ValueError):
+    """A gate pair would reuse a sample that informed the question's place on the ladder."""
+
+
+@dataclass(frozen=True)
+class PairCounts:
+    wins: int
+    losses: int
+    ties: int
+    infra: int
+
+    @property
+    def n_pairs(self) -> int:
+        return self.wins + self.losses + self.ties + self.infra
+
+
+def count_pairs(pairs: Sequence[PairResult]) -> PairCounts:
+    wins = losses = ties = infra = 0
+    for pair in pairs:
+        if pair.infra:
+            infra += 1
+        elif pair.sign > 0:
+            wins += 1
+        elif pair.sign < 0:
+            losses += 1
+        else:
+            ties += 1
+    return PairCounts(wins, losses, ties, infra)
+
+
+def pair_block(
+    block: Sequence[BlockItem],
+    baseline: Sequence[Optional[bool]],
+    candidate: Sequence[Optional[bool]],
+    *,
+    informing_samples: Mapping[str, Collection[int]] | None = None,
+) -> list[PairResult]:
+    """Pair the baseline and candidate outcomes of one block, position by position.
+
+    `baseline[i]` / `candidate[i]` are the outcomes of `block[i]` (same qid,
+    same sample index; None = infrastructure failure). `informing_samples`
+    (qid -> sample indices that fed the ladder's p_hat, from
+    `GatePools.informing_samples`) enforces no-leak rule 2: a pair may never
+    use a sample that placed its question on the ladder -> LeakError.
+    """
+    if len(baseline) != len(block) or len(candidate) != len(block):
+        raise ValueError(
+            f"pair_block: block has {len(block)} items but baseline has {len(baseline)} "
+            f"and candidate has {len(candidate)} outcomes"
+        )
+    pairs: list[PairResult] = []
+    for item, base, cand in zip(block, baseline, candidate):
+        for name, value in (("baseline", base), ("candidate", cand)):
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"pair_block: {name} outcome of {item.qid!r} must be bool or None, got {value!r}")
+        if informing_samples is not None and item.sample_index in informing_samples.get(item.qid, ()):
+            raise LeakError(
+                f"pair_block: sample {item.sample_index} of {item.qid!r} informed the ladder's p_hat; "
+                "a gate pair needs a fresh sample (no-leak rule 2)"
+            )
+        pairs.append(PairResult(item.qid, base, cand, sample_index=item.sample_index, anchor=item.anchor))
+    return pairs
+
+
+def infra_guard(pairs: Sequence[PairResult], params: GateParams) -> Optional[str]:
+    """INFRA guard, counted across all blocks so far: a reason string when the gate must abort.
+
+    Judged only once at least `infra_min_denominator` pairs were seen (a
+    single early failure must not abort); trips when the share of pairs with
+    an infrastructure failure on either side exceeds `infra_max_ratio`.
+    """
+    denominator = len(pairs)
+    if denominator < params.infra_min_denominator:
+        return None
+    failures = sum(1 for pair in pairs if pair.infra)
+    if failures / denominator > params.infra_max_ratio:
+        return (
+            f"INFRA: {failures}/{denominator} pairs had an infrastructure failure "
+            f"(> infra_max_ratio {params.infra_max_ratio})"
+        )
+    return None
+
+
+def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, final: bool) -> GateVerdict:
+    """The gate's verdict after a whole number of blocks.
+
+    Block barrier: unless `final`, `len(pairs_so_far)` must be a positive
+    multiple of `params.block_size` (ValueError otherwise). Reaching
+    `params.max_pairs` makes the look final. Order: INFRA guard ("infra"),
+    then the rule of `params.rule`; an undecided final look gives
+    `params.undecided` ("probation" or "reject"). Infra pairs carry no
+    evidence and are excluded from wins/losses/ties.
+    """
+    n = len(pairs_so_far)
+    if params.undecided not in ("probation", "reject"):
+        raise ValueError(f"gate.undecided must be 'probation' or 'reject', got {params.undecided!r}")
+    if not final and (n == 0 or n % params.block_size != 0):
+        raise ValueError(
+            f"gate_decision: block barrier violated: {n} pairs is not a whole number of "
+            f"blocks of {params.block_size} (pass final=True only for the last, possibly short, block)"
+        )
+    final = final or n >= params.max_pairs
+    counts = count_pairs(pairs_so_far)
+    log_e = log_e_beta_mixture(counts.wins, counts.losses)
+    log_lr = log_lr_direction(counts.wins, counts.losses, params.theta1)
+
+    def verdict(action: str, reason: str) -> GateVerdict:
+        return GateVerdict(
+            action=action,  # type: ignore[arg-type]
+            log_e=log_e,
+            log_lr_dir=log_lr,
+            wins=counts.wins,
+            losses=counts.losses,
+            ties=counts.ties,
+            n_pairs=n,
+            reason=reason,
+            infra_failures=counts.infra,
+        )
+
+    infra_reason = infra_guard(pairs_so_far, params)
+    if infra_reason is not None:
+        return verdict("infra", infra_reason)
+    decision = rule_for(params).decide(counts.wins, counts.losses, counts.ties, params, final=final)
+    return verdict(decision.action, decision.reason)
+
+
+def classify_quadrants(pairs: Sequence[PairResult]) -> QuadrantClassification:
+    """Per-question quadrants of the observed (non-infra) pairs.
+
+    improved: baseline wrong -> candidate right; regressed: right -> wrong;
+    persistent_fail: wrong -> wrong; stable_success: right -> right. A qid
+    re-asked with different outcomes appears in each quadrant it hit; each
+    tuple is sorted and duplicate-free.
+    """
+    buckets: dict[str, set[str]] = {"improved": set(), "regressed": set(), "persistent_fail": set(), "stable_success": set()}
+    for pair in pairs:
+        if pair.infra:
+            continue
+        if pair.baseline and pair.candidate:
+            buckets["stable_success"].add(pair.qid)
+        elif pair.baseline:
+            buckets["regressed"].add(pair.qid)
+        elif pair.candidate:
+            buckets["improved"].add(pair.qid)
+        else:
+            buckets["persistent_fail"].add(pair.qid)
+    return QuadrantClassification(**{name: tuple(sorted(qids)) for name, qids in buckets.items()})

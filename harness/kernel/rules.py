@@ -1,0 +1,130 @@
+"""Acceptance rules of the gate: a small protocol with one implementation per `gate.rule`.
+
+A rule sees the counts of the pairs observed so far (infra pairs already
+removed by the caller) at a block boundary and returns an action. The
+INFRA guard and the block barrier live in gate.py, around every rule.
+
+- `sequential` (ours): accept when the Beta-mixture e-process reaches
+  exp(lambda_accept); reject when the direction log-LR falls to lambda_dir.
+  Anytime-valid: may be looked at after every block.
+- `accept_all`: accepts every candidate at its first look (ablation).
+- `gepa`: GEPA's rule, one block: accept iff strictly more wins than losses.
+- `mcnemar`: fixed-n exact one-sided McNemar at `mcnemar_n` pairs.
+- `McNemarRecheckedRule`: the same test re-checked after every block. It is
+  NOT valid (optional stopping inflates false accepts) and is not selectable
+  by config; the gate benchmark uses it as the negative control.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.kernel.stats import log_e_beta_mixture, log_lr_direction, mcnemar_one_sided_p
+from harness.kernel.types import GateAction, GateParams
+
+
+@dataclass(frozen=True)
+class RuleDecision:
+    """What a rule decided at one look: accept | reject | continue, or params.undecided when final."""
+
+    action: GateAction
+    reason: str
+
+
+class AcceptanceRule(Protocol):
+    name: str
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+        """Decide at a block boundary; `final` = no further block will come (ladder or budget exhausted)."""
+        ...
+
+
+def _undecided(params: GateParams, why: str) -> RuleDecision:
+    # the configured fallback for an inconclusive gate (probation or reject)
+    return RuleDecision(params.undecided, f"undecided: {why}")  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SequentialRule:
+    name: str = "sequential"
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+        log_e = log_e_beta_mixture(wins, losses)
+        log_lr = log_lr_direction(wins, losses, params.theta1)
+        if log_e >= params.lambda_accept:
+            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept}")
+        if log_lr <= params.lambda_dir:
+            return RuleDecision("reject", f"direction log-LR = {log_lr:.3f} <= lambda_dir {params.lambda_dir}")
+        if final:
+            return _undecided(params, f"log E = {log_e:.3f}, log-LR = {log_lr:.3f} at the end of the ladder/budget")
+        return RuleDecision("continue", "no boundary crossed")
+
+
+@dataclass(frozen=True)
+class AcceptAllRule:
+    name: str = "accept_all"
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+        return RuleDecision("accept", "accept_all rule")
+
+
+@dataclass(frozen=True)
+class GepaRule:
+    """One minibatch: accept iff strictly more wins than losses; always decides at its first look."""
+
+    name: str = "gepa"
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+        if wins > losses:
+            return RuleDecision("accept", f"gepa: wins {wins} > losses {losses}")
+        return RuleDecision("reject", f"gepa: wins {wins} <= losses {losses}")
+
+
+@dataclass(frozen=True)
+class McNemarFixedRule:
+    """Exact one-sided McNemar evaluated once, when `mcnemar_n` pairs (non-infra) are in."""
+
+    name: str = "mcnemar"
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+        n = wins + losses + ties
+        if n < params.mcnemar_n:
+            if final:
+                return _undecided(params, f"only {n} of mcnemar_n={params.mcnemar_n} pairs")
+            return RuleDecision("continue", f"{n} of {params.mcnemar_n} pairs")
+        p = mcnemar_one_sided_p(wins, losses)
+        if p <= params.mcnemar_alpha:
+            return RuleDecision("accept", f"McNemar p = {p:.4g} <= {params.mcnemar_alpha}")
+        return RuleDecision("reject", f"McNemar p = {p:.4g} > {params.mcnemar_alpha}")
+
+
+@dataclass(frozen=True)
+class McNemarRecheckedRule:
+    """NEGATIVE CONTROL ONLY: McNemar re-tested after every block (invalid under optional stopping)."""
+
+    name: str = "mcnemar_rechecked"
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+        p = mcnemar_one_sided_p(wins, losses)
+        if p <= params.mcnemar_alpha:
+            return RuleDecision("accept", f"re-checked McNemar p = {p:.4g}")
+        if final:
+            return RuleDecision("reject", "re-checked McNemar never significant")
+        return RuleDecision("continue", f"p = {p:.4g}")
+
+
+RULES: dict[str, AcceptanceRule] = {
+    "sequential": SequentialRule(),
+    "accept_all": AcceptAllRule(),
+    "gepa": GepaRule(),
+    "mcnemar": McNemarFixedRule(),
+}
+
+
+def rule_for(params: GateParams) -> AcceptanceRule:
+    """The rule named by `params.rule` (config key `gate.rule`)."""
+    try:
+        return RULES[params.rule]
+    except KeyError:
+        raise ValueError(f"gate.rule: unknown rule {params.rule!r}; expected one of {sorted(RULES)}") from None
