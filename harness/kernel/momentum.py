@@ -1,0 +1,28 @@
+"""Momentum categories of paired outcomes (seed 000 §12); constants live in types.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
+
+
+def categorize_pair(prev: bool, cur: bool) -> str:
+    """IMPROVED (wrong -> right), REGRESSED (right -> wrong), PERSISTENT_FAIL, STABLE_SUCCESS."""
+    if not isinstance(prev, bool) or not isinstance(cur, bool):
+        raise ValueError(f"categorize_pair: outcomes must be bool, got prev={prev!r} cur={cur!r}")
+    if prev and cur:
+        return STABLE_SUCCESS
+    if prev:
+        return REGRESSED
+    if cur:
+        return IMPROVED
+    return PERSISTENT_FAIL
+
+
+def group_by_category(pairs: Iterable[tuple[str, bool, bool]]) -> dict[str, list[str]]:
+    """(qid, prev, cur) -> {category: [qids]} with keys in display order (REGRESSED first), all four present."""
+    grouped: dict[str, list[str]] = {category: [] for category in CATEGORY_ORDER}
+    for qid, prev, cur in pairs:
+        grouped[categorize_pair(prev, cur)].append(qid)
+    return grouped
