@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.pipeline.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir
 from harness.tracking.progress import PROGRESS_LOGGER, configure_logging
 
 log = logging.getLogger(PROGRESS_LOGGER)
@@ -58,12 +59,19 @@ def run_stage(
     from harness.loop.steps import make_context
 
     started = time.monotonic()
+    ctx = make_context(cfg, project_root)
     try:
-        call(make_context(cfg, project_root), cfg)
+        call(ctx, cfg)
     except StateError as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
-    log.info("[%s] finished in %.1f s", stage, time.monotonic() - started)
+    finally:
+        hits, misses, saved = cache_stats_of(ctx)
+        ctx.close()  # flushes the response cache's counters
+    seconds = time.monotonic() - started
+    record_stage(telemetry_dir(project_root, str(cfg.train.state_dir)),
+                 StageTelemetry(stage, hits, misses, round(saved, 6), round(seconds, 3)))
+    log.info("[%s] finished in %.1f s (LLM cache: %d hits, %d misses)", stage, seconds, hits, misses)
     return 0
 
 

@@ -69,7 +69,10 @@ def log_tracked_run(
             client.log_batch(run_id, params=chunk)
         _log_tables(client, run_id, run.tables)
         for local_path, artifact_dir in run.artifacts:
-            client.log_artifact(run_id, str(local_path), artifact_dir)
+            if Path(local_path).is_dir():
+                client.log_artifacts(run_id, str(local_path), artifact_dir or Path(local_path).name)
+            else:
+                client.log_artifact(run_id, str(local_path), artifact_dir)
         if run.dataset is not None:
             _log_dataset(client, run_id, run.dataset)
     except BaseException:

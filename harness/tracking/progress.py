@@ -19,15 +19,18 @@ PROGRESS_LOGGER = "harness.progress"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(quiet: bool = False, stream=None) -> None:
-    """Install one stream handler on the root logger (idempotent).
+def configure_logging(quiet: bool = False, stream=None, use_existing_handlers: bool = False) -> None:
+    """Install one stream handler on the root logger (idempotent) and set levels.
 
-    quiet -> WARNING (progress lines hidden), else INFO.
+    quiet -> WARNING (progress lines hidden), else INFO. With
+    `use_existing_handlers` (Hydra apps: Hydra already configured console and
+    file handlers) only the levels are set when the root logger has handlers.
     """
     level = logging.WARNING if quiet else logging.INFO
     root = logging.getLogger()
     handler_name = "harness-console"
-    if not any(getattr(h, "name", None) == handler_name for h in root.handlers):
+    keep = use_existing_handlers and bool(root.handlers)
+    if not keep and not any(getattr(h, "name", None) == handler_name for h in root.handlers):
         handler = logging.StreamHandler(stream or sys.stderr)
         handler.set_name(handler_name)
         handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%H:%M:%S"))
@@ -43,24 +46,22 @@ def configure_logging(quiet: bool = False, stream=None) -> None:
 class ProgressReporter:
     """Rate-limited counters for one stage.
 
-    `update(questions=1, rollouts=1, usd=0.002)` adds to the counters and logs
-    a line only when `min_interval_s` passed since the last one.
+    `update(questions=1, rollouts=1, usd=0.002)` adds to named counters and
+    logs a line only when `min_interval_s` passed since the last one;
+    `totals` gives "done/total" for counters with a known end.
     """
 
     stage: str
-    total_questions: int | None = None
+    totals: dict[str, int] = field(default_factory=dict)
     min_interval_s: float = 5.0
     clock: Callable[[], float] = time.monotonic
-    questions: int = 0
-    rollouts: int = 0
-    usd: float = 0.0
+    counters: dict[str, float] = field(default_factory=dict)
     lines_emitted: int = 0
     _last_emit: float | None = field(default=None, repr=False)
 
-    def update(self, questions: int = 0, rollouts: int = 0, usd: float = 0.0) -> None:
-        self.questions += questions
-        self.rollouts += rollouts
-        self.usd += usd
+    def update(self, **increments: float) -> None:
+        for name, value in increments.items():
+            self.counters[name] = self.counters.get(name, 0) + value
         now = self.clock()
         if self._last_emit is None:
             # The first update starts the clock instead of printing at once.
@@ -75,9 +76,13 @@ class ProgressReporter:
         self._emit(final=True)
 
     def line(self, final: bool = False) -> str:
-        done = f"{self.questions}/{self.total_questions}" if self.total_questions else str(self.questions)
-        prefix = "done" if final else "progress"
-        return f"[{self.stage}] {prefix}: questions {done}, rollouts {self.rollouts}, USD {self.usd:.4f}"
+        parts = []
+        for name, value in self.counters.items():
+            shown = f"{value:.4f}" if name.lower() == "usd" else f"{int(value)}"
+            if name in self.totals:
+                shown += f"/{self.totals[name]}"
+            parts.append(f"{name} {shown}")
+        return f"[{self.stage}] {'done' if final else 'progress'}: " + (", ".join(parts) or "started")
 
     def _emit(self, final: bool = False) -> None:
         logging.getLogger(PROGRESS_LOGGER).info(self.line(final))

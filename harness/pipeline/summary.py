@@ -1,0 +1,90 @@
+"""The finished run as plain data: what the report, DVC metrics/plots and MLflow show.
+
+Built by `harness.pipeline.collect` from a state root; rendered by
+`harness.pipeline.render`; handed to MLflow as a `TrackedRun`. Metrics that
+do not exist are None (never 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EpochSummary:
+    epoch: int
+    val_hard_acc: float | None
+    val_soft_score: float | None
+    val_mixed_score: float | None
+    best_val_acc: float | None
+    accepted: int
+    rejected: int
+    probation: int
+    rollouts: int
+    usd: float
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    early_stop: bool = False
+    # sim only: the oracle's exact expected accuracy of the epoch's current harness
+    true_val_acc: float | None = None
+    true_test_acc: float | None = None
+
+    def metrics(self) -> dict[str, Any]:
+        """MLflow/DVC metric values of this epoch (epoch included, Nones kept)."""
+        return {k: v for k, v in asdict(self).items() if k != "early_stop"}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    epoch: int
+    step: int
+    task_type: str
+    action: str
+    reason: str
+    log_e: float | None
+    log_lr_dir: float | None
+    wins: int | None
+    losses: int | None
+    ties: int | None
+    n_pairs: int | None
+    rollouts: int | None
+    gate_run_id: str | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_name: str
+    benchmark: str
+    epochs: tuple[EpochSummary, ...]
+    gates: tuple[GateDecision, ...]
+    holdout: tuple[dict[str, Any], ...]  # holdout_eval rows (which, n, hard_acc, soft_score, mixed_score, ...)
+    gate_paths: dict[str, tuple[tuple[int, float], ...]]  # gate run id -> ((seq, log_e), ...)
+    accept_threshold: float | None  # gate.lambda (log scale), drawn on the evidence chart
+    reject_threshold: float | None  # gate.lambda_dir
+    delivered: dict[str, Any] = field(default_factory=dict)  # skills/prompts version, fingerprint, true test acc
+    oracle_available: bool = False
+
+    def final_metrics(self) -> dict[str, float | int | None]:
+        """The flat metrics of reports/metrics.json (deterministic: no timings, no cache counters)."""
+        last = self.epochs[-1] if self.epochs else None
+        held = {str(row["which"]): row for row in self.holdout}
+        delivered_row = held.get("best") or held.get("delivered")
+        metrics: dict[str, float | int | None] = {
+            "epochs_run": len(self.epochs),
+            "val_hard_acc": last.val_hard_acc if last else None,
+            "val_soft_score": last.val_soft_score if last else None,
+            "val_mixed_score": last.val_mixed_score if last else None,
+            "best_val_acc": max((e.best_val_acc for e in self.epochs if e.best_val_acc is not None), default=None),
+            "test_hard_acc": delivered_row["hard_acc"] if delivered_row else None,
+            "accepted": sum(e.accepted for e in self.epochs),
+            "rejected": sum(e.rejected for e in self.epochs),
+            "probation": sum(e.probation for e in self.epochs),
+            "rollouts": sum(e.rollouts for e in self.epochs),
+            "usd": round(sum(e.usd for e in self.epochs), 6),
+        }
+        for which, row in sorted(held.items()):
+            metrics[f"holdout_{which}_hard_acc"] = row["hard_acc"]
+        if self.oracle_available:
+            metrics["true_test_acc_delivered"] = self.delivered.get("true_test_acc")
+        return metrics

@@ -1,0 +1,73 @@
+"""One `python -m stages.train` job: rebase the state under the job's directory,
+run the whole chain in process, write the job's reports and log an MLflow run
+(a child of the sweep's parent run under a multirun).
+
+Paths of outputs (``train.state_dir``, ``benchmark.questions_path``,
+``pools.path``) are moved under the Hydra job directory, so parallel sweep
+jobs never share state; inputs (``llm.cache_dir``: the shared response
+cache, ``benchmark.path``) stay where they are, relative to the project root.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger("harness.progress")
+
+
+def rebase_outputs(cfg: DictConfig, job_dir: Path, project_root: Path) -> None:
+    """Move the run's output paths under `job_dir` (in place, before the config is resolved)."""
+    try:
+        prefix = Path(os.path.relpath(job_dir.resolve(), project_root.resolve()))
+        if prefix.parts and prefix.parts[0] == "..":
+            prefix = job_dir.resolve()
+    except ValueError:  # another drive
+        prefix = job_dir.resolve()
+    readonly = OmegaConf.is_readonly(cfg)
+    OmegaConf.set_readonly(cfg, False)
+    with open_dict(cfg):
+        cfg.train.state_dir = (prefix / str(cfg.train.state_dir)).as_posix()
+        cfg.benchmark.questions_path = (prefix / str(cfg.benchmark.questions_path)).as_posix()
+        cfg.pools.path = (prefix / str(cfg.pools.path)).as_posix()
+    OmegaConf.set_readonly(cfg, readonly)
+
+
+def run_training_job(cfg: DictConfig) -> float | None:
+    """The body of the Hydra app; returns the best validation accuracy (a sweeper's objective)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.config.load import finalize_config
+    from harness.loop.steps import make_context
+    from harness.pipeline.chain import run_chain
+    from harness.pipeline.collect import RunLayout
+    from harness.pipeline.report import make_report
+    from harness.pipeline.telemetry import telemetry_dir
+    from harness.tracking.hydra_callback import parent_run_id_for_job
+
+    hydra_cfg = HydraConfig.get()
+    project_root = Path.cwd().resolve()  # hydra.job.chdir=false: the directory the command ran in
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    cli_overrides = list(hydra_cfg.overrides.task)
+    rebase_outputs(cfg, job_dir, project_root)
+    frozen = finalize_config(cfg, cli_overrides=cli_overrides)
+    log.info("[train] job dir %s, overrides: %s", job_dir, " ".join(cli_overrides) or "(none)")
+
+    ctx = make_context(frozen, project_root)
+    telemetry = telemetry_dir(project_root, str(frozen.train.state_dir))
+    try:
+        run_chain(ctx, frozen, telemetry=telemetry)
+    finally:
+        ctx.close()
+    run_name = str(frozen.train.run_name)
+    job_overrides = [o for o in cli_overrides if not o.startswith(("hydra", "+sweep"))]
+    if job_overrides:
+        run_name += " " + " ".join(job_overrides)
+    result = make_report(frozen, RunLayout.from_config(frozen, project_root), job_dir / "reports",
+                         project_root=project_root, mlflow_run_name=run_name,
+                         parent_run_id=parent_run_id_for_job(hydra_cfg), telemetry=telemetry)
+    return result.summary.final_metrics().get("best_val_acc")  # type: ignore[return-value]

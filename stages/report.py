@@ -1,0 +1,33 @@
+"""report: reports/ (DVC metrics and plots, Markdown and HTML run report) and the MLflow run.
+
+    python -m stages.report --out reports
+
+Reads the run laid out by the config (params.yaml): the state under
+train.state_dir, the questions and pools files. This is the one DVC stage
+that imports MLflow (when tracking.enabled).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.pipeline.entry import run_stage, stage_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("report", "Write the run report and log the run to MLflow.")
+    parser.add_argument("--out", required=True, type=Path, help="reports directory")
+    args = parser.parse_args(argv)
+
+    def call(ctx, cfg) -> None:
+        from harness.pipeline.collect import RunLayout
+        from harness.pipeline.report import make_report
+
+        make_report(cfg, RunLayout.from_config(cfg, ctx.root), args.out, project_root=ctx.root)
+
+    return run_stage("report", args, call)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

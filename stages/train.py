@@ -1,0 +1,30 @@
+"""Train in one process: the same stage functions as `dvc repro`, as a Hydra app.
+
+    python -m stages.train                                  # default config, state under runs/<run_name>/<time>/
+    python -m stages.train gate.lambda=2.0 train=tiny       # any override
+    python -m stages.train +sweep=gate_lambda               # multirun over gate.lambda (MLflow parent + children)
+    python -m stages.train +sweep=gate_lambda hydra/launcher=joblib hydra.launcher.n_jobs=2
+
+Each job writes its state and reports under its Hydra output directory and
+logs one MLflow run (a child of the sweep's parent run under a multirun).
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+import harness.config  # noqa: F401  (registers the ht.* resolvers and the schema before composition)
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    from harness.pipeline.train_job import run_training_job
+    from harness.tracking.progress import configure_logging
+
+    configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
+    return run_training_job(cfg)
+
+
+if __name__ == "__main__":
+    main()
