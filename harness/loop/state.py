@@ -64,7 +64,29 @@ def fresh_output(out: str | Path) -> Path:
     return p
 
 
+def finalize_runlog(db: str | Path) -> None:
+    """Fold the WAL into the file and leave rollback-journal mode: the file alone is the artifact.
+
+    Readers of a WAL-mode file create -wal/-shm files next to it, which would
+    change another stage's (DVC-hashed) output; a DELETE-mode file is read
+    without touching its directory.
+    """
+    import sqlite3
+
+    path = Path(db)
+    if not path.exists():
+        return
+    conn = sqlite3.connect(str(path), timeout=30.0)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+
+
 def mark_done(out: str | Path, info: dict[str, Any] | None = None) -> None:
+    """Finalize the stage's run log (if any), then write DONE.json — always the last write of a stage."""
+    finalize_runlog(Path(out) / RUNLOG)
     atomic_write_json(Path(out) / DONE, {"done": True, **(info or {})})
 
 

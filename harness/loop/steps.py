@@ -43,7 +43,7 @@ from harness.loop.state import (
     BASELINE_CACHE, CHECKPOINT, GATE_POOLS, REPORT, RUNLOG, WORKSPACE, Lineage, StateError, copy_state, fresh_output,
     mark_done, read_lineage, rel_to, require_done, resolve_fragments, write_lineage,
 )
-from harness.questions import make_questions_ref, write_questions
+from harness.questions import questions_digest, write_questions
 from harness.store import read_version_tree
 
 progress = logging.getLogger("harness.progress")
@@ -112,15 +112,17 @@ def stage_prepare(ctx: StageContext, out_questions: Path) -> None:
 
 def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: Path) -> None:
     """test -> validation -> diagnosis split (frozen once written) and the initial state at v0/v0."""
-    from harness.kernel.pools import build_or_load_pools
+    from harness.kernel.pools import PoolParams, build_or_load_pools
 
     qs = ctx.questions(Path(questions))
-    pools = build_or_load_pools(Path(out_pools), list(qs.values()), ctx.cfg.pools)
+    pools = build_or_load_pools(Path(out_pools), list(qs.values()), PoolParams.from_config(ctx.cfg.pools)).to_json()
     out = fresh_output(Path(out_init))
     base = ctx.bench().base_harness()
     skills = base.subtree("skills")
     prompts = base.with_files({p: None for p in base if p.startswith("skills/")})
-    ref = make_questions_ref(rel_to(ctx.root, Path(questions)))
+    qpath = Path(questions) if Path(questions).is_absolute() else ctx.root / questions
+    # `<path>@sha256:<digest>` with the path relative to the project root (state stays relocatable)
+    ref = f"{rel_to(ctx.root, qpath)}@sha256:{questions_digest(qpath)}"
     wsp.init_workspace(out / WORKSPACE, skills, prompts, ref, base=ctx.root)
     GatePools.build(by_task_type(pools["validation"], qs)).save(out / GATE_POOLS)
     from harness.kernel.baseline_cache import BaselineCache
@@ -135,16 +137,16 @@ def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: P
 
 def stage_batches(ctx: StageContext, epoch: int, prev_state: Path, pools: Path, out: Path) -> None:
     """The epoch's mini-batches of the diagnosis pool (FFD + round-robin + correctness mixing), deterministic."""
-    from harness.kernel.batching import make_batches
+    from harness.kernel.batching import BatchParams, make_batches
 
     prev = require_done(Path(prev_state), "previous epoch")
     state, _ = _load_state(prev)
     p = _pools_json(Path(pools))
     qs = ctx.questions()
-    batches = make_batches([qs[q] for q in p["diagnosis"]], ctx.cfg.batching, correctness=state.correctness,
-                           seed=int(ctx.cfg.train.seed) * 1_000_003 + int(epoch))
-    atomic_write_json(Path(out), {"epoch": int(epoch), "batches": [list(b) for b in batches]})
-    progress.info("[batches@e%d] %d batches", epoch, len(batches))
+    batches = make_batches({q: qs[q].task_type for q in p["diagnosis"]}, BatchParams.from_config(ctx.cfg.batching),
+                           seed=int(ctx.cfg.train.seed), epoch=int(epoch), correctness=state.correctness)
+    atomic_write_json(Path(out), batches.to_json())
+    progress.info("[batches@e%d] %d batches", epoch, len(batches.batches))
 
 
 # ---------------------------------------------------------------- rollout, evolve, gate

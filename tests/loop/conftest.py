@@ -1,0 +1,68 @@
+"""Fixtures of the loop tests: a tiny simulated training run (train=tiny) with a call-counting provider."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _standins  # noqa: E402
+
+STANDINS = _standins.install()  # TEMPORARY: empty once the kernel modules have landed
+
+
+class Interrupt(BaseException):
+    """Simulated kill (not an Exception: nothing in the loop may swallow it)."""
+
+
+class CountingProvider:
+    """Wraps the real provider under the cache: counts the calls that reached it (and can die after N)."""
+
+    def __init__(self, inner, die_after: int | None = None):
+        self.inner = inner
+        self.name = inner.name
+        self.calls = 0
+        self.die_after = die_after
+
+    def model_for(self, role):
+        return self.inner.model_for(role)
+
+    async def complete(self, request):
+        if self.die_after is not None and self.calls >= self.die_after:
+            raise Interrupt(f"killed after {self.calls} provider calls")
+        response = await self.inner.complete(request)
+        self.calls += 1
+        return response
+
+
+def tiny_cfg(*overrides: str):
+    from harness.config.load import load_config
+
+    return load_config(["train=tiny", *overrides], env_file=None, environ={})
+
+
+def make_runner(root: Path, cfg, die_after: int | None = None):
+    """A Runner whose provider is CachedProvider(CountingProvider(SimProvider)) over root/.cache/llm."""
+    from harness.bench.factory import build_benchmark
+    from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.llm.factory import build_provider
+    from harness.loop.runner import Runner
+
+    bench = build_benchmark(cfg.benchmark, root)
+    counting = CountingProvider(build_provider(cfg.llm, world=bench.world), die_after=die_after)
+    cache = ResponseCache(root / ".cache" / "llm")
+    runner = Runner(cfg, root, llm=CachedProvider(counting, cache), bench=bench)
+    return runner, counting, cache
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """One uninterrupted tiny training run, shared by the read-only tests."""
+    root = tmp_path_factory.mktemp("tiny_run")
+    cfg = tiny_cfg()
+    runner, counting, cache = make_runner(root, cfg)
+    result = runner.train()
+    cache.close()
+    return {"root": root, "cfg": cfg, "runner": runner, "result": result, "calls": counting.calls}
