@@ -1,0 +1,166 @@
+"""Secrets only from the environment / .env; never in YAML, overrides, logs or saved configs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets as pysecrets
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from harness.config.errors import ConfigError
+from harness.config.load import load_config
+from harness.config.secrets import (
+    REDACTED,
+    RedactingFilter,
+    check_config_tree,
+    find_secrets,
+    get_api_key,
+    install_redaction,
+    is_secret_key,
+    redact,
+    secret_values,
+)
+from harness.config.snapshot import write_params
+from tests.conftest import REPO_ROOT
+
+
+def _fake_key() -> str:
+    return "sk-test-" + pysecrets.token_hex(16)
+
+
+def test_secret_key_names() -> None:
+    secret = ["api_key", "apikey", "openai_api_key", "token", "hf_token", "password", "secret", "client_secret",
+              "access_key", "OPENAI_API_KEY"]
+    harmless = ["api_key_env", "max_tokens", "model", "tokenizer", "secretary_name", "prices"]
+    assert [k for k in secret if not is_secret_key(k.lower())] == []
+    assert [k for k in harmless if is_secret_key(k)] == []
+
+
+def test_get_api_key_reads_named_variable_from_environment_then_env_file(compose_cfg, tmp_path: Path) -> None:
+    llm = compose_cfg(["llm=openai"]).llm
+    key, file_key = _fake_key(), _fake_key()
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"OPENAI_API_KEY={file_key}\n")
+    assert get_api_key(llm, env_file=env_file, environ={"OPENAI_API_KEY": key}) == key
+    assert get_api_key(llm, env_file=env_file, environ={}) == file_key
+    with pytest.raises(ConfigError) as info:
+        get_api_key(llm, env_file=tmp_path / "absent.env", environ={})
+    assert "llm.api_key_env" in str(info.value) and "OPENAI_API_KEY is not set" in str(info.value)
+    assert get_api_key(llm, env_file=None, environ={}, required=False) is None
+
+
+def test_yaml_file_with_a_secret_is_rejected_naming_file_and_key(project_dir: Path) -> None:
+    key = _fake_key()
+    openai_yaml = project_dir / "conf/llm/openai.yaml"
+    openai_yaml.write_text(openai_yaml.read_text() + f"api_key: {key}\n")
+    with pytest.raises(ConfigError) as info:  # even when llm=openai is not selected
+        load_config(environ={}, env_file=None)
+    assert "llm/openai.yaml:api_key" in str(info.value)
+    assert key not in str(info.value)
+
+
+def test_api_key_shaped_value_under_any_key_is_rejected(project_dir: Path) -> None:
+    key = _fake_key()
+    sim_yaml = project_dir / "conf/llm/sim.yaml"
+    sim_yaml.write_text(sim_yaml.read_text().replace("model: sim-solver-1", f"model: {key}"))
+    with pytest.raises(ConfigError) as info:
+        check_config_tree(project_dir / "conf")
+    assert "llm/sim.yaml:model" in str(info.value) and key not in str(info.value)
+
+
+def test_real_conf_tree_holds_no_secret() -> None:
+    check_config_tree(REPO_ROOT / "conf")
+
+
+@pytest.mark.parametrize(
+    "overrides,environ,named",
+    [
+        (["+llm.api_key=KEY"], {}, "llm.api_key"),
+        (["llm.model=KEY"], {}, "llm.model"),
+        (["+llm.models.token=abc123"], {}, "llm.models.token"),
+        ([], {"HT__LLM__API_KEY": "KEY"}, "llm.api_key"),
+    ],
+)
+def test_secret_in_overrides_or_env_layer_is_rejected_without_echo(compose_cfg, overrides, environ, named) -> None:
+    key = _fake_key()
+    overrides = [o.replace("KEY", key) for o in overrides]
+    environ = {k: v.replace("KEY", key) for k, v in environ.items()}
+    with pytest.raises(ConfigError) as info:
+        compose_cfg(overrides, environ=environ)
+    assert named in str(info.value)
+    assert key not in str(info.value)
+
+
+def test_find_secrets_and_redact() -> None:
+    key = _fake_key()
+    data = {"llm": {"api_key": key, "api_key_env": "OPENAI_API_KEY", "models": {"editor": "m"}, "note": f"uses {key}"},
+            "list": [{"token": "abc"}, key], "empty": {"password": None}}
+    # a key embedded in free text is not detectable by shape; redact() masks it by value
+    assert sorted(find_secrets(data)) == ["list.0.token", "list.1", "llm.api_key"]
+    cleaned = redact(data, [key])
+    assert key not in json.dumps(cleaned)
+    assert cleaned["llm"]["api_key"] == REDACTED and cleaned["llm"]["api_key_env"] == "OPENAI_API_KEY"
+    assert cleaned["llm"]["note"] == f"uses {REDACTED}"
+
+
+def test_environment_key_appears_in_no_log_file_or_saved_config(tmp_path: Path, monkeypatch) -> None:
+    """End to end: key in the environment -> load, read key, save configs, log (also carelessly) -> grep."""
+    key = _fake_key()
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("HT__LLM__BASE_URL", "http://127.0.0.1:9/v1")
+    out = tmp_path / "out"
+    out.mkdir()
+    root = logging.getLogger()
+    handler = logging.FileHandler(out / "run.log")
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.DEBUG)
+    unprotected = tmp_path / "unprotected.log"  # control: proves the grep would catch a leak
+    control = logging.FileHandler(unprotected)
+    control_log = logging.getLogger("harness.test.control")
+    control_log.propagate = False
+    redactor = None
+    try:
+        redactor = install_redaction(secret_values(None))  # what entry points do after configuring handlers
+        cfg = load_config(["train=tiny", "llm=openai"], config_dir=REPO_ROOT / "conf", env_file=None)
+        assert cfg.llm.base_url == "http://127.0.0.1:9/v1"  # the env layer was really read
+        api_key = get_api_key(cfg.llm, env_file=None)
+        assert api_key == key
+        log = logging.getLogger("harness.test")
+        log.info("resolved config:\n%s", OmegaConf.to_yaml(cfg))
+        log.info("calling %s with key %s", cfg.llm.model, api_key)  # a careless log line
+        try:
+            raise RuntimeError(f"401 Unauthorized for key {api_key}")
+        except RuntimeError:
+            log.exception("request failed")
+        (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+        (out / "config_redacted.json").write_text(json.dumps(redact(cfg, secret_values(cfg.llm, env_file=None))))
+        write_params(out / "params.yaml", ["train=tiny", "llm=openai"], config_dir=REPO_ROOT / "conf")
+        control_log.addHandler(control)
+        control_log.info("control line with %s", api_key)
+    finally:
+        control_log.removeHandler(control)
+        control.close()
+        for h in list(root.handlers):
+            if redactor is not None:
+                h.removeFilter(redactor)
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(old_level)
+    assert key in unprotected.read_text()
+    saved = sorted(out.iterdir())
+    assert [p.name for p in saved] == ["config.yaml", "config_redacted.json", "params.yaml", "run.log"]
+    leaks = [p.name for p in saved if key in p.read_text()]
+    assert leaks == []
+    assert REDACTED in (out / "run.log").read_text()
+    assert "127.0.0.1:9" not in (out / "params.yaml").read_text()  # params never carry machine-local env
+
+
+def test_redacting_filter_masks_args_and_exceptions() -> None:
+    key = _fake_key()
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "key=%s", (key,), None)
+    assert RedactingFilter([key]).filter(record) and key not in record.getMessage()
