@@ -1,0 +1,65 @@
+"""A TrackedRun lands in MLflow: per-epoch metrics at step=epoch, params, tags, parent link,
+observation tables as Parquet + MLflow tables, artifacts and the dataset input (real SQLite store)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.tracking.mlflow_log import PARENT_TAG, finish_parent_run, log_tracked_run, start_parent_run
+from harness.tracking.record import DatasetRef, TrackedRun
+
+pytestmark = pytest.mark.slow  # imports mlflow (seconds)
+
+
+def test_run_is_logged_completely(mlflow_db: Path, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{mlflow_db}"
+    questions = tmp_path / "questions.parquet"
+    pd.DataFrame({"qid": ["q1", "q2"], "task_type": ["a", "b"], "question": ["x", "y"], "answer": ["1", "2"],
+                  "choices": [["1", "2"], ["1", "2"]]}).to_parquet(questions)
+    report = tmp_path / "report.md"
+    report.write_text("# report\n")
+    parent = start_parent_run(tracking_uri=uri, experiment="exp", project_root=tmp_path, run_name="sweep", tags={})
+    run = TrackedRun(
+        run_name="child",
+        params={"gate.lambda": "3.0", "llm.model": "sim"},
+        tags={"mlflow.source.git.commit": "0" * 40},
+        epoch_metrics=[{"epoch": 1, "val_hard_acc": 0.5, "val_soft_score": None, "accepted": 1},
+                       {"epoch": 2, "val_hard_acc": 0.625, "val_soft_score": None, "accepted": 0}],
+        summary_metrics={"test_hard_acc": 0.6, "val_mixed_score": None},
+        tables={"gate_evidence": [{"gate_run_id": "g", "seq": 1, "log_e": 0.3, "meta": {"k": 1}}], "shadow_gate": []},
+        artifacts=[(report, "report")],
+        dataset=DatasetRef(questions, name="sim-questions"),
+    )
+    run_id = log_tracked_run(run, tracking_uri=uri, experiment="exp", project_root=tmp_path, parent_run_id=parent)
+    finish_parent_run(tracking_uri=uri, run_id=parent, params={"sweep.gate.lambda": "2.0,3.0"})
+
+    client = MlflowClient(tracking_uri=uri)
+    logged = client.get_run(run_id)
+    assert logged.info.status == "FINISHED"
+    assert logged.data.tags[PARENT_TAG] == parent
+    assert logged.data.params == {"gate.lambda": "3.0", "llm.model": "sim"}
+    history = client.get_metric_history(run_id, "val_hard_acc")
+    assert sorted((m.step, m.value) for m in history) == [(1, 0.5), (2, 0.625)]
+    assert "val_soft_score" not in logged.data.metrics and "val_mixed_score" not in logged.data.metrics  # None is not 0
+    assert logged.data.metrics["test_hard_acc"] == 0.6
+    assert client.get_metric_history(run_id, "test_hard_acc")[0].step == 2  # summary at the last epoch
+    artifacts = {a.path for a in client.list_artifacts(run_id, "tables")}
+    assert {"tables/gate_evidence.parquet", "tables/gate_evidence.json", "tables/shadow_gate.parquet"} <= artifacts
+    local = client.download_artifacts(run_id, "tables/gate_evidence.parquet", str(tmp_path / "dl"))
+    frame = pd.read_parquet(local)
+    assert frame.to_dict("records") == [{"gate_run_id": "g", "seq": 1, "log_e": 0.3, "meta": json.dumps({"k": 1})}]
+    table = json.loads(Path(client.download_artifacts(run_id, "tables/gate_evidence.json", str(tmp_path / "dl2"))).read_text())
+    assert table["columns"] == ["gate_run_id", "seq", "log_e", "meta"]
+    assert [a.path for a in client.list_artifacts(run_id, "report")] == ["report/report.md"]
+    inputs = logged.inputs.dataset_inputs
+    assert len(inputs) == 1 and inputs[0].dataset.name == "sim-questions" and inputs[0].dataset.digest
+    assert client.get_run(parent).info.status == "FINISHED"
+    assert client.get_run(parent).data.params == {"sweep.gate.lambda": "2.0,3.0"}
+    # artifacts sit under the project root, not the process working directory
+    assert client.get_experiment_by_name("exp").artifact_location == (tmp_path.resolve() / "mlruns").as_uri()

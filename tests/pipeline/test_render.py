@@ -1,0 +1,80 @@
+"""Reports render from a RunSummary: DVC metrics/plots files, Markdown, self-contained HTML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.pipeline.render import write_reports
+from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
+
+
+def _summary(oracle: bool = True) -> RunSummary:
+    epochs = (
+        EpochSummary(1, 0.50, None, None, 0.50, accepted=1, rejected=2, probation=0, rollouts=120, usd=0.0,
+                     true_val_acc=0.48 if oracle else None, true_test_acc=0.47 if oracle else None),
+        EpochSummary(2, 0.58, None, None, 0.58, accepted=0, rejected=1, probation=1, rollouts=90, usd=0.0,
+                     true_val_acc=0.55 if oracle else None, true_test_acc=0.54 if oracle else None),
+    )
+    gates = (
+        GateDecision(1, 1, "counting", "accept", "e-process crossed", 3.2, -0.1, 9, 2, 5, 16, 32, "r_e1_s1_gate_counting"),
+        GateDecision(1, 2, "ocr|text", "reject", "direction", -0.8, -1.7, 1, 6, 3, 10, 20, "r_e1_s2_gate_ocr"),
+    )
+    holdout = ({"epoch": 0, "which": "base", "run_id": "r_holdout_base", "skills_version": "v0", "prompts_version": "v0",
+                "n": 6, "hard_acc": 0.5, "soft_score": None, "mixed_score": None},
+               {"epoch": 0, "which": "delivered", "run_id": "r_holdout_delivered", "skills_version": "v2",
+                "prompts_version": "v0", "n": 6, "hard_acc": 0.6667, "soft_score": None, "mixed_score": None})
+    return RunSummary(
+        run_name="tiny", benchmark="sim", epochs=epochs, gates=gates, holdout=holdout,
+        gate_paths={"r_e1_s1_gate_counting": ((1, 0.2), (2, 1.1), (3, 3.2)), "r_e1_s2_gate_ocr": ((1, -0.3), (2, -0.8))},
+        accept_threshold=3.0, reject_threshold=-1.56,
+        delivered={"skills_version": "v2", "prompts_version": "v0", "true_test_acc": 0.54} if oracle else {"skills_version": "v2"},
+        oracle_available=oracle,
+    )
+
+
+def test_metrics_and_plot_files(tmp_path: Path) -> None:
+    files = write_reports(_summary(), tmp_path)
+    metrics = json.loads(files["metrics"].read_text())
+    assert metrics["epochs_run"] == 2
+    assert metrics["best_val_acc"] == 0.58
+    assert metrics["test_hard_acc"] == 0.6667  # the delivered harness on the test pool
+    assert metrics["holdout_base_hard_acc"] == 0.5
+    assert (metrics["accepted"], metrics["rejected"], metrics["probation"]) == (1, 3, 1)
+    assert metrics["rollouts"] == 210
+    assert metrics["val_soft_score"] is None  # absent, never 0
+    assert metrics["true_test_acc_delivered"] == 0.54
+    rows = json.loads((tmp_path / "plots" / "accuracy.json").read_text())
+    assert rows[0] == {"epoch": 1, "val_hard_acc": 0.5, "best_val_acc": 0.5, "true_val_acc": 0.48, "true_test_acc": 0.47}
+    csvs = sorted(p.name for p in (tmp_path / "plots" / "gate_evidence").iterdir())
+    assert csvs == ["r_e1_s1_gate_counting.csv", "r_e1_s2_gate_ocr.csv"]
+    assert (tmp_path / "plots" / "gate_evidence" / "r_e1_s1_gate_counting.csv").read_text().splitlines() == [
+        "seq,log_e", "1,0.200000", "2,1.100000", "3,3.200000"]
+
+
+def test_markdown_and_html_report(tmp_path: Path) -> None:
+    files = write_reports(_summary(), tmp_path)
+    md = files["markdown"].read_text()
+    assert "| epoch | val acc |" in md and "true val acc" in md
+    assert "ocr\\|text" in md  # a pipe in a cell is escaped, not a column break
+    html = files["html"].read_text()
+    assert html.count("<svg") == 2 and "<script" not in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "accept (gate.lambda)" in html  # threshold line on the evidence chart
+    assert "true accuracy" in html.lower()
+
+
+def test_without_oracle_no_true_columns(tmp_path: Path) -> None:
+    files = write_reports(_summary(oracle=False), tmp_path)
+    assert "true val acc" not in files["markdown"].read_text()
+    assert "true_test_acc_delivered" not in json.loads(files["metrics"].read_text())
+
+
+def test_rendering_is_deterministic_and_replaces_stale_plots(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_reports(_summary(), a)
+    (b / "plots" / "gate_evidence").mkdir(parents=True)
+    (b / "plots" / "gate_evidence" / "stale_gate.csv").write_text("seq,log_e\n")
+    write_reports(_summary(), b)
+    for name in ("metrics.json", "report.md", "report.html", "plots/accuracy.json"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert not (b / "plots" / "gate_evidence" / "stale_gate.csv").exists()
