@@ -233,7 +233,9 @@ def reply_edit_ops(world: World, messages: Sequence[ChatMessage], stream: Stream
     current = fenced_file(user)
     if "\nTool:" in user or user.startswith("Tool:"):
         return _reply_tool_guide(current, stream)
-    task_types = [header.group(1)] if header else sorted({m.group(1) for m in _TASK_TYPE.finditer(user)})
+    # a shared file (default-strategy) serves every task type whose failures are shown
+    case_types = sorted({m.group(1) for m in _TASK_TYPE.finditer(user)} - ({header.group(1)} if header else set()))
+    task_types = ([header.group(1)] if header else []) + case_types
     if stream.next() < world.params.editor_malformed_prob:
         return malformed_edit_reply(stream, world, task_types)
     rejected = section(user, H_REJECTED)
