@@ -6,7 +6,7 @@ slow) writes, and what the next stage reads:
     <dir>/workspace/        the workspace (harness/workspace.py layout: versions, manifest, best pointer)
     <dir>/checkpoint.json   TrainState (harness/checkpoint.py)
     <dir>/gate_pools.json   the information ladder (kernel GatePools)
-    <dir>/baseline_cache.json  kernel BaselineCache
+    <dir>/baseline_cache.jsonl kernel BaselineCache (append-only)
     <dir>/lineage.json      run-log fragments of every earlier stage of this chain + stop flag
     <dir>/runlog.sqlite     this stage's own rows only
     <dir>/report.json       step or epoch report
@@ -35,7 +35,7 @@ RUNLOG = "runlog.sqlite"
 CHECKPOINT = "checkpoint.json"
 WORKSPACE = "workspace"
 GATE_POOLS = "gate_pools.json"
-BASELINE_CACHE = "baseline_cache.json"
+BASELINE_CACHE = "baseline_cache.jsonl"
 REPORT = "report.json"
 CARRIED = (WORKSPACE, CHECKPOINT, GATE_POOLS, BASELINE_CACHE)
 

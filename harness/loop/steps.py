@@ -125,9 +125,7 @@ def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: P
     ref = f"{rel_to(ctx.root, qpath)}@sha256:{questions_digest(qpath)}"
     wsp.init_workspace(out / WORKSPACE, skills, prompts, ref, base=ctx.root)
     GatePools.build(by_task_type(pools["validation"], qs)).save(out / GATE_POOLS)
-    from harness.kernel.baseline_cache import BaselineCache
-
-    BaselineCache.create(out / BASELINE_CACHE)
+    (out / BASELINE_CACHE).write_text("", encoding="utf-8")  # the kernel BaselineCache appends to it
     state = TrainState(epoch_start_skills=dict(skills.to_dict()))
     _save_state(ctx, out, state, Progress(epoch=1, step=0, phase="epoch_done"))
     write_lineage(out, Lineage())
@@ -299,7 +297,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
                 pack.examples.setdefault(k, v)
     # -- per-skill gate
     pools = _gate_pools(ctx, out_dir, p)
-    cache = BaselineCache.load(out_dir / BASELINE_CACHE)
+    cache = BaselineCache(out_dir / BASELINE_CACHE)  # the copy carried from prev; appends stay in this stage
     log = HarnessLog(out_dir / RUNLOG)
     try:
         gc = GateContext(run_name=ctx.run_name, epoch=epoch, step=step, params=ctx.gate, questions=qs,
@@ -321,7 +319,6 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     # -- cooldown decrement (skills that started resting this step keep their full count)
     state.gate_cooldown = _decrement_cooldowns({**cooling, **{k: state.gate_cooldown[k] for k in just_cooled}}, just_cooled)
     pools.save(out_dir / GATE_POOLS)
-    cache.save(out_dir / BASELINE_CACHE)
     prog = Progress(epoch=epoch, step=step, phase="in_epoch", global_step=prog.global_step + 1,
                     saved_batches=_saved_batches(ctx, epoch))
     _save_state(ctx, out_dir, state, prog)

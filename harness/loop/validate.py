@@ -17,7 +17,10 @@ Anti-leak: the gate run prefix must contain `_gate_` (checked at entry) so
 the ladder never absorbs these rollouts; every rollout draws a fresh sample
 index from a per-gate counter starting far above the step/slow indices, so a
 pair never reuses the sample that placed its question on the ladder, and a
-re-asked question gets a fresh sample (its baseline too, bypassing the cache).
+re-asked question gets a fresh sample. Baseline samples come from the
+BaselineCache first (samples an earlier gate paid for on the same baseline
+skill and prompts), each used at most once per gate; misses are run and
+stored.
 
 Only the rows of the terminal block carry a stop reason in the evidence.
 """
@@ -45,9 +48,11 @@ RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Awaitab
 
 
 class BaselineStore(Protocol):
-    def get(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> Optional[bool]: ...
+    """harness.kernel.baseline_cache.BaselineCache: (task_type, skill_hash, prompts_version, qid, sample_index) -> outcome."""
 
-    def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, correct: bool) -> None: ...
+    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]: ...
+
+    def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None: ...
 
 
 class InfraFailureError(RuntimeError):
@@ -145,7 +150,8 @@ async def validate_skill_local(
     cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
     out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"),
                             gate_run_id=gate_run_prefix)
-    asked: set[str] = set()  # questions whose baseline was already taken once (re-asks need fresh samples)
+    asked: set[str] = set()  # questions asked at least once (GEPA's known baseline serves the first ask only)
+    used: dict[str, set[int]] = {}  # baseline samples already paired in this gate: each sample is used once
     cand_dir = materialize_candidate(workspace_dir, candidate_tree, f"{task_type}")
     try:
         cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
@@ -157,16 +163,20 @@ async def validate_skill_local(
             indices = [item.sample_index for item in block]
             baseline: list[Optional[bool]] = [None] * len(block)
             misses: list[int] = []
-            first: list[bool] = []
             for i, item in enumerate(block):
                 first_ask = item.qid not in asked
                 asked.add(item.qid)
-                first.append(first_ask)
+                taken = used.setdefault(item.qid, set())
                 hit: Optional[bool] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
-                elif first_ask and baseline_cache is not None:
-                    hit = baseline_cache.get(task_type, base_hash, prompts_version, item.qid)
+                elif baseline_cache is not None:
+                    # an earlier gate on the same baseline already paid for these samples; each is used once here
+                    banned = set(taken) | set((informing_samples or {}).get(item.qid, ()))
+                    free = sorted(j for j in baseline_cache.samples(task_type, base_hash, prompts_version, item.qid) if j not in banned)
+                    if free:
+                        hit = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)[free[0]]
+                        taken.add(free[0])
                 if hit is None:
                     misses.append(i)
                 else:
@@ -176,8 +186,9 @@ async def validate_skill_local(
                 got = await rollout(baseline_tree, [(questions[block[i].qid], indices[i]) for i in misses], base_run)
                 for i, value in zip(misses, got):
                     baseline[i] = value
-                    if value is not None and baseline_cache is not None and first[i]:
-                        baseline_cache.put(task_type, base_hash, prompts_version, block[i].qid, bool(value))
+                    used[block[i].qid].add(indices[i])
+                    if value is not None and baseline_cache is not None:
+                        baseline_cache.put(task_type, base_hash, prompts_version, block[i].qid, indices[i], bool(value))
                 out.rollouts += len(misses)
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)

@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _standins  # noqa: E402
-
-STANDINS = _standins.install()  # TEMPORARY: empty once the kernel modules have landed
 
 
 class Interrupt(BaseException):
