@@ -146,7 +146,8 @@ class TrainConfig:
     slow_update: bool = True
     momentum: bool = True
     system_tool_update: bool = True
-    # ${schedule:...} resolvers fill these (see harness/config/resolvers.py)
+    # derived in conf/config.yaml by the ${ht.ceil_div/schedule/epoch_schedule:...} resolvers
+    # (harness/config/resolvers.py); validation requires them to match the loop
     steps_per_epoch: int = 5
     schedule: list[Any] = field(default_factory=list)
     epoch_schedule: list[Any] = field(default_factory=list)
