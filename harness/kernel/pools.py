@@ -114,10 +114,12 @@ def _correctness_from_items(questions: Sequence[QuestionLike]) -> dict[str, bool
     return {str(item[0]): item[2] for item in questions if isinstance(item, (tuple, list)) and len(item) >= 3 and item[2] is not None}
 
 
-def _allocate(available: Mapping[str, int], total: int, minimum: int, pool: str) -> dict[str, int]:
-    """Per-class counts summing to `total`: proportional (largest remainder), each >= minimum, <= available."""
+def _allocate(available: Mapping[str, int], total: int, minimum: int, pool: str, weights: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Per-class counts summing to `total`: proportional to `weights` (default: available; largest remainder), each >= minimum, <= available."""
     classes = sorted(available)
     n_all = sum(available.values())
+    weights = weights or available
+    weight_all = sum(weights[c] for c in classes)
     if total > n_all:
         raise ValueError(f"pools: {pool} needs {total} questions but only {n_all} remain")
     short = [c for c in classes if available[c] < minimum]
@@ -128,7 +130,7 @@ def _allocate(available: Mapping[str, int], total: int, minimum: int, pool: str)
         )
     if minimum * len(classes) > total:
         raise ValueError(f"pools: {pool}_size={total} < eval_min_per_class={minimum} x {len(classes)} task types")
-    exact = {c: total * available[c] / n_all for c in classes}
+    exact = {c: total * weights[c] / weight_all for c in classes}
     counts = {c: min(available[c], max(minimum, int(exact[c]))) for c in classes}
     # hand out the rest by largest remainder; take back from the largest classes above the minimum
     while sum(counts.values()) < total:
@@ -180,7 +182,8 @@ def split_pools(
 
     # test: natural distribution, but leave every class enough for validation's minimum
     test_room = {c: len(q) - eval_min_per_class for c, q in remaining.items()}
-    test_counts = _allocate({c: max(n, 0) for c, n in test_room.items()}, test_size, eval_min_per_class, "test")
+    natural = {c: len(q) for c, q in remaining.items()}
+    test_counts = _allocate({c: max(n, 0) for c, n in test_room.items()}, test_size, eval_min_per_class, "test", weights=natural)
     test = _take(remaining, test_counts)
 
     val_counts = _allocate({c: len(q) for c, q in remaining.items()}, val_size, eval_min_per_class, "validation")
