@@ -8,7 +8,6 @@ import secrets as pysecrets
 from pathlib import Path
 
 import pytest
-import yaml
 from omegaconf import OmegaConf
 
 from harness.config.errors import ConfigError
