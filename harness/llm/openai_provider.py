@@ -16,11 +16,14 @@ import asyncio
 import json
 import logging
 import random
+import ssl
 import time
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import openai
+from openai.types.chat import ChatCompletion
 
 from harness.llm.backoff import backoff_delay
 from harness.llm.prices import cost_usd, has_price, validate_prices
@@ -34,6 +37,10 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 LOCAL_DUMMY_KEY = "local-no-key"
 RETRYABLE_KINDS = frozenset({"timeout", "rate_limit", "server", "connection"})
 _MAX_MESSAGE_CHARS = 300
+# httpcore's pool scans every connection for every queued request (quadratic in pool size), so
+# in-flight requests are spread over several small client pools instead of one big one
+REQUESTS_PER_CLIENT = 8
+MAX_CLIENTS = 64
 
 
 def is_local_base_url(base_url: str | None) -> bool:
@@ -138,12 +145,12 @@ class OpenAIProvider:
         self._backoff_base_s = float(llm_cfg.backoff_base_s)
         self._backoff_max_s = float(llm_cfg.backoff_max_s)
         self._api_key = api_key or resolve_api_key(llm_cfg)
-        self._client = openai.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=getattr(llm_cfg, "base_url", None) or None,
-            timeout=self._timeout_s,
-            max_retries=0,  # retries are ours (backoff, jitter, bad_response)
-        )
+        self._base_url = getattr(llm_cfg, "base_url", None) or None
+        self._clients: list[openai.AsyncOpenAI] = []
+        self._in_flight: list[int] = []
+        self._ssl_context: ssl.SSLContext | None = None
+        self._clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
+        self._in_flight.append(0)
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._warned_no_price: set[str] = set()
@@ -152,8 +159,33 @@ class OpenAIProvider:
     def model_for(self, role: Role) -> str:
         return model_for_role(self._cfg, role)
 
+    def _new_client(self) -> openai.AsyncOpenAI:
+        if self._ssl_context is None:  # building one costs ~80 ms (CA bundle): share it between pools
+            self._ssl_context = httpx.create_ssl_context()
+        client = openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._timeout_s,
+            max_retries=0,  # retries are ours (backoff, jitter, bad_response)
+            http_client=openai.DefaultAsyncHttpxClient(verify=self._ssl_context, timeout=self._timeout_s),
+        )
+        return client
+
+    def _acquire_client(self) -> int:
+        """Index of the least busy client pool, opening a new one when all are full."""
+        if self._in_flight:
+            best = min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
+            if self._in_flight[best] < REQUESTS_PER_CLIENT or len(self._clients) >= MAX_CLIENTS:
+                self._in_flight[best] += 1
+                return best
+        self._clients.append(self._new_client())
+        self._in_flight.append(1)
+        return len(self._clients) - 1
+
     async def aclose(self) -> None:
-        await self._client.close()
+        clients, self._clients, self._in_flight = self._clients, [], []
+        for client in clients:
+            await client.close()
 
     def _payload(self, request: LLMRequest, model: str) -> dict[str, Any]:
         params = {"temperature": self._cfg.temperature, "max_tokens": self._cfg.max_tokens}
@@ -161,8 +193,16 @@ class OpenAIProvider:
         return {"model": model, "messages": [m.to_dict() for m in request.messages], **params}
 
     async def _attempt(self, payload: dict[str, Any]) -> Any:
-        async with asyncio.timeout(self._timeout_s):  # whole-attempt deadline (httpx's is per phase)
-            return await self._client.chat.completions.create(**payload)
+        index = self._acquire_client()
+        client = self._clients[index]
+        try:
+            async with asyncio.timeout(self._timeout_s):  # whole-attempt deadline (httpx's is per phase)
+                # the SDK's documented low-level call: our payload is plain JSON already, so this skips
+                # `create()`'s TypedDict transform of the messages (several ms per call on long prompts)
+                return await client.post("/chat/completions", body=payload, cast_to=ChatCompletion)
+        finally:
+            if index < len(self._in_flight) and self._clients[index] is client:
+                self._in_flight[index] -= 1
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         model = self.model_for(request.role)

@@ -31,6 +31,11 @@ from typing import Any
 BEHAVIOURS = ("normal", "429", "500", "slow", "malformed", "empty_choices", "no_usage", "401")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # listen backlog: the default (5) drops connections at concurrency 64
+
+
 @dataclass
 class RecordedRequest:
     path: str
@@ -65,6 +70,7 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # no 40 ms Nagle/delayed-ACK stall between header and body writes
 
             def log_message(self, format: str, *args: Any) -> None:  # silence stderr
                 return
@@ -102,14 +108,14 @@ class FakeOpenAIServer:
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self._headers_buffer.append(b"\r\n")  # end_headers + body in one write
+                    self._headers_buffer.append(data)
+                    self.flush_headers()
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 
         self._handler_cls = Handler
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
@@ -177,3 +183,27 @@ class FakeOpenAIServer:
             handler._send(200, self._completion(body, usage=False))
         else:
             handler._send(200, self._completion(body))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve in the foreground (benchmarks run it as a separate process): prints the base URL, then serves."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="Scriptable OpenAI-compatible test server on 127.0.0.1")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(latency_s=args.latency, record=False).start()
+    print(server.base_url, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
