@@ -1,0 +1,131 @@
+"""End to end with the real tools in temporary git repositories (tiny config, 1 epoch x 1 step):
+`dvc repro`, the no-op re-run, `dvc exp run -S gate.lambda=...`, metrics/plots/dag, a SIGKILL
+mid-pipeline then resume, and `python -m stages.train` agreeing with `dvc repro`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.support import (
+    BIN, TEST_OVERRIDES, cache_counts, env, file_digests, make_project, run, table_rows,
+)
+
+pytestmark = pytest.mark.slow
+
+FINAL_ARTIFACTS = ("reports", "state/holdout/delivered", "state/holdout/holdout.json", "data/pools.json")
+LOG_TABLES = ("predictions", "traces", "validation_flags", "_runs", "dual_metric_eval", "shadow_gate",
+              "holdout_eval", "quadrant_pair", "gate_evidence")
+
+
+def _final_state(project: Path) -> dict:
+    """What must be identical between an uninterrupted and an interrupted-then-resumed run."""
+    from harness.loop.state import read_lineage, resolve_fragments
+
+    digests = {}
+    for name in FINAL_ARTIFACTS:
+        path = project / name
+        digests.update({f"{name}/{k}": v for k, v in file_digests(path).items()} if path.is_dir()
+                       else {name: file_digests(path.parent)[path.name]})
+    fragments = resolve_fragments(project, read_lineage(project / "state/e1/slow")) + [project / "state/holdout/runlog.sqlite"]
+    rows = {table: len(table_rows(fragments, table)) for table in LOG_TABLES}
+    prediction_keys = [r[:3] for r in table_rows(fragments, "predictions")]
+    workspace = project / "state/e1/slow/workspace"
+    versions = sorted(p.relative_to(workspace).as_posix() for p in workspace.glob("*/v*") if p.is_dir())
+    manifest = json.loads((workspace / "manifest.json").read_text())
+    return {"digests": digests, "rows": rows, "unique_prediction_keys": len(set(prediction_keys)),
+            "versions": versions, "manifest": manifest}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One uninterrupted `dvc repro` (timed), its final state and cache counts captured right after."""
+    project = make_project(tmp_path_factory.mktemp("reference") / "project")
+    started = time.monotonic()
+    out = run(["dvc", "repro"], project)
+    seconds = time.monotonic() - started
+    return {"project": project, "state": _final_state(project), "cache": cache_counts(project),
+            "stdout": out.stdout, "seconds": seconds}
+
+
+def test_repro_runs_every_stage_and_declares_metrics_plots_dag(reference: dict) -> None:
+    project = reference["project"]
+    for stage in ("prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "holdout", "report"):
+        assert f"Running stage '{stage}'" in reference["stdout"], stage
+    metrics = json.loads((project / "reports/metrics.json").read_text())
+    assert metrics["epochs_run"] == 1 and metrics["rollouts"] > 0 and 0.0 <= metrics["test_hard_acc"] <= 1.0
+    shown = json.loads(run(["dvc", "metrics", "show", "--json"], project).stdout)
+    assert json.dumps(shown).count("best_val_acc") >= 1
+    plots = run(["dvc", "plots", "show", "--json"], project).stdout
+    assert "accuracy.json" in plots and "gate_evidence" in plots
+    dot = run(["dvc", "dag", "--dot"], project).stdout
+    for edge in ('"prepare" -> "pools"', '"pools" -> "batches@0"', '"batches@0" -> "rollout@0"', '"rollout@0" -> "evolve@0"',
+                 '"evolve@0" -> "gate@0"', '"gate@0" -> "slow@0"', '"slow@0" -> "holdout"', '"holdout" -> "report"'):
+        assert edge in dot, edge
+    # the response cache is no DVC output; each provider call in a clean run stored exactly one response
+    assert ".cache" not in (project / "dvc.lock").read_text()
+    entries, misses = reference["cache"]
+    assert entries == misses > 0
+
+
+def test_train_app_produces_the_same_harness_and_metrics(reference: dict) -> None:
+    project = reference["project"]
+    run([str(BIN / "python"), "-m", "stages.train", *TEST_OVERRIDES, "hydra.run.dir=runs/same"], project)
+    job = project / "runs/same"
+    assert json.loads((job / "reports/metrics.json").read_text()) == json.loads((project / "reports/metrics.json").read_text())
+    assert file_digests(job / "state/holdout/delivered") == file_digests(project / "state/holdout/delivered")
+    assert (job / "reports/report.md").read_text() == (project / "reports/report.md").read_text()
+
+
+def test_second_repro_is_a_no_op_and_gate_change_keeps_first_rollout(reference: dict) -> None:
+    project = reference["project"]
+    lock_before = (project / "dvc.lock").read_text()
+    started = time.monotonic()
+    again = run(["dvc", "repro"], project)
+    noop_seconds = time.monotonic() - started
+    assert "Running stage" not in again.stdout
+    assert (project / "dvc.lock").read_text() == lock_before
+    print(f"no-op dvc repro: {noop_seconds:.1f} s")
+
+    exp = run(["dvc", "exp", "run", *[f"-S{o}" for o in TEST_OVERRIDES], "-Sgate.lambda=0.5"], project)
+    ran = {line.split("'")[1] for line in exp.stdout.splitlines() if line.startswith("Running stage '")}
+    assert {"gate@0", "slow@0", "holdout", "report"} <= ran
+    assert not ran & {"prepare", "pools", "batches@0", "rollout@0", "evolve@0"}, ran
+    params = (project / "params.yaml").read_text()
+    assert "lambda: 0.5" in params
+
+
+def test_sigkill_mid_pipeline_then_resume_matches_uninterrupted(reference: dict, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    proc = subprocess.Popen([str(BIN / "dvc"), "repro"], cwd=project, env=env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = project / "state/e1/s1/gate/runlog.sqlite"  # the gate stage is running its gate rollouts
+    deadline = time.monotonic() + 300
+    try:
+        while not marker.exists():
+            assert proc.poll() is None, "dvc repro ended before the gate stage started"
+            assert time.monotonic() < deadline, "gate stage never started"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (project / "reports/metrics.json").exists()
+    assert not (project / "state/e1/s1/gate/DONE.json").exists(), "killed too late: the gate stage had finished"
+    entries_at_kill, misses_at_kill = cache_counts(project)
+
+    resumed = run(["dvc", "repro"], project)
+    for done_before in ("prepare", "pools", "batches@0", "rollout@0", "evolve@0"):
+        assert f"Running stage '{done_before}'" not in resumed.stdout, done_before
+    assert "Running stage 'gate@0'" in resumed.stdout
+
+    assert _final_state(project) == reference["state"]
+    entries, misses = cache_counts(project)
+    assert entries == reference["cache"][0]
+    # every call the resumed run made to the provider was for a response not stored before the kill
+    assert misses - misses_at_kill == entries - entries_at_kill
