@@ -77,7 +77,7 @@ class PredictionRecord:
     evidence: str | None = None
     reasoning: str | None = None
     skill_hash: str | None = None
-    trace: tuple[TraceStep, ...] = ()
+    trace: tuple[TraceStep, ...] = field(default=(), repr=False)
 
     @property
     def infra(self) -> bool:
@@ -118,8 +118,10 @@ class PredictionRecord:
 @dataclass(frozen=True)
 class InferenceResult:
     run_id: str
-    records: dict[SampleKey, PredictionRecord]  # (qid, sample_index) -> record, in input order
-    correctness_by_sample: dict[SampleKey, bool | None]
+    # repr=False: asyncio.run formats the finished main task (with its result) when it restores the
+    # SIGINT handler, so a full repr would render every record of a large run
+    records: dict[SampleKey, PredictionRecord] = field(repr=False)  # (qid, sample_index) -> record, in input order
+    correctness_by_sample: dict[SampleKey, bool | None] = field(repr=False)
     accuracy: float | None  # over non-infra rollouts; None when there are none
     n: int
     n_correct: int

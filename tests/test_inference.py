@@ -193,3 +193,10 @@ def test_simulated_world_end_to_end(tmp_path):
     assert 0.0 < result.accuracy < 1.0
     assert again.correctness == result.correctness  # deterministic in (question, harness, sample index)
     assert any(r.n_steps == 2 for r in result.records.values())  # the tool path was exercised
+
+
+def test_result_repr_stays_small_for_large_runs(tmp_path):
+    # asyncio.run formats its finished main task, result included: a full repr would render every record
+    with HarnessLog(tmp_path / "log.sqlite") as log:
+        result = infer(RuleProvider(), log, questions=questions(200))
+    assert result.n == 200 and len(repr(result)) < 600
