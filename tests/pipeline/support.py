@@ -17,16 +17,17 @@ TEST_OVERRIDES = ("train=tiny", "tracking=none", "train.epochs=1", "pools.diagno
 PROJECT_FILES = ("harness", "stages", "conf", "hydra_plugins", "dvc.yaml", ".dvcignore", "pyproject.toml")
 
 
-def env() -> dict[str, str]:
+def env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a command: the venv's python/dvc first, no HT__/MLflow leaks from the shell."""
     out = {k: v for k, v in os.environ.items() if not k.startswith(("HT__", "MLFLOW_", "HARNESS_"))}
+    out.update(extra or {})
     out["PATH"] = f"{BIN}{os.pathsep}{out.get('PATH', '')}"
     out["PYTHONDONTWRITEBYTECODE"] = "1"
     return out
 
 
-def run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    done = subprocess.run(args, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
+def run(args: list[str], cwd: Path, timeout: float = 600, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(args, cwd=cwd, env=env(extra_env), capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
     return done
