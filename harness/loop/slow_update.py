@@ -22,7 +22,7 @@ The caller (stage_slow) owns the state dir, the checkpoint and early stop.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
+import re
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,14 +63,14 @@ def holdout_run_id(run_name: str, which: str) -> str:
     return f"{run_name}_holdout_{which}"
 
 
-def step_run_glob(run_name: str, epoch: int) -> str:
-    return f"{run_name}_e{epoch}_s*"
+def is_step_run(run_id: str, run_name: str, epoch: int) -> bool:
+    """`{run_name}_e{E}_s<digits>` exactly: the seed's GLOB `{base}_e{E}_s*` would also match `_slowR`/`_shadow`."""
+    return re.fullmatch(re.escape(f"{run_name}_e{epoch}_s") + r"\d+", run_id) is not None and "_gate_" not in run_id
 
 
 def ladder_sources(step_run_ids: Sequence[str], run_name: str, epoch: int, r_id: str, kept_r2_id: Optional[str]) -> list[str]:
-    """The exact three sources of the ladder refresh (no `_gate_` run, nothing else)."""
-    glob = step_run_glob(run_name, epoch)
-    steps = sorted(r for r in step_run_ids if fnmatch.fnmatchcase(r, glob) and "_gate_" not in r)
+    """The exact three sources of the ladder refresh: this epoch's step rollouts (never `_gate_`), R, a kept R2."""
+    steps = sorted(r for r in step_run_ids if is_step_run(r, run_name, epoch))
     return steps + [r_id] + ([kept_r2_id] if kept_r2_id else [])
 
 
