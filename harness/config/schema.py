@@ -163,6 +163,52 @@ class TrackingConfig:
 
 
 @dataclass
+class CommandExecutorConfig:
+    """`improve.executor=command`: an external CLI agent run in a fresh temporary worktree."""
+
+    command: list[str] = field(default_factory=list)  # argv template: {workdir} {prompt} {prompt_file}
+    timeout_s: float = 3600.0
+    keep_worktrees: bool = False
+
+
+@dataclass
+class ServiceExecutorConfig:
+    """`improve.executor=service`: the seed-002 remote task service (API key from the env only)."""
+
+    base_url: Optional[str] = None
+    api_key_env: str = "TASK_SERVICE_API_KEY"  # name of the env variable, never the key
+    timeout_s: float = 3600.0
+    poll_interval_s: float = 2.0
+    model: Optional[str] = None  # shared model for every role; None = the service's default
+    role_models: dict[str, str] = field(default_factory=dict)  # probe|editor|selector|reflector|judge -> model
+
+
+@dataclass
+class ImproveConfig:
+    """Harness² as a pipeline over tasks (`python -m stages.improve`, dvc.yaml `improve@<domain>`)."""
+
+    executor: str = "sim"  # "sim" | "command" | "service"
+    backend: str = "inprocess"  # where command probes run: "inprocess" | "ray" | "auto"
+    manifest: Optional[str] = None  # sweep manifest (YAML/JSON); None = tasks derived from the sim benchmark
+    domains: list[str] = field(default_factory=list)  # the DVC foreach list; sim: task types
+    tasks_per_domain: int = 2  # sim tasks per domain (stream order)
+    questions_per_task: int = 4  # sim questions per task
+    k: int = 1
+    modes: list[str] = field(default_factory=lambda: ["parallel"])
+    run_tag: str = "improve"
+    budget_usd: Optional[float] = 1.0  # per task and mode; None = no USD cap
+    max_sessions: Optional[int] = None
+    workers: int = 2  # domains run concurrently
+    auto_apply: bool = False
+    judge: bool = True  # grade each delivered deliverable (a judge failure is ungraded)
+    surface: str = "native"  # manifest tasks: "native" | "codex" | "opencode"
+    out_dir: str = "state/improve"  # <out_dir>/<domain>/: run dir, library, domain-report.json
+    report_dir: str = "reports/improve"  # sweep-report.json and sweep-report.md
+    command: CommandExecutorConfig = field(default_factory=CommandExecutorConfig)
+    service: ServiceExecutorConfig = field(default_factory=ServiceExecutorConfig)
+
+
+@dataclass
 class RootConfig:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -172,4 +218,5 @@ class RootConfig:
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    improve: ImproveConfig = field(default_factory=ImproveConfig)
     quiet: bool = False

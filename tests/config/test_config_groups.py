@@ -9,7 +9,7 @@ import yaml
 from tests.conftest import REPO_ROOT
 
 CONF = REPO_ROOT / "conf"
-OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking")
+OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve")
 # values an option cannot have a default for
 REQUIRED_EXTRAS = {("benchmark", "jsonl"): ["benchmark.path=data/my_questions.jsonl"]}
 
