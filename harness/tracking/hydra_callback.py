@@ -48,10 +48,9 @@ class MlflowSweepCallback(Callback):
         self._tracking_uri = resolve_tracking_uri(tracking.get("tracking_uri"), project_root)
         init_tracking_db(self._tracking_uri)
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        sweeper_params = config.hydra.sweeper.get("params") or {}
         overrides = list(config.hydra.overrides.get("task") or [])
         self._sweep_params = {
-            **{f"sweep.{key}": str(value) for key, value in dict(sweeper_params).items()},
+            **{f"sweep.{key}": value for key, value in swept_values(config.hydra.sweeper.get("params"), overrides).items()},
             "sweep.overrides": " ".join(overrides),
             "sweep.dir": str(sweep_dir),
         }
@@ -75,6 +74,10 @@ class MlflowSweepCallback(Callback):
         log.info("MLflow sweep parent run %s (%s)", self._parent_run_id, run_name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self._parent_run_id is not None and self._tracking_uri is not None:
+            from harness.tracking.mlflow_log import summarize_children
+
+            summarize_children(tracking_uri=self._tracking_uri, parent_run_id=self._parent_run_id)
         self._finish(failed=False)
 
     def _finish(self, failed: bool) -> None:
@@ -85,6 +88,16 @@ class MlflowSweepCallback(Callback):
         run_id, self._parent_run_id = self._parent_run_id, None
         os.environ.pop(PARENT_RUN_ENV, None)
         finish_parent_run(tracking_uri=self._tracking_uri, run_id=run_id, params=self._sweep_params, failed=failed)
+
+
+def swept_values(sweeper_params: Any, task_overrides: list[str]) -> dict[str, str]:
+    """key -> the values actually swept: the sweeper's `params`, replaced by command-line sweeps of the same key."""
+    swept = {str(k): str(v) for k, v in dict(sweeper_params or {}).items()}
+    for override in task_overrides:
+        key, sep, value = override.partition("=")
+        if sep and (key in swept or "," in value) and not key.startswith(("hydra", "+sweep", "sweep")):
+            swept[key.lstrip("+~")] = value
+    return swept
 
 
 def parent_run_id_for_job(hydra_config: Any | None) -> str | None:

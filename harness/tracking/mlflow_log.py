@@ -105,6 +105,30 @@ def finish_parent_run(
     client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
 
 
+SWEEP_SUMMARY_METRICS = ("best_val_acc", "test_hard_acc")
+
+
+def summarize_children(*, tracking_uri: str, parent_run_id: str) -> dict[str, float]:
+    """Log on the parent run the number of children and the best child value of each summary metric."""
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    parent = client.get_run(parent_run_id)
+    children = client.search_runs([parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_run_id}'")
+    now_ms = int(time.time() * 1000)
+    summary: dict[str, float] = {"children": float(len(children))}
+    tags = []
+    for key in SWEEP_SUMMARY_METRICS:
+        scored = [(c.data.metrics[key], c) for c in children if key in c.data.metrics]
+        if scored:
+            value, best = max(scored, key=lambda pair: pair[0])
+            summary[f"max_{key}"] = value
+            tags.append(RunTag(f"harness.best_{key}_run", best.info.run_id))
+    client.log_batch(parent_run_id, metrics=[Metric(k, v, now_ms, 0) for k, v in summary.items()], tags=tags)
+    return summary
+
+
 def _log_tables(client, run_id: str, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
     if not tables:
         return

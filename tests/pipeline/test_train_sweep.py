@@ -33,6 +33,8 @@ def test_gate_lambda_sweep_logs_parent_and_children(tmp_path: Path) -> None:
     assert len(parents) == 1
     parent = parents[0]
     assert parent.info.status == "FINISHED"
+    assert parent.data.params["sweep.gate.lambda"] == "0.5,6.0"  # the values actually swept (command line wins)
+    assert parent.data.metrics["children"] == 2 and "max_best_val_acc" in parent.data.metrics
     assert (project / "multirun/test/mlflow_parent_run_id.txt").read_text().strip() == parent.info.run_id
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert len(children) == 2 and len(runs) == 3
