@@ -199,3 +199,21 @@ def test_bad_config_values_are_named():
         OpenAIProvider(fast_llm_config(base_url="http://127.0.0.1:1/v1", prices={"m": {"input": -1, "output": 1}}), api_key="x")
     with pytest.raises(ValueError, match="llm.models.solvr"):
         OpenAIProvider(fast_llm_config(base_url="http://127.0.0.1:1/v1", models={"solvr": "m"}), api_key="x")
+
+
+def test_in_flight_requests_spread_over_small_pools_and_all_close(server):
+    from harness.llm import openai_provider
+
+    server.latency_s = 0.2
+
+    async def many():
+        provider = make_provider(server, timeout_s=5.0)
+        responses = await asyncio.gather(*(provider.complete(request(text=f"q{i}")) for i in range(20)))
+        clients = list(provider._clients)
+        await provider.aclose()
+        return responses, clients
+
+    responses, clients = run(many())
+    assert len(responses) == 20
+    assert len(clients) >= 20 // openai_provider.REQUESTS_PER_CLIENT
+    assert all(c.is_closed() for c in clients)

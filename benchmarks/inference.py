@@ -1,0 +1,316 @@
+"""Inference benchmarks -> reports/benchmarks/inference.md.
+
+1. Simulated rollouts per second, end to end: run_inference + AgentLoop +
+   SimProvider + SimBenchmark tools/scoring + SQLite run log (predictions and
+   traces), without cache, with a cold response cache and a warm one.
+   Target >= 3,000 rollouts/s. Reported per wall second and per CPU second
+   of this process (the machine is shared, so wall time includes other
+   people's load; CPU time does not).
+2. Loopback OpenAI-compatible server (tests/support/openai_server.py) with
+   100 ms injected latency, concurrency 64, real OpenAIProvider:
+   achieved requests/s / (concurrency / latency). Target >= 0.9.
+3. Peak memory (ru_maxrss of a fresh child process) for 100,000 questions
+   through run_inference with the SimProvider and a SQLite run log.
+
+Usage: python benchmarks/inference.py [--quick] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness.config.schema import LLMConfig  # noqa: E402
+from harness.inference import run_inference  # noqa: E402
+from harness.log import HarnessLog  # noqa: E402
+
+SIM_TARGET = 3000.0
+LOOPBACK_TARGET = 0.9
+
+
+@dataclass
+class Timed:
+    n: int
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def per_wall_s(self) -> float:
+        return self.n / self.wall_s
+
+    @property
+    def per_cpu_s(self) -> float:
+        return self.n / self.cpu_s if self.cpu_s > 0 else float("inf")
+
+
+def _timed(coro_factory, n: int) -> tuple[Timed, object]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = asyncio.run(coro_factory())
+    return Timed(n, time.perf_counter() - wall, time.process_time() - cpu), result
+
+
+def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, object]:
+    from harness.bench.sim import SimBenchmark
+    from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.llm.factory import build_provider
+    from harness.sim.world import World
+
+    world = World.generate(seed=7)
+    bench = SimBenchmark(world)
+    base = bench.questions()
+    questions = base * samples_per_question
+    indices = [1000 + i // len(base) for i in range(len(questions))]
+    tree = bench.base_harness()
+    sim = build_provider(LLMConfig(provider="sim"), world=world)
+    out: dict[str, object] = {"n_questions": len(base), "rollouts": len(questions)}
+
+    def run(llm, log, run_id):
+        return lambda: run_inference(
+            questions, harness_tree_for=tree, llm=llm, tool_dispatch_fn=bench.tool_dispatch, scorer=bench.score,
+            log=log, run_id=run_id, concurrency=16, max_steps=4, sample_indices=indices,
+        )
+
+    with HarnessLog(workdir / "sim_nocache.sqlite") as log:
+        timed, result = _timed(run(sim, log, "bench_nocache"), len(questions))
+        rows = log.query("SELECT COUNT(*) AS n FROM predictions")[0]["n"]
+        trace_rows = log.query("SELECT COUNT(*) AS n FROM traces")[0]["n"]
+    out["nocache"] = timed
+    out["accuracy"] = result.accuracy
+    out["rows"] = (rows, trace_rows)
+    out["mean_steps"] = sum(r.n_steps for r in result.records.values()) / result.n
+    with ResponseCache(workdir / "cache") as cache, HarnessLog(workdir / "sim_cache.sqlite") as log:
+        out["cache_cold"], _ = _timed(run(CachedProvider(sim, cache), log, "bench_cold"), len(questions))
+        out["cache_warm"], warm = _timed(run(CachedProvider(sim, cache), log, "bench_warm"), len(questions))
+        out["cache_stats"] = cache.stats
+    out["warm_same_answers"] = warm.correctness_by_sample == result.correctness_by_sample
+    return out
+
+
+def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Path) -> dict[str, object]:
+    from harness.llm.openai_provider import OpenAIProvider
+    from harness.questions import Question
+    n = concurrency * rounds
+    questions = [Question(qid=f"q{i}", task_type="t", question=f"loopback question {i}", answer="A", choices=("x", "y")) for i in range(n)]
+    tree = {"system_prompt.md": "Answer.", "skills/default-strategy/SKILL.md": "Be brief."}
+    # the server runs in its own process, as a real one would (its threads would otherwise share our GIL)
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--latency", str(latency_s)],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        base_url = server.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"loopback server did not start (printed {base_url!r})")
+        cfg = LLMConfig(provider="openai", model="loopback", base_url=base_url, timeout_s=10.0, max_retries=0)
+
+        async def go():
+            provider = OpenAIProvider(cfg, api_key="sk-loopback-not-a-secret")
+            try:
+                # warm the connection pool so the figure is steady-state, not TCP setup
+                warm = [Question(qid=f"w{i}", task_type="t", question=f"warm {i}", answer="A", choices=("x", "y")) for i in range(concurrency)]
+                with HarnessLog(workdir / "warm.sqlite") as warm_log:
+                    await run_inference(warm, harness_tree_for=tree, llm=provider, tool_dispatch_fn=None,
+                                        scorer=lambda q, p: p == q.answer, log=warm_log, run_id="warm", concurrency=concurrency)
+                with HarnessLog(workdir / "loopback.sqlite") as log:
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    result = await run_inference(questions, harness_tree_for=tree, llm=provider, tool_dispatch_fn=None,
+                                                 scorer=lambda q, p: p == q.answer, log=log, run_id="loopback", concurrency=concurrency)
+                    return Timed(n, time.perf_counter() - wall, time.process_time() - cpu), result
+            finally:
+                await provider.aclose()
+
+        server_cpu_before = _proc_cpu_s(server.pid)
+        timed, result = asyncio.run(go())
+        server_cpu_s = _proc_cpu_s(server.pid) - server_cpu_before  # includes the warm-up round
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    ideal = concurrency / latency_s
+    return {"n": n, "concurrency": concurrency, "latency_s": latency_s, "timed": timed, "ideal": ideal,
+            "ratio": timed.per_wall_s / ideal, "n_infra": result.n_infra, "accuracy": result.accuracy,
+            "server_cpu_ms_per_request": server_cpu_s / (n + concurrency) * 1000}
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_child(n_questions: int, keep_traces: bool) -> None:
+    """Runs in a fresh process: prints JSON with ru_maxrss before/after run_inference."""
+    from harness.bench.sim import SimBenchmark
+    from harness.llm.factory import build_provider
+    from harness.sim.world import World
+
+    per_type = -(-n_questions // 11)
+    world = World.generate(seed=7, questions_per_type=per_type)
+    bench = SimBenchmark(world)
+    questions = bench.questions()[:n_questions]
+    sim = build_provider(LLMConfig(provider="sim"), world=world)
+    hwm_reset = _reset_peak_rss()  # so the peak below is run_inference's, not the world generator's
+    before = _rss_mb()
+    with tempfile.TemporaryDirectory() as tmp, HarnessLog(Path(tmp) / "mem.sqlite") as log:
+        timed, result = _timed(lambda: run_inference(
+            questions, harness_tree_for=bench.base_harness(), llm=sim, tool_dispatch_fn=bench.tool_dispatch,
+            scorer=bench.score, log=log, run_id="mem", concurrency=64, sample_indices=1000, keep_traces=keep_traces,
+        ), len(questions))
+        after = _rss_mb()
+    print(json.dumps({"n": result.n, "before_mb": before["VmRSS"], "peak_mb": after["VmHWM"], "after_mb": after["VmRSS"],
+                      "hwm_reset": hwm_reset, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "per_wall_s": timed.per_wall_s, "per_cpu_s": timed.per_cpu_s}))
+
+
+def _rss_mb() -> dict[str, float]:
+    """Current (VmRSS) and peak (VmHWM) resident set of this process, MB (Linux /proc)."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: reset VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def bench_memory(n_questions: int, keep_traces: bool) -> dict[str, object]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-child", str(n_questions), "--keep-traces", str(int(keep_traces))]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def render(args, sim, loops, mems, started: str) -> str:
+    def ok(flag: bool) -> str:
+        return "PASS" if flag else "MISS"
+
+    nc, cold, warm = sim["nocache"], sim["cache_cold"], sim["cache_warm"]
+    stats = sim["cache_stats"]
+    loop = loops[-1]  # the target configuration (concurrency 64)
+    lines = [
+        "# Inference benchmarks",
+        "",
+        f"Command: `{' '.join(['python', 'benchmarks/inference.py'] + (['--quick'] if args.quick else []))}`  ",
+        f"Run at {started}; Python {platform.python_version()}; {os.cpu_count()} cores; load average at start "
+        f"{args.load_at_start}. The machine is shared with other jobs, so wall-clock figures vary between runs; "
+        "per-CPU-second figures count only this process's CPU time.",
+        "",
+        "## 1. Simulated rollouts, end to end with SQLite logging",
+        "",
+        f"run_inference + AgentLoop + SimProvider + SimBenchmark tool/scoring + HarnessLog (predictions + traces), "
+        f"{sim['n_questions']} questions x {sim['rollouts'] // sim['n_questions']} sample indices = {sim['rollouts']} rollouts, "
+        f"concurrency 16, mean {sim['mean_steps']:.2f} LLM calls per rollout, accuracy {sim['accuracy']:.3f}; "
+        f"rows written: {sim['rows'][0]} predictions, {sim['rows'][1]} traces.",
+        "",
+        "| variant | rollouts/s (wall) | rollouts/s (per CPU s) | target 3,000/s |",
+        "|---|---|---|---|",
+        f"| no cache | {nc.per_wall_s:,.0f} | {nc.per_cpu_s:,.0f} | {ok(nc.per_wall_s >= SIM_TARGET)} (wall) / {ok(nc.per_cpu_s >= SIM_TARGET)} (CPU) |",
+        f"| response cache, cold (miss + insert per call) | {cold.per_wall_s:,.0f} | {cold.per_cpu_s:,.0f} | - |",
+        f"| response cache, warm (re-run, zero provider calls) | {warm.per_wall_s:,.0f} | {warm.per_cpu_s:,.0f} | - |",
+        "",
+        f"Response cache over the cold + warm runs: {stats.hits} hits, {stats.misses} misses; "
+        f"warm re-run returns identical correctness: {sim['warm_same_answers']}.",
+        "",
+        "## 2. Loopback OpenAI-compatible server, 100 ms injected latency",
+        "",
+        f"Real OpenAIProvider (official SDK) -> tests/support/openai_server.py in its own process on 127.0.0.1, every "
+        f"response delayed {loop['latency_s'] * 1000:.0f} ms; 15 x concurrency single-step rollouts (3 x in --quick) "
+        f"through run_inference per row (connection pools warmed first). Infra failures: "
+        f"{sum(one['n_infra'] for one in loops)}.",
+        "",
+        "| concurrency | achieved requests/s | ideal (concurrency / latency) | ratio | client CPU per request | server CPU per request | target >= 0.9 (at 64) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for one in loops:
+        t = one["timed"]
+        verdict = ok(one["ratio"] >= LOOPBACK_TARGET) if one is loop else "-"
+        lines.append(
+            f"| {one['concurrency']} | {t.per_wall_s:,.1f} | {one['ideal']:,.0f} | {one['ratio']:.3f} | "
+            f"{t.cpu_s / t.n * 1000:.2f} ms | {one['server_cpu_ms_per_request']:.2f} ms | {verdict} |"
+        )
+    lines += [
+        "",
+        "Client CPU = this process (run_inference + AgentLoop + OpenAI SDK + httpx + SQLite logging); server CPU = the "
+        "server process (stdlib http.server, thread per connection). When (client + server CPU per request) x "
+        "concurrency / latency exceeds the CPU actually available to the two processes, the ratio is CPU-bound, "
+        "not latency-bound.",
+        "",
+        "## 3. Peak memory",
+        "",
+        "Fresh child process: generate the simulated world at this size, reset the peak-RSS counter "
+        "(/proc/self/clear_refs), then run every question once through run_inference (SimProvider, SQLite run log, "
+        "concurrency 64). Peak = VmHWM during run_inference; process peak = ru_maxrss including world generation.",
+        "",
+        "| questions | records keep traces | RSS before run_inference | peak RSS during run_inference | RSS after (result held) | process peak | rollouts/s (wall) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for keep, mem in mems:
+        lines.append(
+            f"| {mem['n']:,} | {keep} | {mem['before_mb']:.0f} MB | {mem['peak_mb']:.0f} MB"
+            f"{'' if mem['hwm_reset'] else ' (peak counter not resettable: includes generation)'} | "
+            f"{mem['after_mb']:.0f} MB | {mem['maxrss_mb']:.0f} MB | {mem['per_wall_s']:,.0f} |"
+        )
+    lines += [
+        "",
+        "Notes: run_inference gathers at most concurrency x 64 rollouts at a time (bounded live tasks) and writes the "
+        "run log in batches of 512 predictions per transaction; `keep_traces=False` drops traces from the in-memory "
+        "records (they are always written to the `traces` table).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes for CI")
+    parser.add_argument("--out", default=str(ROOT / "reports" / "benchmarks" / "inference.md"))
+    parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--keep-traces", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child is not None:
+        memory_child(args.memory_child, bool(args.keep_traces))
+        return
+    args.load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        sim = bench_sim(3 if args.quick else 30, work)
+        print(f"sim: {sim['nocache'].per_wall_s:,.0f}/s wall, {sim['nocache'].per_cpu_s:,.0f}/s per CPU s", flush=True)
+        loops = []
+        for concurrency in ((16, 64) if args.quick else (8, 16, 32, 64)):
+            loops.append(bench_loopback(concurrency, 0.1, 3 if args.quick else 15, work))
+            print(f"loopback c={concurrency}: {loops[-1]['timed'].per_wall_s:,.1f} req/s, ratio {loops[-1]['ratio']:.3f}", flush=True)
+    n_mem = 10_000 if args.quick else 100_000
+    mems = [(True, bench_memory(n_mem, True))]
+    if not args.quick:
+        mems.append((False, bench_memory(n_mem, False)))
+    for keep, mem in mems:
+        print(f"memory ({mem['n']:,} questions, keep_traces={keep}): peak {mem['peak_mb']:.0f} MB", flush=True)
+    report = render(args, sim, loops, mems, started)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out.with_suffix(out.suffix + ".tmp")
+    tmp_out.write_text(report, encoding="utf-8")
+    os.replace(tmp_out, out)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
