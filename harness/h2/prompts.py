@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from harness.h2.context import PoolEntry
+import re
+
+from harness.h2.context import EVIDENCE_BEGIN, EVIDENCE_END, PoolEntry, render_rollout
 from harness.h2.contract import render_file_blocks
 from harness.h2.surfaces import Surface
 from harness.llm.protocol import ChatMessage
@@ -46,9 +48,12 @@ STAGE_MISSIONS = {
         "that separate right from plausible-but-wrong answers."
     ),
     COMPOSE: (
-        "Compose the successor harness. Read every pool candidate (its tree, its diff against the current harness, its probe rollout, "
-        "its deliverable, its notes) and keep only the changes the behavioural evidence supports; combine candidates, or keep the "
-        "current harness when nothing is supported."
+        "Compose the successor harness from the pool. Every candidate was probed: the agent really ran the task once under it. "
+        "For each candidate compare its probe rollout with the base rollout (the current harness on the same task), question by "
+        "question: does the reasoning apply the changed guidance, reach its answer with more certainty and fewer hesitations, "
+        "contradictions or guesses, and give a more complete deliverable than the base? Keep only the edits whose probe behaviour "
+        "looks better than the base's, combine supported edits from several candidates, and drop edits whose probe looks the same "
+        "or worse. When no candidate's probe behaves better than the base, answer <no-change> (keep the base)."
     ),
 }
 
@@ -72,18 +77,78 @@ def task_section(task_id: str, task_header: str, prompt: str) -> str:
     return f"## Task\n{task_header.strip()}\nTask id: {task_id}\n\n{prompt.strip()}"
 
 
+ROLLOUT_BEGIN = "----- {kind} ROLLOUT: {label} -----"
+ROLLOUT_END = "----- END {kind} ROLLOUT -----"
+BASE = "BASE"
+PROBE = "PROBE"
+_EVIDENCE_BLOCK = re.compile(
+    re.escape(EVIDENCE_BEGIN).replace(r"\{path\}", r"(?P<path>.+?)") + r"\n(?P<body>.*?)\n" + re.escape(EVIDENCE_END) + r"\n?",
+    re.S,
+)
+
+
+def rollout_block(kind: str, label: str, rendered: str) -> str:
+    return f"{ROLLOUT_BEGIN.format(kind=kind, label=label)}\n{rendered.rstrip()}\n{ROLLOUT_END.format(kind=kind)}"
+
+
+def _rollout_label(path: str) -> str | None:
+    """`rollouts/<label>.md` or `deliverables/<label>/deliverable.md` (both repeat the rendered rollout) -> label."""
+    if path.startswith("rollouts/") and path.endswith(".md") and path.count("/") == 1:
+        return path[len("rollouts/") : -len(".md")]
+    if path.startswith("deliverables/") and path.endswith("/deliverable.md") and path.count("/") == 2:
+        return path.split("/", 2)[1]
+    return None
+
+
+def split_compose_evidence(evidence: str, current: HarnessTree, pool: Sequence[PoolEntry]) -> tuple[str, list[tuple[str, str]]]:
+    """(evidence without the rollouts shown elsewhere, [(label, rendered rollout) of the current harness]).
+
+    A composition sees the base rollout(s) — every rendered rollout whose `harness:` line is the
+    current tree's fingerprint — in `## Base rollout`, and each probe rollout under its pool entry;
+    their evidence blocks (rollout and deliverable files) are not repeated in `## Evidence`.
+    """
+    probe_labels = {p.rollout.label for p in pool if p.rollout is not None}
+    base: list[tuple[str, str]] = []
+    shown: set[str] = set(probe_labels)
+    for m in _EVIDENCE_BLOCK.finditer(evidence):
+        label = _rollout_label(m.group("path"))
+        if label is not None and m.group("path").startswith("rollouts/") and label not in probe_labels:
+            if re.search(rf"^harness: {re.escape(current.fingerprint)}$", m.group("body"), re.M):
+                base.append((label, m.group("body")))
+                shown.add(label)
+    kept = _EVIDENCE_BLOCK.sub(lambda m: "" if _rollout_label(m.group("path")) in shown else m.group(0), evidence)
+    if shown:
+        kept = kept.rstrip() + "\n(Rollouts and deliverables of the base and of the probes are shown under ## Base rollout and ## Pool.)"
+    return kept, base
+
+
+def base_rollout_section(base: Sequence[tuple[str, str]]) -> str:
+    if not base:
+        return (
+            "## Base rollout\n(no rollout of the current harness is in this prompt; with nothing to compare the probes "
+            "against, keep the current harness)"
+        )
+    parts = ["## Base rollout", "The current harness, run on this task (compare every probe with this):"]
+    parts += [rollout_block(BASE, label, body) for label, body in base]
+    return "\n\n".join(parts)
+
+
 def pool_section(pool: Sequence[PoolEntry]) -> str:
+    """Per candidate: stage, status, notes, diff against the current harness, and its probe rollout in full."""
     if not pool:
         return "## Pool\n(empty)"
     parts = ["## Pool"]
     for p in pool:
-        rollout = p.rollout.label if p.rollout else "(not probed)"
         status = p.status if p.rollout is None or p.rollout.ok else "dead probe"
+        if p.rollout is None:
+            probe = "Probe rollout: (not probed: the proposal equals the current harness or the budget closed)"
+        else:
+            probe = "Probe rollout (the agent run once under this candidate):\n" + rollout_block(PROBE, p.rollout.label, render_rollout(p.rollout))
         parts.append(
             f"### Pool entry {p.label} ({p.stage.upper()}, {status})\n"
             f"Notes: {p.notes or '(none)'}\n"
-            f"Probe rollout: {rollout} (see rollouts/{rollout}.md and deliverables/{rollout}/)\n"
-            f"Diff against the current harness:\n```diff\n{p.diff.rstrip()}\n```"
+            f"Diff against the current harness:\n```diff\n{p.diff.rstrip()}\n```\n"
+            f"{probe}"
         )
     return "\n\n".join(parts)
 
@@ -115,6 +180,9 @@ def editor_messages(
             OUTPUT_CONTRACT,
         ],
     )
+    base: list[tuple[str, str]] = []
+    if stage == COMPOSE:
+        evidence, base = split_compose_evidence(evidence, current, pool)
     parts = [
         task_section(task_id, task_header, prompt),
         f"## Stage\n{stage.upper()}: {STAGE_MISSIONS[stage]}",
@@ -122,7 +190,7 @@ def editor_messages(
         f"## Evidence\n{evidence}",
     ]
     if stage == COMPOSE:
-        parts.append(pool_section(pool))
+        parts += [base_rollout_section(base), pool_section(pool)]
     if validator_feedback:
         parts.append(
             "## Validator feedback\nYour previous proposal was rejected by the harness validator. Fix every point and answer again "

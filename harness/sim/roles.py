@@ -25,6 +25,8 @@ from harness.evolution.prompts import FILE_CLOSE, FILE_OPEN, H_COMPARISON, H_CUR
 from harness.kernel.types import Edit
 from harness.llm.protocol import ChatMessage
 
+from .composer import HFILE as _HFILE
+from .composer import harness_blocks_span, reply_compose
 from .matching import normalize
 from .solver import uniforms
 from .world import Rule, World, display_name
@@ -34,9 +36,9 @@ _HEADER_TASK_TYPE = re.compile(r"^Task type:\s*([A-Za-z0-9_\-]+)\s*$", re.MULTIL
 _BUDGET = re.compile(r"^Edit budget:\s*(\d+)\s*$", re.MULTILINE)
 _ANSWER = re.compile(r"ANSWER\s*:\s*([A-J])\b")
 _QUESTION = re.compile(r"Question:\s*(.+)")
-_HFILE = re.compile(r"=== HARNESS FILE: (.+?) ===\n(.*?)\n?=== END HARNESS FILE ===[ \t]*", re.DOTALL)
 _DELIVERABLE_LINE = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*:\s*\(?([A-J])\b", re.MULTILINE)
 _CANDIDATE = re.compile(r"^## Candidate\s+(\S+)\s*$", re.MULTILINE)
+_STAGE = re.compile(r"^STAGE:\s*(\w+)\s*$", re.MULTILINE)
 
 TOOL_GUIDE_SENTENCES = (
     "Call the tool only when the answer depends on a moment you cannot recall.",
@@ -294,25 +296,13 @@ def reply_momentum(world: World, messages: Sequence[ChatMessage], stream: Stream
 
 
 # ---------------------------------------------------------------- Harness² formats
-def harness_blocks_span(text: str, heading: str = "## Current harness") -> tuple[int, int] | None:
-    """(start, end) of the consecutive file blocks right under `heading` (skill files contain `## ` lines)."""
-    head = text.find(heading)
-    if head < 0:
-        return None
-    pos = text.find("\n", head)
-    pos = len(text) if pos < 0 else pos + 1
-    start = pos
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        m = _HFILE.match(text, pos)
-        if not m:
-            return start, pos
-        pos = m.end()
-
-
 def reply_file_blocks(world: World, messages: Sequence[ChatMessage], stream: Stream) -> str:
+    """INV/DOM: the editor policy on the task type's skill; COMPOSE: harness/sim/composer.py (prompt text only)."""
     text = _all_text(messages)
+    stage = _STAGE.search(messages[0].content) if messages else None
+    if stage and stage.group(1) == "compose":
+        p = world.params
+        return reply_compose(text, stream, min_gain=p.composer_min_gain, gain_jitter=p.composer_gain_jitter, malformed_prob=p.editor_malformed_prob)
     span = harness_blocks_span(text)
     harness_part = text[span[0] : span[1]] if span else ""
     files = {m.group(1).strip(): m.group(2) + "\n" for m in _HFILE.finditer(harness_part)}

@@ -6,6 +6,15 @@ of its always-on part (system prompt + tool guides). A sample is a pure
 function of (world seed, qid, content hash, sample index), so re-asking the
 same harness with the same index gives the same answer, and a new index is a
 fresh Bernoulli draw with the same P(correct).
+
+What the reply *says* is a noisy behavioural signal, drawn from the sampled
+outcome (never from P or the rules): the solver states ``Confidence: high``
+with `confidence_when_right` when its sampled answer is right and with
+`confidence_when_wrong` when it is wrong (AUROC 0.5 + (right − wrong) / 2 as
+a correctness detector), and its reasoning names one cue of the task type
+whether it is right or wrong, so no wording gives the answer away. The
+say-draws use their own hash key, so correctness, letters and tool calls are
+the same draws as without them.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ class SolverDraw:
     hint_rule: str | None  # rule id whose cue the wrong answer's reasoning names
     call_tool: bool
     hint_cue: str = ""
+    confident: bool = False  # what the reply states; noisy in correctness (module docstring)
+    said_cue: str = ""  # the cue the reasoning names (the hint cue when wrong)
 
 
 def uniforms(key: str, n: int) -> list[float]:
@@ -114,7 +125,13 @@ class SolverModel:
         hint = None if correct else self._hint(truth.task_type, truth.applies, read.stated, u_hint, u_pick)
         call_tool = bool(read.tools) and u_tool < self.world.params.tool_call_prob
         cue = self.world.rules[hint].cue if hint else ""
-        return SolverDraw(correct, letter, p, hint, call_tool, cue)
+        u_conf, u_say_hint, u_say_pick = uniforms(f"{self.world.seed}|{qid}|{read.content_hash}|{sample_index}|say", 3)
+        pc = self.world.params.confidence_when_right if correct else self.world.params.confidence_when_wrong
+        said = cue
+        if correct:
+            said_rule = self._hint(truth.task_type, truth.applies, read.stated, u_say_hint, u_say_pick)
+            said = self.world.rules[said_rule].cue if said_rule else ""
+        return SolverDraw(correct, letter, p, hint, call_tool, cue, confident=u_conf < pc, said_cue=said)
 
     def _hint(self, task_type: str, applies, stated: frozenset[str], u_hint: float, u_pick: float) -> str | None:
         """A missing applicable insight (right hint) or a trap/neutral cue (distractor)."""
@@ -143,11 +160,15 @@ def question_text_of(user_message: str) -> str | None:
 
 
 def render_solver_reply(draw: SolverDraw, first_turn: bool, tool: str | None, qid: str) -> str:
-    """Reasoning + `ANSWER: X`, or a tool call on the first turn when the draw says so."""
+    """Reasoning + `Confidence: high|low` + `ANSWER: X`, or a tool call on the first turn when the draw says so.
+
+    The wording depends only on the stated confidence and the named cue, never
+    directly on correctness (a right and a wrong answer read alike).
+    """
     if first_turn and draw.call_tool and tool:
         args = json.dumps({"name": tool, "arguments": {"focus": draw.hint_cue or "the key moment"}})
         return f"I need to check the frames before answering.\n<tool_call>{args}</tool_call>"
-    if draw.correct:
-        return f"Reasoning: the clip supports choice {draw.letter} and the other choices do not fit.\nANSWER: {draw.letter}"
-    about = f"the {draw.hint_cue}" if draw.hint_cue else "the details"
-    return f"Reasoning: I was unsure about {about}, so I went with my first reading.\nANSWER: {draw.letter}"
+    about = f"the {draw.said_cue}" if draw.said_cue else "the details"
+    if draw.confident:
+        return f"Reasoning: I checked {about}; they point to choice {draw.letter} and the other choices do not fit.\nConfidence: high\nANSWER: {draw.letter}"
+    return f"Reasoning: I was unsure about {about}, so I went with my first reading.\nConfidence: low\nANSWER: {draw.letter}"

@@ -155,6 +155,9 @@ class WorldParams:
     # solver behaviour
     hint_right_prob: float = 0.45  # wrong answer's hint names a missing applicable insight
     tool_call_prob: float = 0.15
+    # what the solver says: P(states "Confidence: high") given its sampled answer is right / wrong
+    confidence_when_right: float = 0.75
+    confidence_when_wrong: float = 0.30
     # diagnoser behaviour
     diagnosis_keep_cue_prob: float = 0.85
     # editor behaviour
@@ -162,6 +165,10 @@ class WorldParams:
     editor_follow_evidence_prob: float = 0.4
     editor_prior: tuple[float, float, float, float] = (0.15, 0.57, 0.2, 0.08)  # insight, neutral, trap, fix (delete a stated trap)
     editor_n_edits: tuple[float, float, float] = (0.65, 0.25, 0.10)  # P(1), P(2), P(3) edits, capped by budget
+    # Harness² composer (harness/sim/composer.py): keep a candidate when its probe's share of confident
+    # answers beats the base's by more than min_gain ± jitter/2
+    composer_min_gain: float = 0.10
+    composer_gain_jitter: float = 0.10
     # selector / judge behaviour
     selector_best_prob: float = 0.75
 
