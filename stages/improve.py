@@ -1,0 +1,335 @@
+"""improve: Harness² as a pipeline over tasks (seed 002 sweep layer).
+
+    python -m stages.improve                       # pre-check + print the plan only (nothing runs)
+    python -m stages.improve --check               # + executor preflight (service health, agent command), no task created
+    python -m stages.improve --yes                 # run every domain, write reports/improve/sweep-report.json, log to MLflow
+    python -m stages.improve --yes --domain D      # one domain only -> <improve.out_dir>/D/ (the DVC foreach stage)
+    python -m stages.improve --aggregate           # domain reports -> sweep-report.json (+ MLflow): the DVC final stage
+
+Settings come from the `improve` group of the config snapshot (params.yaml);
+the options below override them for one invocation. Tasks: the sim
+benchmark's task types (improve.executor=sim, default) or a manifest
+(--manifest / improve.manifest) run by an external CLI agent
+(executor=command) or the remote task service (executor=service).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("harness.progress")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m stages.improve", description="Harness² sweep over tasks: plan, check, run, report.")
+    p.add_argument("--params", default="params.yaml", help="composed config snapshot (default: params.yaml)")
+    p.add_argument("--quiet", action="store_true", help="warnings and errors only")
+    p.add_argument("--manifest", help="sweep manifest (YAML/JSON); default improve.manifest, else the sim benchmark's tasks")
+    p.add_argument("--domain", action="append", default=None, help="run only this domain (repeatable)")
+    p.add_argument("--k", type=int, help="candidates per round (1..3)")
+    p.add_argument("--mode", action="append", default=None, choices=("parallel", "sequential"), help="recursion mode (repeatable)")
+    p.add_argument("--executor", choices=("sim", "command", "service"))
+    p.add_argument("--backend", choices=("inprocess", "ray", "auto"), help="where command-executor probes run")
+    p.add_argument("--run-tag", help="run tag (idempotency keys h2-<tag>-<role>-<label>; same tag = resume)")
+    p.add_argument("--budget", type=float, help="USD cap per task and mode")
+    p.add_argument("--workers", type=int, help="domains run at the same time")
+    p.add_argument("--out-dir", help="per-domain outputs (default improve.out_dir)")
+    p.add_argument("--report-dir", help="sweep-report.json directory (default improve.report_dir)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--yes", action="store_true", help="run the sweep (default: print the plan only)")
+    g.add_argument("--check", action="store_true", help="preflight only: no task is created")
+    g.add_argument("--aggregate", action="store_true", help="combine the domain reports into sweep-report.json")
+    p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    return p
+
+
+def settings_from(cfg: Any, args: argparse.Namespace, root: Path):
+    from harness.h2.sweep import SweepSettings
+
+    imp = cfg.improve
+    executor = args.executor or str(imp.executor)
+
+    def path(value: str) -> Path:
+        p = Path(value)
+        return p if p.is_absolute() else root / p
+
+    if executor == "service":
+        models = {"model": str(imp.service.model or ""), **{str(k): str(v) for k, v in imp.service.role_models.items()}}
+    else:
+        models = {"llm": str(cfg.llm.model), **{str(k): str(v) for k, v in cfg.llm.models.items()}}
+    return SweepSettings(
+        executor=executor,
+        backend=args.backend or str(imp.backend),
+        k=int(args.k if args.k is not None else imp.k),
+        modes=tuple(args.mode or [str(m) for m in imp.modes]),
+        run_tag=args.run_tag or str(imp.run_tag),
+        budget_usd=args.budget if args.budget is not None else (None if imp.budget_usd is None else float(imp.budget_usd)),
+        max_sessions=None if imp.max_sessions is None else int(imp.max_sessions),
+        workers=int(args.workers if args.workers is not None else imp.workers),
+        auto_apply=bool(imp.auto_apply),
+        judge=bool(imp.judge),
+        surface=str(imp.surface),
+        out_dir=path(args.out_dir or str(imp.out_dir)),
+        report_dir=path(args.report_dir or str(imp.report_dir)),
+        models=models,
+        seed=int(cfg.train.seed),
+    )
+
+
+def build_manifest(cfg: Any, args: argparse.Namespace, settings, ctx, root: Path):
+    from harness.h2.sweep import load_manifest, sim_manifest
+
+    manifest_path = args.manifest or cfg.improve.manifest
+    if manifest_path:
+        p = Path(str(manifest_path))
+        manifest = load_manifest(p if p.is_absolute() else root / p)
+    else:
+        domains = args.domain or [str(d) for d in cfg.improve.domains]
+        manifest = sim_manifest(ctx.bench().questions(), domains, int(cfg.improve.tasks_per_domain), int(cfg.improve.questions_per_task))
+    return manifest.select(args.domain) if args.domain else manifest
+
+
+def surface_of(manifest, settings):
+    from harness.h2.surfaces import surface_for
+
+    return surface_for(manifest.surface or settings.surface)
+
+
+def build_components(cfg: Any, settings, manifest, ctx):
+    """(make_adapter, roles) for the configured executor."""
+    from harness.h2.executor_adapters import CommandTaskAdapter, ServiceTaskAdapter, executor_for_role, service_roles
+    from harness.h2.roles import Roles
+    from harness.tree import HarnessTree
+
+    imp = cfg.improve
+    if settings.executor == "sim":
+        from harness.h2.adapters import QuestionTaskAdapter
+
+        bench = ctx.bench()
+        provider = ctx.llm()
+        qmap = {q.qid: q for q in bench.questions()}
+        base = bench.base_harness()
+        roles = Roles.from_provider(provider)
+        if not settings.judge:
+            roles.judge = None
+
+        def make_sim(spec):
+            missing = [q for q in spec.qids if q not in qmap]
+            if missing:
+                raise KeyError(f"questions {missing} are not in the benchmark")
+            return QuestionTaskAdapter(spec.task_id, spec.task_type, [qmap[q] for q in spec.qids], base, provider,
+                                       domain=spec.domain, concurrency=int(cfg.llm.concurrency))
+
+        return make_sim, roles
+    surface = surface_of(manifest, settings)
+
+    def common(spec) -> dict[str, Any]:
+        kw: dict[str, Any] = dict(task_id=spec.task_id, domain=spec.domain, prompt=spec.prompt_text(),
+                                  base=HarnessTree.load(spec.base_harness_dir), source_dir=spec.source_dir, surface=surface,
+                                  run_tag=settings.run_tag)
+        if spec.leak_globs is not None:
+            kw["leak_globs"] = tuple(spec.leak_globs)
+        return kw
+
+    if settings.executor == "command":
+        from harness.executors.backend import make_backend
+        from harness.executors.command import CommandExecutor
+
+        executor = CommandExecutor([str(a) for a in imp.command.command], timeout_s=float(imp.command.timeout_s),
+                                   keep_worktrees=bool(imp.command.keep_worktrees))
+        backend = make_backend(settings.backend)
+        roles = Roles.from_provider(ctx.llm())
+        if not settings.judge:
+            roles.judge = None
+        return (lambda spec: CommandTaskAdapter(**common(spec), executor=executor, backend=backend)), roles
+    from harness.executors.remote import TaskServiceExecutor
+
+    base_exec = service_executor(imp, settings.run_tag)
+    role_models = {str(k): str(v) for k, v in imp.service.role_models.items()}
+    model = None if imp.service.model is None else str(imp.service.model)
+    probe_exec: TaskServiceExecutor = executor_for_role(base_exec, "probe", model, role_models)
+    roles = service_roles(base_exec, model=model, role_models=role_models, judge=settings.judge)
+    return (lambda spec: ServiceTaskAdapter(**common(spec), executor=probe_exec)), roles
+
+
+def service_executor(imp: Any, run_tag: str):
+    from harness.executors.remote import TaskServiceExecutor
+
+    if not imp.service.base_url:
+        raise ValueError("improve.service.base_url is not set (the task service's URL)")
+    return TaskServiceExecutor(base_url=str(imp.service.base_url), run_tag=run_tag, api_key_env=str(imp.service.api_key_env),
+                               timeout_s=float(imp.service.timeout_s), poll_interval_s=float(imp.service.poll_interval_s))
+
+
+def executor_preflight(cfg: Any, settings, manifest) -> list[str]:
+    """Checks of the executor itself, creating no task (seed 002 `--check`)."""
+    imp = cfg.improve
+    problems: list[str] = []
+    if settings.executor == "command":
+        from harness.executors.command import CommandTemplateError, check_command_template
+
+        argv = [str(a) for a in imp.command.command]
+        try:
+            check_command_template(argv)
+        except CommandTemplateError as exc:
+            return [f"improve.command.command: {exc}"]
+        if shutil.which(argv[0]) is None and not Path(argv[0]).is_file():
+            problems.append(f"improve.command.command: the agent program {argv[0]!r} is not on PATH")
+        if settings.backend == "ray":
+            from harness.executors.backend import ray_available
+
+            if not ray_available():
+                problems.append("improve.backend=ray but Ray is not installed (pip install 'harness-trainer[ray]')")
+    elif settings.executor == "service":
+        from harness.executors.remote import preflight_checks
+
+        try:
+            executor = service_executor(imp, settings.run_tag)
+        except ValueError as exc:
+            return [str(exc)]
+        if not os.environ.get(str(imp.service.api_key_env)):
+            problems.append(f"environment variable {imp.service.api_key_env} (improve.service.api_key_env) is not set")
+        for i, spec in enumerate(manifest.tasks):
+            found = preflight_checks(run_tag=settings.run_tag, base_dir=spec.base_harness_dir, prompt=spec.prompt_text(),
+                                     source_dir=spec.source_dir, executor=executor if i == 0 else None)
+            problems += [f"task {spec.task_id!r}: {p}" for p in found]
+        executor.close()
+    return problems
+
+
+def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) -> str:
+    """One MLflow run for the sweep: per-(mode, k) metrics, the report tables, the report files."""
+    from harness.h2.sweep import SWEEP_REPORT, SWEEP_REPORT_MD
+    from harness.tracking.mlflow_log import log_tracked_run
+    from harness.tracking.provenance import git_commit
+    from harness.tracking.record import TrackedRun
+    from harness.tracking.store import resolve_tracking_uri
+
+    meta = report["meta"]
+    metrics: dict[str, float | None] = {}
+    for c in report["configs"]:
+        prefix = f"{c['mode']}_k{c['k']}"
+        for key in ("tasks", "crashed", "graded", "ungraded", "unscored", "score_mean", "base_share", "fallbacks", "dead_probes", "usd"):
+            metrics[f"{prefix}/{key}"] = c[key]
+        for pick, n in c["picks"].items():
+            metrics[f"{prefix}/pick_{pick}"] = n
+    if report.get("noise_floor"):
+        metrics["k1_noise_floor_gap"] = report["noise_floor"]["gap"]
+    metrics["warnings"] = len(report["warnings"])
+    from omegaconf import OmegaConf
+
+    params = {f"improve.{k}": v for k, v in OmegaConf.to_container(cfg.improve, resolve=True).items() if k not in ("service", "command")}
+    params.update({"improve.executor": meta.get("executor"), "improve.run_tag": meta.get("run_tag"), "improve.k": meta.get("k"),
+                   "improve.modes": meta.get("modes"), "llm.model": str(cfg.llm.model)})
+    tags = {"harness.kind": "improve", "harness.run_tag": str(meta.get("run_tag"))}
+    commit = git_commit(root)
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    table_rows = [{**{k: v for k, v in c.items() if k != "picks"}, **{f"pick_{p}": n for p, n in c["picks"].items()}} for c in report["configs"]]
+    task_rows = [{k: v for k, v in r.items()} for r in report["tasks"]]
+    run = TrackedRun(
+        run_name=f"improve-{meta.get('run_tag')}", params=params, tags=tags, summary_metrics=metrics,
+        tables={"improve_report": table_rows, **({"improve_tasks": task_rows} if task_rows else {})},
+        artifacts=[(report_dir / SWEEP_REPORT, "improve"), (report_dir / SWEEP_REPORT_MD, "improve")],
+    )
+    uri = resolve_tracking_uri(cfg.tracking.tracking_uri, root)
+    return log_tracked_run(run, tracking_uri=uri, experiment=str(cfg.tracking.experiment), project_root=root)
+
+
+def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: list[dict], root: Path) -> dict:
+    from harness.h2.sweep import SWEEP_REPORT, aggregate
+
+    meta = {"run_tag": settings.run_tag, "executor": settings.executor, "k": settings.k, "modes": list(settings.modes)}
+    report = aggregate(domain_reports, settings.report_dir, meta=meta)
+    print(f"wrote {settings.report_dir / SWEEP_REPORT}")
+    for c in report["configs"]:
+        score = "–" if c["score_mean"] is None else f"{c['score_mean']:.3f}"
+        print(f"  {c['mode']} k={c['k']}: {c['tasks']} tasks, {c['crashed']} crashed, graded {c['graded']}, ungraded {c['ungraded']}, "
+              f"score {score}, picks {c['picks']}, fallbacks {c['fallbacks']}, USD {c['usd']:.4f}")
+    for w in report["warnings"][:20]:
+        print(f"  warning: {w}")
+    if bool(cfg.tracking.enabled) and not args.no_tracking:
+        run_id = log_sweep_to_mlflow(cfg, report, settings.report_dir, root)
+        print(f"MLflow run {run_id} (experiment {cfg.tracking.experiment})")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from harness.tracking.progress import configure_logging
+
+    configure_logging(quiet=args.quiet)
+    from harness.config.errors import ConfigError
+    from harness.config.load import load_params
+    from harness.h2.sweep import ManifestError, plan_dict, precheck, read_domain_report, render_plan, run_plan
+
+    root = Path.cwd().resolve()
+    try:
+        cfg = load_params(Path(args.params))
+    except ConfigError as exc:
+        print(f"stages.improve: bad configuration in {args.params}: {exc}", file=sys.stderr)
+        return 2
+    if cfg.get("quiet", False):
+        configure_logging(quiet=True)
+    settings = settings_from(cfg, args, root)
+
+    if args.aggregate:
+        domains = args.domain or [str(d) for d in cfg.improve.domains]
+        try:
+            reports = [read_domain_report(settings.out_dir, d) for d in domains]
+        except ManifestError as exc:
+            print(f"stages.improve: {exc}", file=sys.stderr)
+            return 2
+        finish_report(cfg, args, settings, reports, root)
+        return 0
+
+    from harness.loop.context import make_context
+
+    ctx = make_context(cfg, root)
+    try:
+        try:
+            manifest = build_manifest(cfg, args, settings, ctx, root)
+            surface = surface_of(manifest, settings)
+        except (ManifestError, ValueError) as exc:
+            print(f"stages.improve: {exc}", file=sys.stderr)
+            return 2
+        print(render_plan(plan_dict(manifest, settings)), end="")
+        problems = precheck(manifest, settings, surface)
+        if args.check and not problems:
+            problems = executor_preflight(cfg, settings, manifest)
+        if problems:
+            print(f"stages.improve: {len(problems)} problem(s); nothing was run:", file=sys.stderr)
+            for p in problems:
+                print(f"  - {p}", file=sys.stderr)
+            return 2
+        if args.check:
+            print("preflight passed; no task was created")
+            return 0
+        if not args.yes:
+            print("plan only: add --yes to run it")
+            return 0
+        try:
+            make_adapter, roles = build_components(cfg, settings, manifest, ctx)
+        except (ValueError, RuntimeError) as exc:
+            print(f"stages.improve: {exc}", file=sys.stderr)
+            return 2
+        domain_reports = asyncio.run(run_plan(manifest, settings, make_adapter, roles))
+    finally:
+        ctx.close()
+    rows = [r for d in domain_reports for r in d["rows"]]
+    crashed = sum(r["status"] == "crashed" for r in rows)
+    print(f"ran {len(rows)} task x mode round(s), {crashed} crashed; per-domain outputs in {settings.out_dir}")
+    if not args.domain:
+        finish_report(cfg, args, settings, domain_reports, root)
+    return 1 if rows and crashed == len(rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
