@@ -149,6 +149,7 @@ class OpenAIProvider:
         self._clients: list[openai.AsyncOpenAI] = []
         self._in_flight: list[int] = []
         self._ssl_context: ssl.SSLContext | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
         self._in_flight.append(0)
         self._rng = rng or random.Random()
@@ -173,6 +174,12 @@ class OpenAIProvider:
 
     def _acquire_client(self) -> int:
         """Index of the least busy client pool, opening a new one when all are full."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # connections belong to the event loop that opened them: a new asyncio.run needs new pools
+            if self._loop is not None:
+                self._clients, self._in_flight = [], []
+            self._loop = loop
         if self._in_flight:
             best = min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
             if self._in_flight[best] < REQUESTS_PER_CLIENT or len(self._clients) >= MAX_CLIENTS:
@@ -183,7 +190,11 @@ class OpenAIProvider:
         return len(self._clients) - 1
 
     async def aclose(self) -> None:
-        clients, self._clients, self._in_flight = self._clients, [], []
+        """Close the pools of the current event loop; pools of a finished loop are only dropped."""
+        clients, owner = self._clients, self._loop
+        self._clients, self._in_flight, self._loop = [], [], None
+        if owner is not None and owner is not asyncio.get_running_loop():
+            return  # their loop is gone: closing would schedule work on it
         for client in clients:
             await client.close()
 

@@ -217,3 +217,13 @@ def test_in_flight_requests_spread_over_small_pools_and_all_close(server):
     assert len(responses) == 20
     assert len(clients) >= 20 // openai_provider.REQUESTS_PER_CLIENT
     assert all(c.is_closed() for c in clients)
+
+
+def test_one_provider_serves_several_event_loops(server):
+    # the loop calls asyncio.run once per batch with the same provider
+    provider = make_provider(server)
+    first = run(provider.complete(request(text="first")))
+    second = run(provider.complete(request(text="second")))
+    run(provider.aclose())
+    assert first.text and second.text
+    assert [r.behaviour for r in server.requests] == ["normal", "normal"]  # no failed attempt, no retry
