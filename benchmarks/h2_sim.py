@@ -32,7 +32,7 @@ from harness.h2.roles import Roles
 from harness.h2.run import run_sweep
 from harness.sim.oracle import Oracle
 from harness.sim.provider import SimProvider
-from harness.sim.world import World
+from harness.sim.world import World, WorldParams
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sim-model"
@@ -73,6 +73,8 @@ async def run_config(world: World, seed: int, k: int, mode: str, n_questions: in
             "is_base": res.delivered_is_base, "fallbacks": len(res.summary["fallbacks"]), "dead": len(res.summary["dead_probes"]),
             "rollouts": led["rollouts"], "sessions": led["sessions"], "rollout_usd": led["rollout_usd"], "session_usd": led["session_usd"],
             "selection": res.summary["selection"]["method"], "diversity": res.summary["diversity"]["mean_jaccard"],
+            "compositions": sum(st["stage"] == "compose" for st in res.summary["stages"]),
+            "kept_base": sum(st["stage"] == "compose" and st["status"] == "no-change" for st in res.summary["stages"]),
         })
     return rows
 
@@ -89,6 +91,9 @@ def summarise(rows: list[dict]) -> dict:
         "delivered": statistics.mean(r["delivered"] for r in rows),
         "delta": statistics.mean(d),
         "delta_sd": statistics.stdev(d) if len(d) > 1 else 0.0,
+        "delta_se": statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else 0.0,
+        "compositions": sum(r["compositions"] for r in rows),
+        "kept_base": sum(r["kept_base"] for r in rows),
         "delta_held": statistics.mean(dh) if dh else float("nan"),
         "improved": sum(x > 1e-9 for x in d),
         "worse": sum(x < -1e-9 for x in d),
@@ -114,8 +119,17 @@ def render(all_rows: list[dict], seeds: list[int], n_questions: int, elapsed: fl
         "on the task's own questions and on the held-out questions of the same type. Costs use an illustrative price "
         f"of {PRICES[MODEL]['input']}/{PRICES[MODEL]['output']} USD per million input/output tokens (sim usage = chars/4).",
         "",
-        "| k | mode | tasks | base | delivered | Δ own (pts) | sd | Δ held-out (pts) | improved / worse | delivered = base | fallbacks | dead probes | rollouts | sessions | USD total | USD / rollout | mean final Jaccard |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "Compositions are evidence-driven: the composer sees the base rollout and every candidate's diff and probe rollout, "
+        "and keeps only candidates whose probe behaved better (the sim composer, `harness/sim/composer.py`, reads only the share of "
+        "answers the solver stated with high confidence — P(high | right) = "
+        f"{WorldParams().confidence_when_right}, P(high | wrong) = {WorldParams().confidence_when_wrong}, i.e. AUROC "
+        f"{0.5 + (WorldParams().confidence_when_right - WorldParams().confidence_when_wrong) / 2:.3f} as a correctness detector; "
+        f"keep when the gain over the base exceeds {WorldParams().composer_min_gain} ± {WorldParams().composer_gain_jitter / 2})."
+        " The selector at k = 3 is the sim `choice` role (docs/sim.md), which picks the candidate with the most right answers with "
+        f"prob. {WorldParams().selector_best_prob}.",
+        "",
+        "| k | mode | tasks | base | delivered | Δ own (pts) | sd | SE | Δ held-out (pts) | improved / worse | delivered = base | compositions kept base | fallbacks | dead probes | rollouts | sessions | USD total | USD / rollout | mean final Jaccard |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summaries = {}
     for k, mode in CONFIGS:
@@ -124,7 +138,8 @@ def render(all_rows: list[dict], seeds: list[int], n_questions: int, elapsed: fl
         div = "–" if s["diversity"] is None else f"{s['diversity']:.3f}"
         lines.append(
             f"| {k} | {mode} | {s['n']} | {s['base']:.3f} | {s['delivered']:.3f} | {100 * s['delta']:+.1f} | {100 * s['delta_sd']:.1f} | "
-            f"{100 * s['delta_held']:+.1f} | {s['improved']} / {s['worse']} | {s['is_base']} | {s['fallbacks']} | {s['dead']} | {s['rollouts']} | "
+            f"{100 * s['delta_se']:.1f} | {100 * s['delta_held']:+.1f} | {s['improved']} / {s['worse']} | {s['is_base']} | "
+            f"{s['kept_base']} / {s['compositions']} | {s['fallbacks']} | {s['dead']} | {s['rollouts']} | "
             f"{s['sessions']} | {s['usd']:.4f} | {s['usd_per_rollout']:.6f} | {div} |"
         )
     p1, s1 = summaries[(1, "parallel")], summaries[(1, "sequential")]
@@ -132,7 +147,9 @@ def render(all_rows: list[dict], seeds: list[int], n_questions: int, elapsed: fl
     lines += [
         "",
         f"**k = 1 noise floor** (same procedure, different samples): |Δ parallel − Δ sequential| = {100 * noise:.1f} pts "
-        f"(own questions), {100 * abs(p1['delta_held'] - s1['delta_held']):.1f} pts (held-out).",
+        f"(own questions), {100 * abs(p1['delta_held'] - s1['delta_held']):.1f} pts (held-out). "
+        f"Standard error of the mean Δ at k = 1: {100 * p1['delta_se']:.1f} pts (parallel), {100 * s1['delta_se']:.1f} pts (sequential); "
+        "a mean Δ is taken as an improvement only when it exceeds both.",
         "",
         "Differences between modes at k = 3 smaller than the noise floor are not evidence that one mode is better.",
         "Δ held-out shows whether the edit generalises to other questions of the task type (the round saw only the task's own questions).",

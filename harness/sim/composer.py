@@ -35,9 +35,9 @@ class Uniforms(Protocol):
     def next(self) -> float: ...
 
 
-def _rollout_re(kind: str) -> re.Pattern[str]:
-    begin = re.escape(ROLLOUT_BEGIN.format(kind=kind, label="\x00")).replace("\x00", "(?P<label>.+?)")
-    return re.compile(begin + r"\n(?P<body>.*?)\n" + re.escape(ROLLOUT_END.format(kind=kind)), re.DOTALL)
+def _rollout_re(marker: str) -> re.Pattern[str]:
+    begin = re.escape(ROLLOUT_BEGIN.format(kind=marker, label="\x00")).replace("\x00", "(?P<label>.+?)")
+    return re.compile(begin + r"\n(?P<body>.*?)\n" + re.escape(ROLLOUT_END.format(kind=marker)), re.DOTALL)
 
 
 _BASE_ROLLOUT = _rollout_re(BASE)
@@ -152,8 +152,7 @@ def parse_diff(diff: str) -> dict[str, FileChanges]:
             anchor = None if line.startswith("@@") else anchor
             continue
         if line.startswith("-"):
-            cur.removed.append(line[1:])
-            anchor = line[1:]
+            cur.removed.append(line[1:])  # the anchor stays the kept line before it (a replacement lands in place)
         elif line.startswith("+"):
             cur.added.append((anchor, line[1:]))
             anchor = line[1:]
