@@ -188,7 +188,6 @@ def run_one(job: dict) -> dict:
     from harness import workspace as wsp
     from harness.agent.prompts import resolve_skill_file
     from harness.bench.factory import build_benchmark
-    from harness.config.load import load_config
     from harness.llm.factory import build_provider
     from harness.loop.runner import Runner, steps_in_epoch
     from harness.loop.state import is_done, read_lineage, resolve_fragments
@@ -200,11 +199,10 @@ def run_one(job: dict) -> dict:
     root = Path(tempfile.mkdtemp(prefix=f"e2e_{rule}_{seed}_", dir=base_dir))
     started = time.monotonic()
     try:
-        overrides = [f"benchmark.seed={seed}", f"gate={rule}", f"train.epochs={epochs}", "tracking=none", "quiet=true",
-                     f"train.run_name={rule}_s{seed}", *job["overrides"]]
-        if job.get("patience"):
-            overrides.append(f"train.early_stop_patience={job['patience']}")
-        cfg = load_config(overrides, env_file=None, environ={})
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.create(job["cfg"])  # composed once in the parent: immune to conf/ edits during the run
+        OmegaConf.set_readonly(cfg, True)
         bench = build_benchmark(cfg.benchmark, root)
         world = bench.world
         provider = build_provider(cfg.llm, world=world)
@@ -382,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--epochs", type=int, default=None, help="our rule's epochs (default: the config's train.epochs)")
     ap.add_argument("--max-epochs", type=int, default=None, help="cap for the other rules under the same budget")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (spawned)")
     ap.add_argument("--no-tradeoff", action="store_true")
     ap.add_argument("--out", type=Path, default=None, help="default reports/benchmarks/e2e.md (--quick: e2e_quick.md)")
     args = ap.parse_args(argv)
@@ -398,13 +396,29 @@ def main(argv: list[str] | None = None) -> int:
             jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs})
         if not args.no_tradeoff:
             jobs.append({"seed": seed, "rule": "sequential", "epochs": epochs, "overrides": overrides, "tradeoff": True})
+    from harness.config.load import load_config
+    from omegaconf import OmegaConf
+
+    for job in jobs:
+        overrides = [f"benchmark.seed={job['seed']}", f"gate={job['rule']}", f"train.epochs={job['epochs']}", "tracking=none",
+                     "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"]]
+        if job.get("patience"):
+            overrides.append(f"train.early_stop_patience={job['patience']}")
+        job["cfg"] = OmegaConf.to_container(load_config(overrides, env_file=None, environ={}), resolve=True)
     started = time.monotonic()
-    if args.jobs > 1:
-        with mp.get_context("spawn").Pool(args.jobs) as pool:
-            runs = pool.map(run_one, jobs, chunksize=1)
-    else:
-        runs = [run_one(j) for j in jobs]
+    partial = args.out.with_suffix(".partial.jsonl")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text("")
+    runs = []
+    with mp.get_context("spawn").Pool(args.jobs) as pool:
+        for run in pool.imap_unordered(run_one, jobs, chunksize=1):
+            runs.append(run)
+            with open(partial, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(run, default=str) + "\n")
+            print(f"[e2e] {len(runs)}/{len(jobs)} seed {run['seed']} {run['rule']}{' tradeoff' if run['tradeoff'] else ''}: "
+                  f"base {run['base_test']:.3f} -> delivered {run['delivered_test']:.3f} ({run['wall_s']:.0f} s)", flush=True)
     wall = time.monotonic() - started
+    partial.unlink()
     cmd = "python benchmarks/e2e.py" + (" --quick" if args.quick else "") + (f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds else "")
     text, summary = summarize(runs, args.quick, wall, cmd)
     args.out.parent.mkdir(parents=True, exist_ok=True)

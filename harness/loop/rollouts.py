@@ -46,7 +46,6 @@ def rollout_fn(ctx: Any, log: Any) -> RolloutFn:
             log=log, run_id=run_id, concurrency=int(cfg.train.concurrency), max_steps=int(cfg.llm.max_agent_steps),
             sample_indices=[i for _, i in requests], params=params, run_kind=run_kind(run_id), keep_traces=False,
         )
-        ctx.rollouts_spent = getattr(ctx, "rollouts_spent", 0) + len(requests)
         return [result.correctness_by_sample[(q.qid, i)] for q, i in requests]
 
     return rollout

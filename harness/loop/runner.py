@@ -117,8 +117,18 @@ class Runner:
 
     # -- the other entry points ----------------------------------------------------------------
     def _workspace(self, state_dir: Optional[Path]) -> Path:
-        d = Path(state_dir) if state_dir is not None else self.latest_state()
-        return d / WORKSPACE
+        """A copy of a state's workspace under `<root>/runs/<state>/` for ad-hoc runs.
+
+        infer/eval record their runs (workspace history, run log) before the
+        inference; doing that in a pipeline state dir would change a DVC
+        output, so they work on a per-state copy made on first use.
+        """
+        src = Path(state_dir) if state_dir is not None else self.latest_state()
+        name = "_".join(src.resolve().relative_to(self.paths.state.resolve()).parts) if src.resolve().is_relative_to(self.paths.state.resolve()) else src.name
+        dst = self.paths.root / "runs" / name / WORKSPACE
+        if not dst.exists():
+            wsp.copy_workspace(src / WORKSPACE, dst)
+        return dst
 
     def latest_state(self) -> Path:
         """The newest finished workspace-carrying state dir of the schedule."""
