@@ -106,3 +106,33 @@ def test_unknown_question_is_a_clear_error():
     with pytest.raises(LLMError, match="question not in the world") as info:
         asyncio.run(provider.complete(LLMRequest.make(Role.SOLVER, msgs)))
     assert info.value.kind == "bad_request"
+
+
+def test_stated_confidence_is_a_noisy_signal_of_the_sampled_answer():
+    """Right answers say 'Confidence: high' with confidence_when_right, wrong ones with confidence_when_wrong;
+    both name a cue, so no wording gives correctness away."""
+    provider = SimProvider(WORLD)
+    said = {True: [], False: []}
+    for q in WORLD.questions[:300]:
+        text = ask(provider, NO_TOOLS, q, 4)
+        conf = "Confidence: high" in text
+        assert conf != ("Confidence: low" in text), text
+        said[parse_answer(text) == q.answer].append(conf)
+        cues = [r.cue for r in WORLD.rules_of(q.task_type)]
+        assert any(f"the {c}" in text for c in cues), text
+    p = WORLD.params
+    for right, expected in ((True, p.confidence_when_right), (False, p.confidence_when_wrong)):
+        rate = sum(said[right]) / len(said[right])
+        assert len(said[right]) > 60 and abs(rate - expected) < 0.1, (right, rate)
+
+
+def test_confidence_draws_leave_correctness_draws_unchanged():
+    from harness.sim.solver import SolverModel
+
+    model = SolverModel(WORLD)
+    read = model.read("plain system message")
+    q = WORLD.questions[3]
+    draws = [model.draw(read, q.qid, s) for s in range(50)]
+    quiet = SolverModel(World.generate(7, params=WORLD.params.replace(confidence_when_right=0.0, confidence_when_wrong=0.0)))
+    assert [d.correct for d in draws] == [quiet.draw(quiet.read("plain system message"), q.qid, s).correct for s in range(50)]
+    assert not any(quiet.draw(quiet.read("plain system message"), q.qid, s).confident for s in range(50))
