@@ -152,6 +152,12 @@ class TaskServiceExecutor:
                 state = self._json("GET", f"/tasks/{task_id}")
             except TaskServiceError as exc:
                 log.warning("poll of task %s failed (will retry): %s", task_id, exc)
+        if state is task and "result_text" not in state:
+            # resumed by idempotency key: the create reply of a finished task carries no result
+            try:
+                state = self._json("GET", f"/tasks/{task_id}")
+            except TaskServiceError as exc:
+                log.warning("read of resumed task %s failed: %s", task_id, exc)
         status = str(state.get("status", "")).lower()
         text = unwrap_result_text(state.get("result_text"))
         return ExecutionResult(

@@ -3,7 +3,9 @@
 Tasks "run" by executing a tiny deterministic agent in-process: the reply
 echoes which harness files the bundle carried, so tests can see the bundle
 arrived. Behaviour knobs: `slow_tasks` (never finish), `fail_tasks`,
-`files_conflict` (GET /files answers 409).
+`files_conflict` (GET /files answers 409), `responder` (optional
+`fn(task, bundle_files) -> reply text` that replaces the echo agent, e.g. to
+answer Harness² editor tasks with file blocks; the role is in `task["key"]`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class TaskService:
         self.fail_prompts: set[str] = set()
         self.files_conflict = False
         self.polls_before_done = 1
+        self.responder = None  # fn(task: dict, files: dict[str, bytes]) -> str
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -135,7 +138,7 @@ class TaskService:
             task["error"] = "agent crashed"
             return
         names = ",".join(sorted(files))
-        reply = f"I read: {names}"
+        reply = f"I read: {names}" if self.responder is None else self.responder(task, files)
         task["answer"] = reply
         task["status"] = "completed"
         task["result_text"] = json.dumps({"task": task["id"], "thread_id": "th", "cwd": "/w", "status": "completed",
