@@ -405,7 +405,6 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
     report["early_stop"] = stop
     report["steps_since_best_improved"] = state.steps_since_best_improved
     write_epoch_report(out_dir / REPORT, {**report})
-    atomic_write_json(out_dir / "epoch_extra.json", {"r_acc": report.get("r_acc"), "rollouts": result.rollouts})
     new_lineage = lineage.with_fragment(rel_to(ctx.root, out_dir / RUNLOG))
     if stop:
         new_lineage = Lineage(new_lineage.fragments, True, f"early stop after epoch {epoch}: best did not improve for "
