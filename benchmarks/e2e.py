@@ -234,6 +234,7 @@ def run_one(job: dict) -> dict:
             })
         # every edit a gate installed, judged by the oracle on the questions that read the edited file
         edits = []
+        gates = gate_rollouts = 0
         for e in range(1, epochs + 1):
             for s in range(1, n_steps + 1):
                 rep = state / f"e{e}" / f"s{s}" / "gate" / "report.json"
@@ -241,6 +242,9 @@ def run_one(job: dict) -> dict:
                     continue
                 doc = json.loads(rep.read_text())
                 for row in doc["skills"]:
+                    if row.get("gate_run_id") and row.get("n_pairs") is not None:
+                        gates += 1
+                        gate_rollouts += int(row["rollouts"] or 0)
                     if row["action"] not in ("accept", "probation"):
                         continue
                     old_sv, new_sv = row["skills_version_before"], row["skills_version_after"]
@@ -265,7 +269,7 @@ def run_one(job: dict) -> dict:
             "base_test": oracle.expected_accuracy(base_tree, test),
             "delivered_test": oracle.expected_accuracy(delivered, test),
             "sampled_test": result["test"], "delivered": result["delivered"], "stopped_early": result["stopped_early"],
-            "curve": curve, "edits": edits,
+            "curve": curve, "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts,
             "tradeoff_in_delivered": sum(text.count(TRADEOFF_TAG) for text in delivered.values()),
             "tradeoff_in_final_current": sum(t.count(TRADEOFF_TAG) for t in wsp.harness_view(ws_final).values()) if ws_final.exists() else None,
             "tradeoff_proposed": getattr(provider, "proposed", None),
@@ -364,6 +368,16 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
     for r in ratios:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "n/a"
         L.append(f"| {r['seed']} | {r['gepa_acc']:.4f} | {r['ours_rollouts']} | {r['gepa_rollouts']} | {ratio} |")
+    if any("gates" in r for r in runs):
+        L += ["", "## Cost of a gate (rollouts per gated candidate, all epochs)", "",
+              "| rule | gates run | mean rollouts per gate | gate rollouts per installed edit that helped |", "|---|---|---|---|"]
+    for rule in RULES if any("gates" in r for r in runs) else ():
+        gated = [r for r in runs if r["rule"] == rule and not r["tradeoff"]]
+        n_inst = sum(len(r["edits"]) for r in gated)
+        gate_cost = sum(r.get("gate_rollouts", 0) for r in gated)
+        n_gates = sum(r.get("gates", 0) for r in gated)
+        helped = sum(sum(e["effect"] > 0.001 for e in r["edits"]) for r in gated)
+        L.append(f"| {rule} | {n_gates} | {gate_cost / n_gates if n_gates else 0:.1f} | {gate_cost / helped if helped else float('nan'):.1f} |")
     if tsum:
         L += ["", "## Trade-off null editor (our rule)", "",
               "A share of skill edits is replaced by a rule that helps mid-difficulty questions and breaks easy ones of the same "
@@ -382,9 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-epochs", type=int, default=None, help="cap for the other rules under the same budget")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (spawned)")
     ap.add_argument("--no-tradeoff", action="store_true")
+    ap.add_argument("--from-json", type=Path, default=None, help="re-render the report from a saved e2e JSON (no training)")
     ap.add_argument("--out", type=Path, default=None, help="default reports/benchmarks/e2e.md (--quick: e2e_quick.md)")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        text, _ = summarize(saved["runs"], args.quick, saved.get("wall_s", 0.0), saved.get("cmd", "python benchmarks/e2e.py"))
+        args.out.write_text(text, encoding="utf-8")
+        print(text)
+        return 0
     seeds = args.seeds or ([7] if args.quick else [7, 8, 9, 10, 11])
     overrides = QUICK_OVERRIDES if args.quick else []
     epochs = args.epochs or (2 if args.quick else 3)
@@ -423,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     text, summary = summarize(runs, args.quick, wall, cmd)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=1, default=str), encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "runs": runs, "wall_s": wall, "cmd": cmd}, indent=1, default=str),
+                                             encoding="utf-8")
     print(text)
     return 0
 
