@@ -134,10 +134,15 @@ def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidat
 
     Returns (step-report rows, skill keys that started a cooldown this step).
     """
+    from harness.loop.context import Throttle
+
     rows: list[dict] = []
     just_cooled: list[str] = []
-    for cand in sorted(candidates, key=lambda c: c.task_type):
+    throttle = Throttle(5.0)
+    ordered = sorted(candidates, key=lambda c: c.task_type)
+    for n, cand in enumerate(ordered, 1):
         rows.append(_gate_one(gc, state, cand, pools, baseline_cache, just_cooled))
+        throttle.info("[gate@e%d.s%d] %d/%d candidates gated (%s: %s)", gc.epoch, gc.step, n, len(ordered), cand.key, rows[-1]["action"])
     return rows, just_cooled
 
 

@@ -5,18 +5,13 @@ Re-exported by harness/loop/runner.py; each is tested on its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Optional
 
-from harness.kernel.types import EvolutionRecord, GateParams, Probation, RejectedEdit
+from harness.evolution.evolve import rejected_summary
+from harness.kernel.types import EvolutionRecord, GateParams, Probation
 from harness.loop.state import resume_plan  # noqa: F401  (re-export: part of the helper set)
 from harness.loop.validate import guard_infra_failures
-
-NO_APPLIED_EDIT_TEXT = (
-    "(no edit of this proposal was applied to the skill text, so nothing was validated; "
-    "this entry only records that the proposal was rejected)"
-)
-
 
 def _guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
     """Raise InfraFailureError when infra failures exceed the configured ratio (see validate.guard_infra_failures)."""
@@ -38,23 +33,12 @@ def _should_early_stop(epochs_without_improvement: int, patience: int) -> bool:
 
 
 def _rejected_summary(record: EvolutionRecord) -> str:
-    """Blacklist text of a rejected proposal: only the edits actually applied to the candidate.
+    """Blacklist text of a rejected proposal: only the edits actually applied (evolution.rejected_summary).
 
     Edits that were not applied never reached the candidate text and were
-    never validated, so listing them would poison "validated as not helping".
+    never validated; a defensive note replaces an empty list.
     """
-    applied = record.applied_edits
-    if not applied:
-        return NO_APPLIED_EDIT_TEXT
-    parts = []
-    for e in applied:
-        if e.op == "add":
-            parts.append(f"add: {e.text.strip()}")
-        elif e.op == "delete":
-            parts.append(f"delete: {e.old.strip()}")
-        else:
-            parts.append(f"replace: {e.old.strip()} -> {e.text.strip()}")
-    return "\n".join(parts)
+    return rejected_summary(record)
 
 
 def _decrement_cooldowns(cooldown: Mapping[str, int], just_set: Iterable[str]) -> dict[str, int]:

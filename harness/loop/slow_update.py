@@ -34,7 +34,7 @@ from harness.agent.prompts import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
 from harness.kernel.ladder import GatePools
-from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
+from harness.kernel.types import Probation
 from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate
 from harness.loop.validate import RolloutFn
 from harness.questions import Question

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
-from harness.kernel.gate import gate_decision, infra_guard, pair_block
+from harness.kernel.gate import gate_decision, pair_block
 from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree

@@ -44,7 +44,7 @@ def test_rejected_summary_lists_only_applied_edits():
     text = _rejected_summary(rec)
     assert "rule one" in text and "new" not in text
     none = EvolutionRecord("t", "t/SKILL.md", "x", "x", edits=[e2], apply_report=[EditApplication(e2, "not_found")])
-    assert "no edit" in _rejected_summary(none)
+    assert "no edit" in _rejected_summary(none)  # the defensive text
 
 
 def test_merge_probation_keeps_oldest_anchor():
