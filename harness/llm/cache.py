@@ -159,7 +159,7 @@ class ResponseCache:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(
+                inserted = conn.execute(
                     "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         key,
@@ -172,13 +172,16 @@ class ResponseCache:
                         float(response.latency_s),
                         time.time(),
                     ),
-                )
+                ).rowcount == 1
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        stored = self.get(key)
-        assert stored is not None, "row vanished right after INSERT OR IGNORE"
+        if inserted:
+            return CachedEntry(response.provider, response.model, response.text, response.usage, float(response.cost_usd), float(response.latency_s))
+        stored = self.get(key)  # another writer won the race: everyone uses its sample
+        if stored is None:
+            raise RuntimeError(f"{self.path}: cache row {key} vanished right after INSERT OR IGNORE")
         return stored
 
     def __len__(self) -> int:
