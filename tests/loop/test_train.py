@@ -140,3 +140,27 @@ def test_runner_eval_and_promote_outside_the_pipeline_state(tiny_run, tmp_path):
     assert sorted(p.name for p in (root / "state" / "holdout").iterdir()) == before
     m = wsp.read_manifest(root / "state" / "e2" / "slow" / "workspace")
     assert result.run_id not in m.history  # the pipeline's state was not touched
+
+
+def _digest_tree(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_stage_writes_only_its_output_and_reruns_for_free(tiny_run, tmp_path):
+    root = tiny_run["root"]
+    runner, counting, cache = make_runner(root, tiny_cfg())
+    from harness.loop import steps as st
+
+    before = _digest_tree(root / "state")
+    P = runner.paths
+    out = tmp_path / "gate_again"
+    st.stage_gate(runner.ctx, 1, 1, P.init, P.rollout(1, 1), P.evolve(1, 1), out)
+    cache.close()
+    assert _digest_tree(root / "state") == before  # nothing outside `out` changed
+    assert counting.calls == 0  # every call of the re-run came from the response cache
+    again = json.loads((out / "report.json").read_text())
+    orig = json.loads((P.gate(1, 1) / "report.json").read_text())
+    assert again == orig
+    assert wsp.read_manifest(out / "workspace") == wsp.read_manifest(P.gate(1, 1) / "workspace")
