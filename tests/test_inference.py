@@ -200,3 +200,37 @@ def test_result_repr_stays_small_for_large_runs(tmp_path):
     with HarnessLog(tmp_path / "log.sqlite") as log:
         result = infer(RuleProvider(), log, questions=questions(200))
     assert result.n == 200 and len(repr(result)) < 600
+
+
+def test_openai_provider_over_http_with_tools_and_a_failing_question(tmp_path):
+    from harness.llm.openai_provider import OpenAIProvider
+    from tests.support.llm_config import fast_llm_config
+    from tests.support.openai_server import FakeOpenAIServer
+
+    def reply(body):
+        messages = body["messages"]
+        if "question number 3" in messages[1]["content"]:
+            return "I cannot decide."  # no answer: a judged failure, not infra
+        if len(messages) == 2:
+            return '<tool_call>{"name": "probe", "arguments": {"n": 1}}</tool_call>'
+        assert messages[-1]["content"].startswith('<tool_result name="probe">')
+        return "ANSWER: A"
+
+    with FakeOpenAIServer(reply=reply) as server, HarnessLog(tmp_path / "log.sqlite") as log:
+        server.script("500")  # one transient failure on the way, retried
+
+        async def go():
+            provider = OpenAIProvider(fast_llm_config(base_url=server.base_url, timeout_s=5.0), api_key="sk-local")
+            try:
+                return await run_inference(
+                    questions(4), harness_tree_for=TREE, llm=provider, tool_dispatch_fn=lambda q: (lambda n, a: "probe ok"),
+                    scorer=letter_scorer, log=log, run_id="http_run", concurrency=4, params={"temperature": 0.0},
+                )
+            finally:
+                await provider.aclose()
+
+        result = asyncio.run(go())
+        rows = {r["qid"]: r for r in log.query("SELECT qid, stop_reason, n_steps, correct FROM predictions")}
+    assert result.correctness == {"q0": True, "q1": True, "q2": True, "q3": False}
+    assert rows["q3"]["stop_reason"] == "no_answer" and rows["q0"]["n_steps"] == 2 and result.n_infra == 0
+    assert all(r.body["temperature"] == 0.0 for r in server.requests)

@@ -23,7 +23,6 @@ from urllib.parse import urlparse
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletion
 
 from harness.llm.backoff import backoff_delay
 from harness.llm.prices import cost_usd, has_price, validate_prices
@@ -109,21 +108,27 @@ def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
         return None
 
 
-def extract_completion(completion: Any) -> tuple[str, Usage | None]:
-    """(text, usage or None) of a chat completion; ValueError when it has no usable choice."""
-    choices = getattr(completion, "choices", None)
+def extract_completion(body: Any) -> tuple[str, Usage | None]:
+    """(text, usage or None) of a chat-completion JSON body; ValueError naming what is wrong."""
+    if not isinstance(body, dict):
+        raise ValueError(f"response body is not a JSON object (got {type(body).__name__})")
+    choices = body.get("choices")
     if not isinstance(choices, list):
-        raise ValueError(f"response has no choice list (got {type(completion).__name__})")
+        raise ValueError("response has no 'choices' list")
     if not choices:
         raise ValueError("response has an empty choice list")
-    message = getattr(choices[0], "message", None)
-    content = getattr(message, "content", None)
+    first = choices[0]
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
-        raise ValueError("first choice has no text content")
-    usage = getattr(completion, "usage", None)
-    if usage is None:
+        raise ValueError("choices[0].message.content is missing or not a string")
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
         return content, None
-    return content, Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+    try:
+        return content, Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"response usage is malformed: {exc}") from exc
 
 
 class OpenAIProvider:
@@ -208,9 +213,11 @@ class OpenAIProvider:
         client = self._clients[index]
         try:
             async with asyncio.timeout(self._timeout_s):  # whole-attempt deadline (httpx's is per phase)
-                # the SDK's documented low-level call: our payload is plain JSON already, so this skips
-                # `create()`'s TypedDict transform of the messages (several ms per call on long prompts)
-                return await client.post("/chat/completions", body=payload, cast_to=ChatCompletion)
+                # the SDK's documented low-level call (its status errors, headers, timeouts) with a plain JSON
+                # payload and the raw response: skips create()'s TypedDict transform of the messages and the
+                # model construction of the reply (milliseconds per call), extract_completion validates it
+                response = await client.post("/chat/completions", body=payload, cast_to=httpx.Response)
+                return response.json()
         finally:
             if index < len(self._in_flight) and self._clients[index] is client:
                 self._in_flight[index] -= 1
