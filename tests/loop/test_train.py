@@ -164,3 +164,25 @@ def test_a_stage_writes_only_its_output_and_reruns_for_free(tiny_run, tmp_path):
     orig = json.loads((P.gate(1, 1) / "report.json").read_text())
     assert again == orig
     assert wsp.read_manifest(out / "workspace") == wsp.read_manifest(P.gate(1, 1) / "workspace")
+
+
+def test_early_stop_passes_the_state_through(tmp_path):
+    cfg = tiny_cfg("train.epochs=3")
+    runner, counting, cache = make_runner(tmp_path, cfg)
+    result = runner.train()
+    cache.close()
+    state = tmp_path / "state"
+    reports = {e: state / f"e{e}" / "slow" / "report.json" for e in (1, 2, 3)}
+    stops = [e for e, p in reports.items() if p.exists() and json.loads(p.read_text()).get("early_stop")]
+    assert stops, "the tiny world is expected to stop early with patience 1 (setup changed?)"
+    first = stops[0]
+    assert first < 3 and result["stopped_early"]
+    for e in range(first + 1, 4):
+        for s in (1, 2):
+            for kind in ("rollout", "evolve", "gate"):
+                assert json.loads((state / f"e{e}" / f"s{s}" / kind / "DONE.json").read_text()).get("stopped") is True
+        assert json.loads((state / f"e{e}" / "slow" / "DONE.json").read_text()).get("stopped") is True
+        assert not (state / f"e{e}" / "s1" / "rollout" / "runlog.sqlite").exists()  # no rollout after the stop
+        assert not reports[e].exists()
+    stopped_at = wsp.read_best(state / f"e{first}" / "slow" / "workspace")
+    assert (result["delivered"]["skills_version"], result["delivered"]["prompts_version"]) == (stopped_at.skills, stopped_at.prompts)
