@@ -38,6 +38,11 @@ def pick_provenance(summary: Mapping[str, Any]) -> str:
     return "candidate" if delivered in proposals else "final"
 
 
+def _library_status(note: str | None) -> str | None:
+    """'written' or the reason it was not (the entry's absolute path stays out of the report: reports must not depend on where the project lives)."""
+    return "written" if note and note.startswith("written:") else note
+
+
 def task_row(result: TaskResult, score: Score | None, *, judged: bool) -> dict[str, Any]:
     """One finished (or resumed) task x mode."""
     s = result.summary
@@ -58,7 +63,7 @@ def task_row(result: TaskResult, score: Score | None, *, judged: bool) -> dict[s
         "rollout_usd": float(ledger.get("rollout_usd", 0.0)),
         "session_usd": float(ledger.get("session_usd", 0.0)),
         "budget_tripped": (s.get("budget") or {}).get("tripped"),
-        "library": s.get("library"),
+        "library": _library_status(s.get("library")),
         "base_fingerprint": result.base_fingerprint,
         "delivered_fingerprint": result.delivered_fingerprint,
         "judged": judged,
