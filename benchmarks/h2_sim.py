@@ -14,6 +14,13 @@ noise floor of a single round.
 
     python benchmarks/h2_sim.py                      # writes reports/benchmarks/h2_sim.md
     python benchmarks/h2_sim.py --seeds 0 1 --questions 8
+    python benchmarks/h2_sim.py --seeds 0 1 2 --null-control   # + k = 1 with uninformative stated confidence
+
+Null-signal control: the same k = 1 rounds in worlds whose solver states
+"Confidence: high" with the same probability whether right or wrong
+(correctness draws unchanged). The composer then has no behavioural signal;
+a k = 1 gain that survives there would mean something other than the probe
+evidence (e.g. a leak) drives it.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ MODEL = "sim-model"
 # Illustrative price (USD per million tokens, gpt-4o-mini class); sim usage is counted as chars/4.
 PRICES = {MODEL: {"input": 0.15, "output": 0.60}}
 CONFIGS = ((1, "parallel"), (1, "sequential"), (3, "parallel"), (3, "sequential"))
+NULL_CONFIDENCE = 0.5
 
 
 def make_tasks(world: World, provider: SimProvider, n_questions: int) -> list[QuestionTaskAdapter]:
@@ -53,7 +61,7 @@ async def run_config(world: World, seed: int, k: int, mode: str, n_questions: in
     provider = SimProvider(world, SimpleNamespace(model=MODEL, models={}, prices=PRICES))
     tasks = make_tasks(world, provider, n_questions)
     oracle = Oracle(world)
-    tag = f"bench-w{seed}-k{k}-{mode[:3]}"
+    tag = f"bench-w{seed}-k{k}-{mode[:3]}" + ("-null" if world.params.confidence_when_right == world.params.confidence_when_wrong else "")
     sweep = await run_sweep(tasks, Roles.from_provider(provider), run_dir=out / tag, run_tag=tag, k=k, modes=(mode,), library_root=out / "library", models={"all": MODEL}, seed=seed)
     if sweep.crashed:
         raise RuntimeError(f"tasks crashed: {sweep.crashed}")
@@ -109,7 +117,26 @@ def summarise(rows: list[dict]) -> dict:
     }
 
 
-def render(all_rows: list[dict], seeds: list[int], n_questions: int, elapsed: float, command: str) -> str:
+def render_control(rows: list[dict], conf: float) -> list[str]:
+    lines = [
+        "",
+        f"## Null-signal control (k = 1, stated confidence uninformative: P(high | right) = P(high | wrong) = {conf})",
+        "",
+        "Same worlds, tasks and correctness draws; only what the solver says about its confidence carries no information.",
+        "",
+        "| k | mode | tasks | base | delivered | Δ own (pts) | SE | Δ held-out (pts) | improved / worse | compositions kept base |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for k, mode in CONFIGS[:2]:
+        s = summarise([r for r in rows if r["k"] == k and r["mode"] == mode])
+        lines.append(
+            f"| {k} | {mode} | {s['n']} | {s['base']:.3f} | {s['delivered']:.3f} | {100 * s['delta']:+.1f} | {100 * s['delta_se']:.1f} | "
+            f"{100 * s['delta_held']:+.1f} | {s['improved']} / {s['worse']} | {s['kept_base']} / {s['compositions']} |"
+        )
+    return lines
+
+
+def render(all_rows: list[dict], seeds: list[int], n_questions: int, elapsed: float, command: str, control: list[dict] | None = None) -> str:
     lines = [
         "# Harness² on the simulated world",
         "",
@@ -154,6 +181,7 @@ def render(all_rows: list[dict], seeds: list[int], n_questions: int, elapsed: fl
         "Differences between modes at k = 3 smaller than the noise floor are not evidence that one mode is better.",
         "Δ held-out shows whether the edit generalises to other questions of the task type (the round saw only the task's own questions).",
         "",
+        *(render_control(control, NULL_CONFIDENCE) + [""] if control else []),
         "## Per task",
         "",
         "| seed | k | mode | task | base | delivered | Δ (pts) | held-out Δ (pts) | selection | fallbacks |",
@@ -170,16 +198,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--questions", type=int, default=8, help="questions per task (evolve.h2_probe_questions)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "h2_sim.md")
+    ap.add_argument("--null-control", action="store_true", help="also run k = 1 with uninformative stated confidence")
     args = ap.parse_args(argv)
     started = time.time()
     rows: list[dict] = []
+    control: list[dict] = []
+    null = WorldParams().replace(confidence_when_right=NULL_CONFIDENCE, confidence_when_wrong=NULL_CONFIDENCE)
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             world = World.generate(seed=seed, n_task_types=11, questions_per_type=60, n_choices=4)
             for k, mode in CONFIGS:
                 rows += asyncio.run(run_config(world, seed, k, mode, args.questions, Path(tmp)))
+            if args.null_control:
+                null_world = World.generate(seed=seed, n_task_types=11, questions_per_type=60, n_choices=4, params=null)
+                for k, mode in CONFIGS[:2]:
+                    control += asyncio.run(run_config(null_world, seed, k, mode, args.questions, Path(tmp)))
     command = "python benchmarks/h2_sim.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = render(rows, args.seeds, args.questions, time.time() - started, command.strip())
+    text = render(rows, args.seeds, args.questions, time.time() - started, command.strip(), control)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(text)
