@@ -143,7 +143,7 @@ def pool_section(pool: Sequence[PoolEntry]) -> str:
         if p.rollout is None:
             probe = "Probe rollout: (not probed: the proposal equals the current harness or the budget closed)"
         else:
-            probe = "Probe rollout (the agent run once under this candidate):\n" + rollout_block(PROBE, p.rollout.label, render_rollout(p.rollout))
+            probe = "Probe rollout (the agent ran the task once under this candidate):\n" + rollout_block(PROBE, p.rollout.label, render_rollout(p.rollout))
         parts.append(
             f"### Pool entry {p.label} ({p.stage.upper()}, {status})\n"
             f"Notes: {p.notes or '(none)'}\n"

@@ -170,5 +170,5 @@ def render_solver_reply(draw: SolverDraw, first_turn: bool, tool: str | None, qi
         return f"I need to check the frames before answering.\n<tool_call>{args}</tool_call>"
     about = f"the {draw.said_cue}" if draw.said_cue else "the details"
     if draw.confident:
-        return f"Reasoning: I checked {about}; they point to choice {draw.letter} and the other choices do not fit.\nConfidence: high\nANSWER: {draw.letter}"
+        return f"Reasoning: I checked {about}: choice {draw.letter} fits and the other choices do not.\nConfidence: high\nANSWER: {draw.letter}"
     return f"Reasoning: I was unsure about {about}, so I went with my first reading.\nConfidence: low\nANSWER: {draw.letter}"

@@ -48,7 +48,7 @@ def rollout(label: str, tree, confident: int) -> Rollout:
     for i, q in enumerate(QS):
         obs.append(Observation(q.qid, "input", q.question))
         if i < confident:
-            text = "Reasoning: I checked the details; they point to choice A and the other choices do not fit.\nConfidence: high\nANSWER: A"
+            text = "Reasoning: I checked the details: choice A fits and the other choices do not.\nConfidence: high\nANSWER: A"
         else:
             text = "Reasoning: I was unsure about the details, so I went with my first reading.\nConfidence: low\nANSWER: A"
         obs.append(Observation(q.qid, "output", text))
