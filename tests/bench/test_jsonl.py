@@ -154,3 +154,23 @@ def test_task_type_filter_and_harness_dir(tmp_path):
         build_benchmark(BenchmarkConfig(name="jsonl"), tmp_path)
     with pytest.raises(ValueError, match="benchmark.name: unknown benchmark 'mmlu'"):
         build_benchmark(BenchmarkConfig(name="mmlu"), tmp_path)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=40))
+def test_normalization_is_idempotent_and_reflexive(text):
+    assert normalize_text(normalize_text(text)) == normalize_text(text)
+    assert score_normalized(free(text if text.strip() else "x"), text if text.strip() else "x")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="abcdefgh ", min_size=1, max_size=12).filter(str.strip), min_size=2, max_size=6, unique_by=normalize_text))
+def test_every_letter_and_distinct_choice_text_designates_its_choice(choices):
+    letters = "ABCDEFGHIJ"[: len(choices)]
+    for i, letter in enumerate(letters):
+        assert predicted_letter(letter, tuple(choices)) == letter
+        if normalize_text(choices[i]) and len(normalize_text(choices[i])) > 1:
+            assert predicted_letter(choices[i], tuple(choices)) == letter
