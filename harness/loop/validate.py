@@ -173,9 +173,10 @@ async def validate_skill_local(
                 elif baseline_cache is not None:
                     # an earlier gate on the same baseline already paid for these samples; each is used once here
                     banned = set(taken) | set((informing_samples or {}).get(item.qid, ()))
-                    free = sorted(j for j in baseline_cache.samples(task_type, base_hash, prompts_version, item.qid) if j not in banned)
+                    cached = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)
+                    free = sorted(j for j in cached if j not in banned)
                     if free:
-                        hit = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)[free[0]]
+                        hit = cached[free[0]]
                         taken.add(free[0])
                 if hit is None:
                     misses.append(i)
