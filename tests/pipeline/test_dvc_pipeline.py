@@ -60,7 +60,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_repro_runs_every_stage_and_declares_metrics_plots_dag(reference: dict) -> None:
     project = reference["project"]
-    for stage in ("prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "holdout", "report"):
+    for stage in ("library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "holdout", "report"):
         assert f"Running stage '{stage}'" in reference["stdout"], stage
     metrics = json.loads((project / "reports/metrics.json").read_text())
     assert metrics["epochs_run"] == 1 and metrics["rollouts"] > 0 and 0.0 <= metrics["test_hard_acc"] <= 1.0
@@ -103,7 +103,7 @@ def test_second_repro_is_a_no_op_and_gate_change_keeps_first_rollout(reference: 
     exp = run(["dvc", "exp", "run", *[f"-S{o}" for o in TEST_OVERRIDES], "-Sgate.lambda=0.5", "report"], project)
     ran = {line.split("'")[1] for line in exp.stdout.splitlines() if line.startswith("Running stage '")}
     assert {"gate@0", "slow@0", "holdout", "report"} <= ran
-    assert not ran & {"prepare", "pools", "batches@0", "rollout@0", "evolve@0"}, ran
+    assert not ran & {"library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0"}, ran
     params = (project / "params.yaml").read_text()
     assert "lambda: 0.5" in params
 
