@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_batches(ctx, args.epoch, args.prev, args.pools, args.out)
 
-    return run_stage(f"batches@e{args.epoch}", args, call)
+    return run_stage(f"batches@e{args.epoch}", args, call, out=args.out)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_evolve(ctx, args.epoch, args.step, args.prev, args.rollout, args.out)
 
-    return run_stage(f"evolve@e{args.epoch}.s{args.step}", args, call)
+    return run_stage(f"evolve@e{args.epoch}.s{args.step}", args, call, out=args.out)
 
 
 if __name__ == "__main__":

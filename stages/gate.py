@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_gate(ctx, args.epoch, args.step, args.prev, args.rollout, args.evolve, args.out)
 
-    return run_stage(f"gate@e{args.epoch}.s{args.step}", args, call)
+    return run_stage(f"gate@e{args.epoch}.s{args.step}", args, call, out=args.out)
 
 
 if __name__ == "__main__":

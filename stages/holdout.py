@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_holdout(ctx, args.final, args.pools, args.out)
 
-    return run_stage("holdout", args, call)
+    return run_stage("holdout", args, call, out=args.out)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_pools(ctx, args.questions, args.out_pools, args.out_init)
 
-    return run_stage("pools", args, call)
+    return run_stage("pools", args, call, out=args.out_init)
 
 
 if __name__ == "__main__":

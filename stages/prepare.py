@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_prepare(ctx, args.out)
 
-    return run_stage("prepare", args, call)
+    return run_stage("prepare", args, call, out=args.out)
 
 
 if __name__ == "__main__":

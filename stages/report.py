@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
         make_report(cfg, RunLayout.from_config(cfg, ctx.root), args.out, project_root=ctx.root)
 
-    return run_stage("report", args, call)
+    return run_stage("report", args, call, out=args.out)
 
 
 if __name__ == "__main__":

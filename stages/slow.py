@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         rollouts = [args.epoch_dir / f"s{step}" / "rollout" for step in range(1, int(cfg.train.steps_per_epoch) + 1)]
         stage_slow(ctx, args.epoch, args.last_gate, rollouts, args.out)
 
-    return run_stage(f"slow@e{args.epoch}", args, call)
+    return run_stage(f"slow@e{args.epoch}", args, call, out=args.out)
 
 
 if __name__ == "__main__":

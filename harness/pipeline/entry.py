@@ -38,6 +38,7 @@ def run_stage(
     call: Callable[[Any, Any], None],
     *,
     root: Path | None = None,
+    out: Path | None = None,
 ) -> int:
     """Load the config, set up logging, build the context and run `call(ctx, cfg)`; returns an exit code.
 
@@ -71,8 +72,29 @@ def run_stage(
     seconds = time.monotonic() - started
     record_stage(telemetry_dir(project_root, str(cfg.train.state_dir)),
                  StageTelemetry(stage, hits, misses, round(saved, 6), round(seconds, 3)))
-    log.info("[%s] finished in %.1f s (LLM cache: %d hits, %d misses)", stage, seconds, hits, misses)
+    rollouts, usd = stage_rollouts(out)
+    log.info("[%s] finished in %.1f s: rollouts %d, USD %.4f, LLM cache %d hits / %d misses",
+             stage, seconds, rollouts, usd, hits, misses)
     return 0
+
+
+def stage_rollouts(out: Path | None) -> tuple[int, float]:
+    """(rollouts, USD) recorded in the run-log fragment of a stage's output directory (0, 0.0 if none)."""
+    import sqlite3
+
+    from harness.loop.state import RUNLOG
+
+    db = Path(out) / RUNLOG if out is not None else None
+    if db is None or not db.is_file():
+        return 0, 0.0
+    conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='predictions'").fetchone():
+            return 0, 0.0
+        count, usd = conn.execute("SELECT COUNT(*), COALESCE(SUM(cost_usd), 0) FROM predictions").fetchone()
+    finally:
+        conn.close()
+    return int(count), float(usd)
 
 
 def load_stage_config(params_path: Path):
