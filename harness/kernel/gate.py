@@ -12,8 +12,15 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from harness.kernel.rules import rule_for
-from harness.kernel.stats import log_e_beta_mixture, log_lr_direction, mcnemar_one_sided_p  # noqa: F401  (re-exported)
+from harness.kernel.rules import SequentialRule, rule_for
+from harness.kernel.stats import (  # noqa: F401  (re-exported)
+    log_e_accept,
+    log_e_accept_peak,
+    log_e_beta_mixture,
+    log_e_grid_mixture,
+    log_lr_direction,
+    mcnemar_one_sided_p,
+)
 from harness.kernel.types import (
     BlockItem,
     GateParams,
@@ -29,7 +36,10 @@ __all__ = [
     "count_pairs",
     "gate_decision",
     "infra_guard",
+    "log_e_accept",
+    "log_e_accept_peak",
     "log_e_beta_mixture",
+    "log_e_grid_mixture",
     "log_lr_direction",
     "pair_block",
 ]
@@ -126,7 +136,10 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
     `params.max_pairs` makes the look final. Order: INFRA guard ("infra"),
     then the rule of `params.rule`; an undecided final look gives
     `params.undecided` ("probation" or "reject"). Infra pairs carry no
-    evidence and are excluded from wins/losses/ties.
+    evidence and are excluded from wins/losses/ties. `GateVerdict.log_e`
+    is the accept e-process (`gate.accept_prior`) at the last pair; with
+    `accept_within_block` the sequential rule also accepts when its running
+    maximum over the pairs, in their planned order, crossed lambda.
     """
     n = len(pairs_so_far)
     if params.undecided not in ("probation", "reject"):
@@ -138,7 +151,7 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
         )
     final = final or n >= params.max_pairs
     counts = count_pairs(pairs_so_far)
-    log_e = log_e_beta_mixture(counts.wins, counts.losses)
+    log_e = log_e_accept(counts.wins, counts.losses, params)
     log_lr = log_lr_direction(counts.wins, counts.losses, params.theta1)
 
     def verdict(action: str, reason: str) -> GateVerdict:
@@ -157,7 +170,12 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
     infra_reason = infra_guard(pairs_so_far, params)
     if infra_reason is not None:
         return verdict("infra", infra_reason)
-    decision = rule_for(params).decide(counts.wins, counts.losses, counts.ties, params, final=final)
+    rule = rule_for(params)
+    if isinstance(rule, SequentialRule) and params.accept_within_block:
+        peak = log_e_accept_peak([pair.sign for pair in pairs_so_far], params)
+        decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final, peak_log_e=peak)
+    else:
+        decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final)
     return verdict(decision.action, decision.reason)
 
 

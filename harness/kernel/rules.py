@@ -4,9 +4,11 @@ A rule sees the counts of the pairs observed so far (infra pairs already
 removed by the caller) at a block boundary and returns an action. The
 INFRA guard and the block barrier live in gate.py, around every rule.
 
-- `sequential` (ours): accept when the Beta-mixture e-process reaches
-  exp(lambda_accept); reject when the direction log-LR falls to lambda_dir.
-  Anytime-valid: may be looked at after every block.
+- `sequential` (ours): accept when the accept e-process (`gate.accept_prior`:
+  grid LR mixture by default, or the uniform Beta-mixture) reaches
+  exp(lambda_accept) - at the block end, or, with `accept_within_block`, at
+  any pair inside the block (`peak_log_e`, computed by gate.py); reject when
+  the direction log-LR falls to lambda_dir. Anytime-valid.
 - `accept_all`: accepts every candidate at its first look (ablation).
 - `gepa`: GEPA's rule, one block: accept iff strictly more wins than losses.
 - `mcnemar`: fixed-n exact one-sided McNemar at `mcnemar_n` pairs.
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.kernel.stats import log_e_beta_mixture, log_lr_direction, mcnemar_one_sided_p
+from harness.kernel.stats import log_e_accept, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams
 
 
@@ -49,11 +51,18 @@ def _undecided(params: GateParams, why: str) -> RuleDecision:
 class SequentialRule:
     name: str = "sequential"
 
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
-        log_e = log_e_beta_mixture(wins, losses)
+    def decide(
+        self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool, peak_log_e: float | None = None
+    ) -> RuleDecision:
+        """`peak_log_e`: running max of log E over the pair-level path so far (None = block-end look only)."""
+        log_e = log_e_accept(wins, losses, params)
         log_lr = log_lr_direction(wins, losses, params.theta1)
         if log_e >= params.lambda_accept:
-            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept}")
+            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept} ({params.accept_prior} prior)")
+        if peak_log_e is not None and peak_log_e >= params.lambda_accept:
+            return RuleDecision(
+                "accept", f"log E peaked at {peak_log_e:.3f} >= lambda {params.lambda_accept} inside the block ({params.accept_prior} prior)"
+            )
         if log_lr <= params.lambda_dir:
             return RuleDecision("reject", f"direction log-LR = {log_lr:.3f} <= lambda_dir {params.lambda_dir}")
         if final:

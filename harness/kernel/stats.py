@@ -4,6 +4,15 @@ Only discordant pairs carry evidence: S wins (baseline wrong, candidate
 right), F losses, D = S + F. Under H0 the win probability among discordant
 pairs is theta <= 1/2. Every function accepts Python ints or numpy arrays
 (broadcast), so the benchmark runs the very same code vectorised.
+
+The gate's accept statistic is an e-process chosen by `gate.accept_prior`:
+- "grid" (default): an equal-weight mixture of fixed-alternative likelihood
+  ratios over theta in linspace(accept_prior_low, accept_prior_high,
+  accept_prior_points) (default 0.60, 0.65, ..., 0.90). Each LR
+  (2 theta_k)^S (2 (1 - theta_k))^F with theta_k > 1/2 is a nonnegative
+  supermartingale under every theta <= 1/2, so is any mixture of them:
+  exactly valid under optional stopping, no approximation.
+- "uniform": the Beta-mixture (mixing measure uniform on [1/2, 1]).
 """
 
 from __future__ import annotations
@@ -46,6 +55,67 @@ def log_e_beta_mixture(wins, losses):
         log_tail = log_tail.reshape(s.shape)
     out = (d + 1.0) * LN2 + betaln(s + 1.0, f + 1.0) + log_tail
     return float(out) if out.ndim == 0 else out
+
+
+ACCEPT_PRIORS = ("grid", "uniform")
+
+
+def accept_prior_grid(low: float, high: float, points: int) -> np.ndarray:
+    """The theta grid of the "grid" accept prior; ValueError naming the config key when out of range."""
+    if not 0.5 < low < 1.0:
+        raise ValueError(f"gate.accept_prior_low must be in (0.5, 1), got {low!r}")
+    if not low <= high < 1.0:
+        raise ValueError(f"gate.accept_prior_high must be in [accept_prior_low, 1), got {high!r}")
+    if int(points) != points or points < 1:
+        raise ValueError(f"gate.accept_prior_points must be an integer >= 1, got {points!r}")
+    if points == 1 and high != low:
+        raise ValueError("gate.accept_prior_points = 1 needs accept_prior_low == accept_prior_high")
+    return np.linspace(low, high, int(points))
+
+
+def log_e_grid_mixture(wins, losses, thetas):
+    """Log of the equal-weight mixture of LRs (2 theta_k)^S (2 (1 - theta_k))^F, theta_k > 1/2; arrays ok.
+
+    A valid e-process for H0: theta <= 1/2 under optional stopping (every
+    component is a test supermartingale; so is their average).
+    """
+    grid = np.asarray(thetas, dtype=float).reshape(-1)
+    if grid.size == 0 or np.any(grid <= 0.5) or np.any(grid >= 1.0):
+        raise ValueError(f"grid mixture: every theta must be in (0.5, 1), got {thetas!r}")
+    s = np.asarray(wins, dtype=float)
+    f = np.asarray(losses, dtype=float)
+    if np.any(s < 0) or np.any(f < 0):
+        raise ValueError(f"wins and losses must be >= 0, got wins={wins!r} losses={losses!r}")
+    terms = s[..., None] * np.log(2.0 * grid) + f[..., None] * np.log(2.0 * (1.0 - grid))
+    out = logsumexp(terms, axis=-1) - math.log(grid.size)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def log_e_accept(wins, losses, params):
+    """The accept e-process selected by `params.accept_prior` ("grid" | "uniform"); arrays ok."""
+    prior = getattr(params, "accept_prior", "grid")
+    if prior == "uniform":
+        return log_e_beta_mixture(wins, losses)
+    if prior == "grid":
+        thetas = accept_prior_grid(params.accept_prior_low, params.accept_prior_high, params.accept_prior_points)
+        return log_e_grid_mixture(wins, losses, thetas)
+    raise ValueError(f"gate.accept_prior: unknown prior {prior!r}; expected one of {list(ACCEPT_PRIORS)}")
+
+
+def log_e_accept_peak(signs, params) -> float:
+    """Running maximum of the accept e-process over every prefix of `signs` (+1 win, -1 loss, 0 tie/infra).
+
+    By Ville's inequality P(sup_t E_t >= 1/alpha) <= alpha under H0, so
+    accepting at a block end because the e-process crossed 1/alpha at some
+    pair inside the block (pairs in their pre-planned slot order) keeps
+    the false-accept rate at most alpha; the pairs of the whole block are
+    still spent. Returns -inf for no pairs.
+    """
+    y = np.asarray(signs, dtype=int).reshape(-1)
+    if y.size == 0:
+        return float("-inf")
+    path = log_e_accept(np.cumsum(y == 1), np.cumsum(y == -1), params)
+    return float(np.max(path))
 
 
 def _log_binomial_upper_tail(k: int, n: int) -> float:

@@ -70,6 +70,15 @@ class GateParams:
     infra_max_ratio: float = 0.2
     infra_min_denominator: int = 10
     reask_top_fraction: float = 0.5  # re-ask passes (after the first full pass) walk only this top share of the ladder
+    accept_prior: str = "grid"  # accept e-process: "grid" (LR mixture over accept_prior_low..high) | "uniform" (Beta-mixture)
+    accept_prior_low: float = 0.60
+    accept_prior_high: float = 0.90
+    accept_prior_points: int = 7  # equally weighted thetas, linspace(low, high, points)
+    accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
+    ladder: str = "adaptive"  # "adaptive" (AdaptiveBlockPlanner) | "static" (plan_blocks over GatePools.ladder)
+    adaptive_top_fraction: float = 0.25  # adaptive ladder: ladder slots walk this top share of the current ranking
+    ladder_prior_obs: int = 4  # the adaptive ladder counts the pre-gate p_hat as at most this many observations
+    ladder_drop_min_obs: int = 8  # drop a question from ladder slots when p outside [p_low, p_high] after this many observations
 
 
 @dataclass(frozen=True)

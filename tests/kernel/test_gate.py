@@ -1,10 +1,11 @@
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from harness.kernel.gate import LeakError, classify_quadrants, gate_decision, infra_guard, pair_block
-from harness.kernel.stats import log_e_beta_mixture, log_lr_direction
+from harness.kernel.stats import log_e_accept, log_e_beta_mixture, log_lr_direction
 from harness.kernel.types import BlockItem, GateParams, PairResult
 
 from .bench_loader import load_gate_benchmark
@@ -55,7 +56,9 @@ def test_block_barrier():
 def test_accept_reject_and_undecided_per_config():
     params = GateParams(block_size=20, max_pairs=400)
     accept = gate_decision(pairs_from([1] * 20), params, final=False)
-    assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_beta_mixture(20, 0))
+    assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_accept(20, 0, params))
+    uniform = gate_decision(pairs_from([1] * 20), GateParams(accept_prior="uniform"), final=False)
+    assert uniform.action == "accept" and uniform.log_e == pytest.approx(log_e_beta_mixture(20, 0))
     reject = gate_decision(pairs_from([-1] * 6 + [0] * 14), params, final=False)
     assert reject.action == "reject" and reject.log_lr_dir == pytest.approx(log_lr_direction(0, 6, 0.625))
     middle = pairs_from([1, -1] * 10)
@@ -155,3 +158,14 @@ def test_direction_rejection_ends_null_gates_early_and_power_holds():
     assert used.mean() < 400 and accepted.mean() < 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
     accepted, used = _simulate_gate(rng, 300, 0.2, 0.75, params, 200)
     assert accepted.mean() >= 0.95
+
+
+def test_within_block_peak_accepts_a_crossing_inside_the_block_only_when_enabled():
+    # 11 straight wins push the grid e-process over lambda = 3 mid-block; 9 losses pull it back under by the block end
+    signs = [1] * 11 + [-1] * 9
+    params = GateParams(lambda_dir=-1e9)
+    assert log_e_accept(11, 0, params) >= 3.0 > log_e_accept(11, 9, params)
+    assert gate_decision(pairs_from(signs), params, final=False).action == "accept"
+    assert "inside the block" in gate_decision(pairs_from(signs), params, final=False).reason
+    off = dataclasses.replace(params, accept_within_block=False)
+    assert gate_decision(pairs_from(signs), off, final=False).action == "continue"
