@@ -143,6 +143,42 @@ def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Pat
             "server_cpu_ms_per_request": server_cpu_s / (n + concurrency) * 1000}
 
 
+def bench_server_control(concurrency: int, latency_s: float, rounds: int) -> dict[str, float]:
+    """The same server driven by plain stdlib threads (http.client, keep-alive): what the server alone allows."""
+    import http.client
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--latency", str(latency_s)],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        base_url = server.stdout.readline().strip()
+        host, port = base_url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        body = json.dumps({"model": "control", "messages": [{"role": "user", "content": "control"}]})
+        local = threading.local()
+
+        def one(_: int) -> int:
+            if not hasattr(local, "conn"):
+                local.conn = http.client.HTTPConnection(host, int(port), timeout=10)
+            local.conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            response = local.conn.getresponse()
+            response.read()
+            return response.status
+
+        n = concurrency * rounds
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(one, range(concurrency)))  # open the connections
+            wall = time.perf_counter()
+            statuses = list(pool.map(one, range(n)))
+            wall = time.perf_counter() - wall
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    if set(statuses) != {200}:
+        raise RuntimeError(f"control run got statuses {sorted(set(statuses))}")
+    return {"concurrency": concurrency, "per_wall_s": n / wall, "ratio": n / wall / (concurrency / latency_s)}
+
+
 def _proc_cpu_s(pid: int) -> float:
     """utime + stime of a process from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -197,7 +233,7 @@ def bench_memory(n_questions: int, keep_traces: bool) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def render(args, sim, loops, mems, started: str) -> str:
+def render(args, sim, loops, control, mems, started: str) -> str:
     def ok(flag: bool) -> str:
         return "PASS" if flag else "MISS"
 
@@ -246,6 +282,9 @@ def render(args, sim, loops, mems, started: str) -> str:
             f"{t.cpu_s / t.n * 1000:.2f} ms | {one['server_cpu_ms_per_request']:.2f} ms | {verdict} |"
         )
     lines += [
+        "",
+        f"Control (server capacity): the same server driven by {control['concurrency']} plain stdlib threads "
+        f"(http.client, keep-alive, no SDK) reached {control['per_wall_s']:,.1f} requests/s, ratio {control['ratio']:.3f}.",
         "",
         "Client CPU = this process (run_inference + AgentLoop + OpenAI SDK + httpx + SQLite logging); server CPU = the "
         "server process (stdlib http.server, thread per connection). When (client + server CPU per request) x "
@@ -297,13 +336,15 @@ def main() -> None:
         for concurrency in ((16, 64) if args.quick else (8, 16, 32, 64)):
             loops.append(bench_loopback(concurrency, 0.1, 3 if args.quick else 15, work))
             print(f"loopback c={concurrency}: {loops[-1]['timed'].per_wall_s:,.1f} req/s, ratio {loops[-1]['ratio']:.3f}", flush=True)
+        control = bench_server_control(64, 0.1, 3 if args.quick else 10)
+        print(f"control (threads, c=64): {control['per_wall_s']:,.1f} req/s, ratio {control['ratio']:.3f}", flush=True)
     n_mem = 10_000 if args.quick else 100_000
     mems = [(True, bench_memory(n_mem, True))]
     if not args.quick:
         mems.append((False, bench_memory(n_mem, False)))
     for keep, mem in mems:
         print(f"memory ({mem['n']:,} questions, keep_traces={keep}): peak {mem['peak_mb']:.0f} MB", flush=True)
-    report = render(args, sim, loops, mems, started)
+    report = render(args, sim, loops, control, mems, started)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_suffix(out.suffix + ".tmp")
