@@ -56,6 +56,7 @@ def run_stage(
         return 2
     if cfg.get("quiet", False):
         configure_logging(quiet=True)
+    cfg = share_response_cache(cfg, project_root)
     from harness.loop.state import StateError
     from harness.loop.steps import make_context
 
@@ -95,6 +96,29 @@ def stage_rollouts(out: Path | None) -> tuple[int, float]:
     finally:
         conn.close()
     return int(count), float(usd)
+
+
+def share_response_cache(cfg, project_root: Path):
+    """`cfg` with a relative ``llm.cache_dir`` anchored in the shared project (DVC temp/queue copies
+    reuse the original project's response cache instead of paying for every call again)."""
+    import copy
+
+    from omegaconf import open_dict
+
+    from harness.config.load import freeze
+    from harness.tracking.store import shared_project_root
+
+    shared = shared_project_root(project_root)
+    cache_dir = Path(str(cfg.llm.cache_dir))
+    if shared == project_root.resolve() or cache_dir.is_absolute():
+        return cfg
+    moved = copy.deepcopy(cfg)
+    from omegaconf import OmegaConf
+
+    OmegaConf.set_readonly(moved, False)
+    with open_dict(moved):
+        moved.llm.cache_dir = str(shared / cache_dir)
+    return freeze(moved)
 
 
 def load_stage_config(params_path: Path):

@@ -28,13 +28,29 @@ class TrackingConfigError(ValueError):
     """A tracking URI that cannot be used (names the key and what was expected)."""
 
 
+def shared_project_root(path: Path) -> Path:
+    """The project whose shared stores (MLflow database, LLM response cache) a process should use.
+
+    `dvc exp run --temp` / `--queue` run stages in a copy of the repository
+    under ``<project>/.dvc/tmp/exps/<tmp>/``; their results belong in the
+    original project's stores, not in the throw-away copy.
+    """
+    resolved = Path(path).resolve()
+    parts = resolved.parts
+    for i in range(len(parts) - 3):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return resolved
+
+
 def resolve_tracking_uri(configured: str | None, project_root: Path) -> str:
     """The absolute tracking URI for `configured` (``tracking.tracking_uri``).
 
-    ``sqlite:///rel.db`` and bare paths are made absolute against
-    `project_root`; server and database URIs pass through unchanged.
+    ``sqlite:///rel.db`` and bare paths are made absolute against the shared
+    project root (see `shared_project_root`); server and database URIs pass
+    through unchanged.
     """
-    root = Path(project_root).resolve()
+    root = shared_project_root(project_root)
     uri = configured if configured not in (None, "") else os.environ.get("MLFLOW_TRACKING_URI") or None
     if uri is None:
         return f"sqlite:///{root / DEFAULT_DB_NAME}"
@@ -64,7 +80,7 @@ def artifact_location_for(tracking_uri: str, project_root: Path) -> str | None:
     current directory, which would scatter artifacts across job dirs.
     """
     if tracking_uri.startswith("sqlite:///"):
-        return (Path(project_root).resolve() / DEFAULT_ARTIFACT_DIR).as_uri()
+        return (shared_project_root(project_root) / DEFAULT_ARTIFACT_DIR).as_uri()
     return None
 
 

@@ -41,3 +41,27 @@ def test_redact_and_artifact_location(tmp_path: Path) -> None:
     assert redact_uri("postgresql+psycopg2://user:s3cret@host/db") == "postgresql+psycopg2://user:***@host/db"
     assert artifact_location_for(f"sqlite:///{tmp_path}/m.db", tmp_path) == (tmp_path.resolve() / "mlruns").as_uri()
     assert artifact_location_for("http://x:5000", tmp_path) is None
+
+
+def test_dvc_temp_experiment_copies_use_the_original_project(tmp_path: Path, monkeypatch) -> None:
+    from harness.tracking.store import shared_project_root
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc123"
+    copy.mkdir(parents=True)
+    assert shared_project_root(copy) == tmp_path.resolve()
+    assert shared_project_root(tmp_path) == tmp_path.resolve()
+    assert resolve_tracking_uri(None, copy) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+
+
+def test_stage_response_cache_is_shared_from_temp_copies(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from harness.config.load import freeze
+    from harness.pipeline.entry import share_response_cache
+
+    cfg = freeze(OmegaConf.create({"llm": {"cache_dir": ".cache/llm"}}))
+    copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc123"
+    copy.mkdir(parents=True)
+    assert share_response_cache(cfg, copy).llm.cache_dir == str(tmp_path.resolve() / ".cache/llm")
+    assert share_response_cache(cfg, tmp_path) is cfg
