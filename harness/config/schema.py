@@ -72,6 +72,16 @@ def _gate_config_class() -> type:
         "mcnemar_alpha": float,
         "infra_max_ratio": float,  # INFRA guard: abort when infra failures / rollouts exceed this
         "infra_min_denominator": int,  # ... judged only once this many rollouts were seen
+        "reask_top_fraction": float,  # static ladder: re-ask passes walk this top share of the ladder
+        "accept_prior": str,  # accept e-process: "grid" (LR mixture over accept_prior_low..high) | "uniform" (Beta-mixture)
+        "accept_prior_low": float,  # grid prior: smallest theta (> 0.5)
+        "accept_prior_high": float,  # grid prior: largest theta (< 1)
+        "accept_prior_points": int,  # grid prior: equally weighted thetas, linspace(low, high, points)
+        "accept_within_block": bool,  # accept at a block end when the e-process crossed at any pair of the block (Ville)
+        "ladder": str,  # "adaptive" (AdaptiveBlockPlanner) | "static" (plan_blocks over GatePools.ladder)
+        "adaptive_top_fraction": float,  # adaptive ladder: ladder slots walk this top share of the current ranking
+        "ladder_prior_obs": int,  # adaptive ladder: the pre-gate p_hat counts as at most this many observations
+        "ladder_drop_min_obs": int,  # adaptive ladder: drop p outside [p_low, p_high] after this many observations
     }
     defaults: dict[str, Any] = {
         "rule": "sequential",
@@ -90,6 +100,16 @@ def _gate_config_class() -> type:
         "mcnemar_alpha": 0.05,
         "infra_max_ratio": 0.2,
         "infra_min_denominator": 10,
+        "reask_top_fraction": 0.5,
+        "accept_prior": "grid",
+        "accept_prior_low": 0.6,
+        "accept_prior_high": 0.9,
+        "accept_prior_points": 7,
+        "accept_within_block": True,
+        "ladder": "adaptive",
+        "adaptive_top_fraction": 0.25,
+        "ladder_prior_obs": 4,
+        "ladder_drop_min_obs": 8,
     }
     namespace: dict[str, Any] = {"__annotations__": annotations, "__module__": __name__, **defaults}
     cls = type("GateConfig", (object,), namespace)
