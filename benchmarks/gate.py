@@ -327,8 +327,11 @@ def trade_off_population(rng, n_questions: int, sd: float, help_points: float = 
 ORDERS = ("random", "static", "adaptive")
 
 
-def population_path(rng, pop: Population, params: GateParams, *, order: str, pre_gate_obs: int, run_seed: int, feed: str = "baseline"):
-    """One gate on a question population, run until the accept e-process crosses or `params.max_pairs`.
+def population_path(
+    rng, pop: Population, params: GateParams, *, order: str, pre_gate_obs: int, run_seed: int, feed: str = "baseline", stop_on_reject: bool = False
+):
+    """One gate on a question population, run until the accept e-process crosses or `params.max_pairs`
+    (or, with `stop_on_reject`, the direction reject fires: enough for the product rule at every cap).
 
     The ladder's prior comes from GatePools fed by `pre_gate_obs` pre-gate (non-gate) runs only. order:
     "random" = plan_blocks with every slot an anchor; "static" = plan_blocks over GatePools.ladder(warm=True);
@@ -374,7 +377,7 @@ def population_path(rng, pop: Population, params: GateParams, *, order: str, pre
         wins, losses, total = int(ws[-1]), int(ls[-1]), total + len(block)
         records.append((total, wins, losses, crossed))
         fed += (base if feed == "baseline" else cand).tolist()
-        if crossed:
+        if crossed or (stop_on_reject and log_lr_direction(wins, losses, params.theta1) <= params.lambda_dir):
             break
     return records
 
@@ -393,9 +396,16 @@ def decide_on_path(records, params: GateParams, cap: int, *, direction: bool):
     return 0, last
 
 
-def population_study(rng, pop: Population, runs: int, params: GateParams, *, order: str, pre_gate_obs: int, caps, feed: str = "baseline"):
-    """Runs `runs` gates; for every cap: hybrid (product rule) and mixture-only outcomes from the same paths."""
-    paths = [population_path(rng, pop, dataclasses.replace(params, max_pairs=max(caps)), order=order, pre_gate_obs=pre_gate_obs, run_seed=r, feed=feed) for r in range(runs)]
+def population_study(
+    rng, pop: Population, runs: int, params: GateParams, *, order: str, pre_gate_obs: int, caps, feed: str = "baseline", mixture: bool = True
+):
+    """Runs `runs` gates; for every cap: hybrid (product rule) and, when `mixture`, mixture-only outcomes from the same paths."""
+    paths = [
+        population_path(
+            rng, pop, dataclasses.replace(params, max_pairs=max(caps)), order=order, pre_gate_obs=pre_gate_obs, run_seed=r, feed=feed, stop_on_reject=not mixture
+        )
+        for r in range(runs)
+    ]
     out = {}
     for cap in caps:
         hybrid = np.array([decide_on_path(rec, params, cap, direction=True) for rec in paths])
@@ -435,10 +445,10 @@ def ladder_nulls(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int,
         # the leak control runs without a pre-gate prior so that the in-gate feed alone drives the order
         obs = 0 if name.startswith("partial-fix") else pre_gate_obs
         for order in ("static", "adaptive"):
-            result = population_study(rng, pop, runs, GateParams(), order=order, pre_gate_obs=obs, caps=caps)
+            result = population_study(rng, pop, runs, GateParams(), order=order, pre_gate_obs=obs, caps=caps, mixture=False)
             rows.append(dict(population=name, order=order, feed="baseline", delta=float(np.mean(pop.q - pop.p)), result=result))
         if name.startswith("partial-fix"):
-            result = population_study(rng, pop, runs, GateParams(), order="adaptive", pre_gate_obs=obs, caps=caps, feed="candidate")
+            result = population_study(rng, pop, runs, GateParams(), order="adaptive", pre_gate_obs=obs, caps=caps, feed="candidate", mixture=False)
             rows.append(dict(population=name, order="adaptive", feed="candidate (LEAK control)", delta=float(np.mean(pop.q - pop.p)), result=result))
     return rows
 
@@ -450,7 +460,7 @@ def trade_off(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int, ca
     for order in ("static", "adaptive"):
         settings += [(f"{order} ladder, anchor {a}", order, a) for a in (0.0, 0.25, 0.5)]
     for label, order, anchor in settings:
-        result = population_study(rng, pop, runs, GateParams(anchor_fraction=anchor), order=order, pre_gate_obs=pre_gate_obs, caps=caps)
+        result = population_study(rng, pop, runs, GateParams(anchor_fraction=anchor), order=order, pre_gate_obs=pre_gate_obs, caps=caps, mixture=False)
         for cap in caps:
             r = result[cap]
             rows.append(dict(label=label, cap=cap, fa=r["hybrid_accept"], se=r["hybrid_se"], mean_pairs=r["hybrid_mean"], runs=runs))

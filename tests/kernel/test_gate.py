@@ -134,19 +134,19 @@ def test_vectorised_benchmark_path_agrees_with_gate_decision():
     sequential_first_decision = load_gate_benchmark().sequential_first_decision
 
     rng = np.random.default_rng(3)
-    params = GateParams(max_pairs=400)
-    for _ in range(40):
-        signs = np.where(rng.random(400) < 0.3, np.where(rng.random(400) < 0.6, 1, -1), 0)
-        pairs = pairs_from(signs.tolist())
-        for end in range(20, 401, 20):
-            verdict = gate_decision(pairs[:end], params, final=end == 400)
-            if verdict.action != "continue":
-                break
-        wins = np.cumsum(signs == 1)[19::20][None, :]
-        losses = np.cumsum(signs == -1)[19::20][None, :]
-        action, look = sequential_first_decision(wins, losses, params)
-        expected = {1: "accept", -1: "reject", 0: "probation"}[int(action[0])]
-        assert verdict.action == expected and verdict.n_pairs == (look[0] + 1) * 20
+    for params in (GateParams(max_pairs=400), GateParams(max_pairs=400, accept_within_block=False, accept_prior="uniform")):
+        for _ in range(30):
+            signs = np.where(rng.random(400) < 0.3, np.where(rng.random(400) < 0.62, 1, -1), 0)
+            pairs = pairs_from(signs.tolist())
+            for end in range(20, 401, 20):
+                verdict = gate_decision(pairs[:end], params, final=end == 400)
+                if verdict.action != "continue":
+                    break
+            wins = np.cumsum(signs == 1)[None, :]
+            losses = np.cumsum(signs == -1)[None, :]
+            action, look = sequential_first_decision(wins, losses, params, block=20)
+            expected = {1: "accept", -1: "reject", 0: "probation"}[int(action[0])]
+            assert verdict.action == expected and verdict.n_pairs == (look[0] + 1) * 20
 
 
 def test_direction_rejection_ends_null_gates_early_and_power_holds():
