@@ -645,17 +645,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few runs per cell (CI smoke run, seconds)")
     parser.add_argument("--runs", type=int, default=None, help="runs per grid cell (default 10000, quick 300)")
+    parser.add_argument("--pop-runs", type=int, default=None, help="gates per question-population row (default 400, quick 8)")
     parser.add_argument("--seed", type=int, default=20260707)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "gate.md")
     args = parser.parse_args(argv)
     started = time.time()
     rng = np.random.default_rng(args.seed)
     quick = args.quick
-    pop_runs = 8 if quick else 400
+    pop_runs = args.pop_runs or (8 if quick else 400)
     settings = dict(
         runs=args.runs or (300 if quick else 10_000),
         runs_block10=args.runs or (300 if quick else 4000),
-        accept_study_runs=40 if quick else 2000,
+        accept_study_runs=min(40, args.runs or 40) if quick else 2000,
         cap=4000,
         negative_runs=100 if quick else 4000,
         rule_runs=10 if quick else 300,

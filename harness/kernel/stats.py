@@ -87,7 +87,8 @@ def log_e_grid_mixture(wins, losses, thetas):
     if np.any(s < 0) or np.any(f < 0):
         raise ValueError(f"wins and losses must be >= 0, got wins={wins!r} losses={losses!r}")
     terms = s[..., None] * np.log(2.0 * grid) + f[..., None] * np.log(2.0 * (1.0 - grid))
-    out = logsumexp(terms, axis=-1) - math.log(grid.size)
+    top = np.max(terms, axis=-1)
+    out = top + np.log(np.mean(np.exp(terms - top[..., None]), axis=-1))  # log-mean-exp, stable
     return float(out) if np.ndim(out) == 0 else out
 
 
