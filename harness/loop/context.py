@@ -24,17 +24,23 @@ from harness.questions import Question
 progress = logging.getLogger("harness.progress")
 
 
+_GATE_KEY = {"lambda_accept": "lambda"}  # GateParams field -> config key (`gate.lambda` is a real key)
+
+
 def gate_params(gate_cfg: Any) -> GateParams:
-    """GateParams from the `gate` config group (`gate.lambda` is a real key)."""
-    get = (lambda k: gate_cfg[k]) if isinstance(gate_cfg, Mapping) or hasattr(gate_cfg, "__getitem__") else (lambda k: getattr(gate_cfg, k))
-    return GateParams(
-        rule=str(get("rule")), lambda_accept=float(get("lambda")), lambda_dir=float(get("lambda_dir")),
-        theta1=float(get("theta1")), block_size=int(get("block_size")), anchor_fraction=float(get("anchor_fraction")),
-        max_pairs=int(get("max_pairs")), undecided=str(get("undecided")), p_low=float(get("p_low")),
-        p_high=float(get("p_high")), ema_gamma=float(get("ema_gamma")), probe_every=int(get("probe_every")),
-        mcnemar_n=int(get("mcnemar_n")), mcnemar_alpha=float(get("mcnemar_alpha")),
-        infra_max_ratio=float(get("infra_max_ratio")), infra_min_denominator=int(get("infra_min_denominator")),
-    )
+    """GateParams from the `gate` config group: every field, by name; a missing key is an error naming it."""
+    import dataclasses
+
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(GateParams):
+        key = _GATE_KEY.get(f.name, f.name)
+        try:
+            raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
+        except (KeyError, AttributeError) as exc:
+            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
+        default = f.default
+        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
+    return GateParams(**values)
 
 
 class Throttle:

@@ -96,30 +96,42 @@ def skills_path(solver_path: str) -> str:
     return solver_path[len("skills/"):] if solver_path.startswith("skills/") else solver_path
 
 
-def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> tuple[list[list[BlockItem]], Optional[dict[str, bool]]]:
-    """(blocks, known baseline) of the candidate's gate under `gc.params.rule`."""
+def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> tuple[Any, Optional[dict[str, bool]]]:
+    """(plan, known baseline) of the candidate's gate under `gc.params.rule` and `gc.params.ladder`.
+
+    The plan is a list of blocks (GEPA's one minibatch; the static ladder of
+    `plan_blocks`) or an `AdaptiveBlockPlanner` (gate.ladder=adaptive) that
+    hands out blocks one at a time. Case-pack questions never enter ladder slots.
+    """
+    from harness.kernel.adaptive import AdaptiveBlockPlanner
+
     rule = gc.params.rule
     start = gate_sample_start(prefix)
     if rule == "gepa":
         qids = sorted({q for q, v in gc.batch_outcomes.items() if v is not None and gc.questions[q].task_type in cand.task_types})
         known = {q: bool(gc.batch_outcomes[q]) for q in qids}
         return ([[BlockItem(q, start + i) for i, q in enumerate(qids)]] if qids else []), known
-    ladder: list[str] = []
-    pool: list[str] = []
-    orders = [pools.ladder(tt, gc.params, warm=warm, exclude=set(cand.case_qids)) for tt in cand.task_types if tt in pools.task_types]
-    for k in range(max((len(o) for o in orders), default=0)):  # interleave the ladders of types sharing a file
-        ladder.extend(o[k] for o in orders if k < len(o))
-    for tt in cand.task_types:
-        if tt in pools.task_types:
-            pool.extend(q for q in pools.pool(tt) if q not in set(cand.case_qids))
+    types = [tt for tt in cand.task_types if tt in pools.task_types]
+    excluded = set(cand.case_qids)
+    pool: list[str] = [q for tt in types for q in pools.pool(tt)]
     if not pool:
         return [], None
-    informing = {}
-    for tt in cand.task_types:
-        if tt in pools.task_types:
-            informing.update(pools.informing_samples(tt))
-    blocks = plan_blocks(ladder, pool, gc.params, seed=gc.seed * 1_000_003 + gc.epoch * 1009 + gc.step * 31 + len(prefix),
-                         first_sample_index=start, informing_samples=informing)
+    informing: dict[str, frozenset[int]] = {}
+    for tt in types:
+        informing.update(pools.informing_samples(tt))
+    seed = gc.seed * 1_000_003 + gc.epoch * 1009 + gc.step * 31 + len(prefix)
+    if gc.params.ladder == "adaptive":
+        prior = {e.qid: (e.p_hat, e.n_obs) for tt in types for e in pools.entries(tt)}
+        return AdaptiveBlockPlanner(pool, gc.params, seed=seed, first_sample_index=start, prior=prior,
+                                    informing_samples=informing, exclude=excluded), None
+    if gc.params.ladder != "static":
+        raise ValueError(f"gate.ladder must be 'adaptive' or 'static', got {gc.params.ladder!r}")
+    ladder: list[str] = []
+    orders = [pools.ladder(tt, gc.params, warm=warm, exclude=excluded) for tt in types]
+    for k in range(max((len(o) for o in orders), default=0)):  # interleave the ladders of types sharing a file
+        ladder.extend(o[k] for o in orders if k < len(o))
+    anchor_pool = [q for q in pool if q not in excluded]
+    blocks = plan_blocks(ladder, anchor_pool, gc.params, seed=seed, first_sample_index=start, informing_samples=informing)
     return blocks, None
 
 

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Optional, Protocol, Union
 
 from harness.kernel.gate import gate_decision, pair_block
 from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
@@ -53,6 +53,39 @@ class BaselineStore(Protocol):
     def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]: ...
 
     def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None: ...
+
+
+class BlockPlanner(Protocol):
+    """kernel.adaptive.AdaptiveBlockPlanner: hands out one block at a time from the baseline outcomes so far."""
+
+    @property
+    def final(self) -> bool: ...
+
+    def next_block(self, baseline_outcomes_so_far: Sequence[Optional[bool]]) -> Optional[list[BlockItem]]: ...
+
+    def informing_samples(self) -> dict[str, frozenset[int]]: ...
+
+
+class _StaticPlan:
+    """A precomputed plan (kernel.ladder.plan_blocks, or GEPA's one minibatch) behind the planner interface."""
+
+    def __init__(self, blocks: Sequence[Sequence[BlockItem]], informing: Mapping[str, Collection[int]] | None):
+        self._blocks = [list(b) for b in blocks]
+        self._next = 0
+        self._informing = {q: frozenset(v) for q, v in (informing or {}).items()}
+
+    @property
+    def final(self) -> bool:
+        return self._next >= len(self._blocks)
+
+    def next_block(self, baseline_outcomes_so_far: Sequence[Optional[bool]]) -> Optional[list[BlockItem]]:
+        if self._next >= len(self._blocks):
+            return None
+        self._next += 1
+        return self._blocks[self._next - 1]
+
+    def informing_samples(self) -> dict[str, frozenset[int]]:
+        return dict(self._informing)
 
 
 class InfraFailureError(RuntimeError):
@@ -111,7 +144,7 @@ async def validate_skill_local(
     skill_file: str,
     baseline_tree: HarnessTree,
     candidate_tree: HarnessTree,
-    blocks: Sequence[Sequence[BlockItem]],
+    blocks: Union[Sequence[Sequence[BlockItem]], "BlockPlanner"],
     questions: Mapping[str, Question],
     rollout: RolloutFn,
     params: GateParams,
@@ -137,14 +170,17 @@ async def validate_skill_local(
     """
     if GATE_MARK not in gate_run_prefix:
         raise ValueError(f"gate run prefix {gate_run_prefix!r} must contain {GATE_MARK!r} (the ladder's anti-leak filter relies on it)")
-    if not blocks or not all(blocks):
-        raise ValueError(f"gate {gate_run_prefix}: empty question plan (or an empty block) for task type {task_type!r}")
-    missing = sorted({it.qid for blk in blocks for it in blk} - set(questions))
-    if missing:
-        raise KeyError(f"gate {gate_run_prefix}: plan names unknown qids {missing[:5]}")
-    all_idx = [it.sample_index for blk in blocks for it in blk]
-    if len(set(all_idx)) != len(all_idx):
-        raise ValueError(f"gate {gate_run_prefix}: the plan reuses a sample index; every slot needs a fresh sample")
+    if hasattr(blocks, "next_block"):
+        planner = blocks
+    else:
+        if not blocks or not all(blocks):
+            raise ValueError(f"gate {gate_run_prefix}: empty question plan (or an empty block) for task type {task_type!r}")
+        all_idx = [it.sample_index for blk in blocks for it in blk]
+        if len(set(all_idx)) != len(all_idx):
+            raise ValueError(f"gate {gate_run_prefix}: the plan reuses a sample index; every slot needs a fresh sample")
+        planner = _StaticPlan(blocks, informing_samples)
+    seen_idx: set[int] = set()
+    baseline_so_far: list[Optional[bool]] = []
 
     base_hash = skill_hash(baseline_tree.get(skill_file, ""))
     cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
@@ -157,8 +193,22 @@ async def validate_skill_local(
         cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
         if cand_view != candidate_tree:
             raise RuntimeError(f"gate {gate_run_prefix}: candidate tree changed on its way through {cand_dir}")
-        for b, block in enumerate(blocks):
-            final = b == len(blocks) - 1
+        b = -1
+        while True:
+            block = planner.next_block(baseline_so_far)
+            if block is None:
+                raise RuntimeError(f"gate {gate_run_prefix}: the plan ran out before a terminal decision")
+            b += 1
+            final = planner.final
+            missing = sorted({it.qid for it in block} - set(questions))
+            if missing:
+                raise KeyError(f"gate {gate_run_prefix}: plan names unknown qids {missing[:5]}")
+            if seen_idx & {it.sample_index for it in block}:
+                raise ValueError(f"gate {gate_run_prefix}: the plan reuses a sample index; every slot needs a fresh sample")
+            seen_idx |= {it.sample_index for it in block}
+            informing = {**(informing_samples or {})}
+            for q, v in planner.informing_samples().items():
+                informing[q] = frozenset(informing.get(q, ())) | frozenset(v)
             # -- 1. baseline (cache first, run only the misses); each slot has its own fresh sample index
             indices = [item.sample_index for item in block]
             baseline: list[Optional[bool]] = [None] * len(block)
@@ -172,7 +222,7 @@ async def validate_skill_local(
                     hit = bool(known_baseline[item.qid])
                 elif baseline_cache is not None:
                     # an earlier gate on the same baseline already paid for these samples; each is used once here
-                    banned = set(taken) | set((informing_samples or {}).get(item.qid, ()))
+                    banned = set(taken) | set(informing.get(item.qid, ()))
                     cached = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)
                     free = sorted(j for j in cached if j not in banned)
                     if free:
@@ -195,7 +245,8 @@ async def validate_skill_local(
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
             out.rollouts += len(block)
             # -- 3. pairing, INFRA guard across all blocks so far (inside gate_decision), decision
-            block_pairs = pair_block(block, baseline, cand, informing_samples=informing_samples)
+            baseline_so_far.extend(baseline)  # the adaptive ladder re-ranks on baseline outcomes only
+            block_pairs = pair_block(block, baseline, cand, informing_samples=informing)
             out.pairs.extend(block_pairs)
             for item, value in zip(block, cand):
                 if value is not None:

@@ -40,7 +40,27 @@ def tiny_cfg(*overrides: str):
     return load_config(["train=tiny", *overrides], env_file=None, environ={})
 
 
-def make_runner(root: Path, cfg, die_after: int | None = None):
+class FrozenEditor:
+    """Editor that never changes anything (edit-ops: <no-change>; momentum: unparseable, so the guidance is kept)."""
+
+    def __init__(self, inner):
+        self.inner, self.name = inner, inner.name
+
+    def model_for(self, role):
+        return self.inner.model_for(role)
+
+    async def complete(self, request):
+        from harness.llm.protocol import LLMResponse
+
+        system = request.messages[0].content
+        if "FORMAT: edit-ops" in system:
+            return LLMResponse(text="<no-change>frozen for the test</no-change>", model="frozen", provider=self.name)
+        if "FORMAT: momentum" in system:
+            return LLMResponse(text="no guidance", model="frozen", provider=self.name)
+        return await self.inner.complete(request)
+
+
+def make_runner(root: Path, cfg, die_after: int | None = None, wrap=None):
     """A Runner whose provider is CachedProvider(CountingProvider(SimProvider)) over root/.cache/llm."""
     from harness.bench.factory import build_benchmark
     from harness.llm.cache import CachedProvider, ResponseCache
@@ -48,7 +68,8 @@ def make_runner(root: Path, cfg, die_after: int | None = None):
     from harness.loop.runner import Runner
 
     bench = build_benchmark(cfg.benchmark, root)
-    counting = CountingProvider(build_provider(cfg.llm, world=bench.world), die_after=die_after)
+    inner = build_provider(cfg.llm, world=bench.world)
+    counting = CountingProvider(wrap(inner) if wrap else inner, die_after=die_after)
     cache = ResponseCache(root / ".cache" / "llm")
     runner = Runner(cfg, root, llm=CachedProvider(counting, cache), bench=bench)
     return runner, counting, cache
