@@ -76,6 +76,19 @@ def config_params(cfg: Any) -> dict[str, str]:
     return flat
 
 
+def run_level_metrics(final: dict[str, Any], epoch_metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """End-of-run metrics for MLflow without clobbering per-epoch histories: totals of per-epoch
+    counters are renamed ``total_<name>``; values that equal the last epoch's entry are dropped."""
+    per_epoch_keys = {k for row in epoch_metrics for k in row}
+    out: dict[str, Any] = {}
+    for key, value in final.items():
+        if key in ("accepted", "rejected", "probation", "rollouts", "usd"):
+            out[f"total_{key}"] = value
+        elif key not in per_epoch_keys:
+            out[key] = value
+    return out
+
+
 def log_to_mlflow(
     cfg: Any,
     layout: RunLayout,
@@ -123,7 +136,7 @@ def log_to_mlflow(
             params=config_params(cfg),
             tags=tags,
             epoch_metrics=epoch_metrics,
-            summary_metrics=summary.final_metrics(),
+            summary_metrics=run_level_metrics(summary.final_metrics(), epoch_metrics),
             tables=tables,
             artifacts=artifacts,
             dataset=DatasetRef(layout.path(layout.questions_path), name=f"{summary.benchmark}-questions"),

@@ -78,3 +78,13 @@ def test_rendering_is_deterministic_and_replaces_stale_plots(tmp_path: Path) -> 
     for name in ("metrics.json", "report.md", "report.html", "plots/accuracy.json"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert not (b / "plots" / "gate_evidence" / "stale_gate.csv").exists()
+
+
+def test_run_level_metrics_do_not_clobber_epoch_histories() -> None:
+    from harness.pipeline.report import run_level_metrics
+
+    final = _summary().final_metrics()
+    epochs = [e.metrics() for e in _summary().epochs]
+    run_level = run_level_metrics(final, epochs)
+    assert run_level["total_accepted"] == 1 and "accepted" not in run_level
+    assert "val_hard_acc" not in run_level and run_level["test_hard_acc"] == 0.6667

@@ -44,8 +44,10 @@ def test_gate_lambda_sweep_logs_parent_and_children(tmp_path: Path) -> None:
         assert SECRET not in json.dumps(child.data.params) and SECRET not in json.dumps(child.data.tags)
         history = client.get_metric_history(child.info.run_id, "val_hard_acc")
         assert [m.step for m in history] == [1]  # step = epoch
-        for key in ("best_val_acc", "accepted", "rejected", "probation", "rollouts", "usd", "cache_hits", "test_hard_acc"):
+        for key in ("best_val_acc", "accepted", "rejected", "probation", "rollouts", "usd", "cache_hits", "test_hard_acc",
+                    "total_accepted", "total_rollouts"):
             assert key in child.data.metrics, key
+        assert [m.step for m in client.get_metric_history(child.info.run_id, "accepted")] == [1]  # no total mixed in
         assert child.data.tags["mlflow.source.git.commit"]
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id, "tables")}
         for table in TABLES:
