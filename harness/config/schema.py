@@ -106,7 +106,7 @@ def _gate_config_class() -> type:
         "accept_prior_high": 0.9,
         "accept_prior_points": 7,
         "accept_within_block": True,
-        "ladder": "adaptive",
+        "ladder": "static",
         "adaptive_top_fraction": 0.25,
         "ladder_prior_obs": 4,
         "ladder_drop_min_obs": 8,
