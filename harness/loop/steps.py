@@ -207,6 +207,10 @@ def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rol
     """Diagnosis of the step rollout's failures, slow case packs, and one candidate per skill file of the batch."""
     from harness.kernel.budget import edit_budget_at
 
+    if str(ctx.cfg.evolve.method) == "h2":  # Harness² proposes; the gate below validates it like any edit
+        from harness.loop.evolve_h2 import stage_evolve_h2
+
+        return stage_evolve_h2(ctx, epoch, step, prev_state, rollout, out)
     prev = require_done(Path(prev_state), "previous step")
     out = fresh_output(Path(out))
     lineage = read_lineage(prev)
@@ -329,7 +333,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     write_step_report(out_dir / REPORT, epoch=epoch, step=step, run_id=ro_doc["run_id"], batch_acc=acc, rows=rows,
                       extra={"skills_version": wsp.read_manifest(ws).skills_version, "edit_budget": ev_doc.get("edit_budget")})
     new_lineage = lineage
-    for frag in (Path(rollout) / RUNLOG, out_dir / RUNLOG):
+    for frag in (Path(rollout) / RUNLOG, Path(evolve) / RUNLOG, out_dir / RUNLOG):  # evolve: h2 probe rollouts
         if frag.exists():
             new_lineage = new_lineage.with_fragment(rel_to(ctx.root, frag))
     write_lineage(out_dir, new_lineage)
