@@ -191,6 +191,29 @@ def test_accepted_h2_candidate_is_installed_as_delivered(tmp_path):
     assert not d.added and not d.removed and set(d.changed) == {c["skill_file"] for c in cands}
     for c in cands:
         assert new[c["skill_file"]] == c["record"]["new_text"]
+    # a re-run of the evolve stage is answered entirely by the response cache and proposes the same candidates
+    from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.loop.context import make_context
+    from harness.loop.steps import stage_evolve
+
+    class NoCalls:
+        def __init__(self, inner):
+            self.inner, self.name = inner, inner.name
+
+        def model_for(self, role):
+            return self.inner.model_for(role)
+
+        async def complete(self, request):
+            raise AssertionError(f"a re-run reached the provider ({request.role})")
+
+    cache = ResponseCache(tmp_path / ".cache" / "llm")
+    try:
+        ctx2 = make_context(ctx.cfg, tmp_path, llm=CachedProvider(NoCalls(ctx.llm().inner.inner), cache), bench=ctx.bench())
+        stage_evolve(ctx2, 1, 1, tmp_path / "state" / "init", rollout, evolve)
+    finally:
+        cache.close()
+    again = json.loads((evolve / "evolve.json").read_text())["candidates"]
+    assert [(c["skill_file"], c["record"]["new_text"]) for c in again] == [(c["skill_file"], c["record"]["new_text"]) for c in cands]
 
 
 # ---------------------------------------------------------------- units
