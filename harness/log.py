@@ -200,49 +200,64 @@ class HarnessLog:
         """INSERT OR IGNORE `rows` into `table` in one transaction; returns how many were new.
 
         Column names come from the dicts' keys (rows may differ in keys); an
-        unknown table or column raises RunLogError before anything is written.
+        unknown table or column, a row lacking a NOT NULL column or a NULL in
+        one raises RunLogError and nothing is written.
         """
         where = f"{self.path}: insert into {table!r}"
         _check_identifier("table", table, where)
-        rows = list(rows)
+        if not isinstance(rows, (list, tuple)):
+            rows = list(rows)
         if not rows:
             return 0
         grouped: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for i, row in enumerate(rows):
-            if not isinstance(row, Mapping) or not row:
+            if not (type(row) is dict or isinstance(row, Mapping)) or not row:
                 raise RunLogError(f"{where}: row {i} must be a non-empty mapping, got {row!r}")
             cols = tuple(row)
-            grouped.setdefault(cols, []).append(tuple(row[c] for c in cols))
+            bucket = grouped.get(cols)
+            if bucket is None:
+                bucket = grouped[cols] = []
+            bucket.append(tuple(row.values()) if type(row) is dict else tuple(row[c] for c in cols))
         with self._lock:
             conn = self._connection()
             known, required = self._table_columns(conn, table, where)
-            for cols, values in grouped.items():
+            for cols in grouped:  # once per column set, not per row
                 for c in cols:
                     _check_identifier("column", c, where)
                     if c not in known:
                         raise RunLogError(f"{where}: unknown column {c!r}; table columns are {sorted(known)}")
-                # OR IGNORE would silently skip a NULL in a NOT NULL column: refuse it instead
                 absent = sorted(required - set(cols))
                 if absent:
                     raise RunLogError(f"{where}: rows lack required column(s) {absent}")
-                for value_row in values:
-                    nulls = [c for c, v in zip(cols, value_row) if v is None and c in required]
-                    if nulls:
-                        raise RunLogError(f"{where}: NULL in required column(s) {nulls}: {dict(zip(cols, value_row))}")
             before = conn.total_changes
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for cols, values in grouped.items():
+                    # DO NOTHING covers key conflicts only (the idempotent re-insert); unlike OR IGNORE it
+                    # does not skip a NULL in a NOT NULL column, so SQLite checks those per row in C
                     sql = (
-                        f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) "
-                        f"VALUES ({', '.join('?' for _ in cols)})"
+                        f"INSERT INTO {table} ({', '.join(cols)}) "
+                        f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT DO NOTHING"
                     )
                     conn.executemany(sql, values)
                 conn.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                conn.execute("ROLLBACK")
+                raise self._null_error(where, grouped, required, exc) from exc
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             return conn.total_changes - before
+
+    @staticmethod
+    def _null_error(where: str, grouped: Mapping[tuple[str, ...], list[tuple[Any, ...]]], required: frozenset[str], exc: sqlite3.IntegrityError) -> RunLogError:
+        """The named error for the first row with a NULL in a required column (slow path, failures only)."""
+        for cols, values in grouped.items():
+            for value_row in values:
+                nulls = [c for c, v in zip(cols, value_row) if v is None and c in required]
+                if nulls:
+                    return RunLogError(f"{where}: NULL in required column(s) {nulls}: {dict(zip(cols, value_row))}")
+        return RunLogError(f"{where}: {exc}")
 
     def _table_columns(self, conn: sqlite3.Connection, table: str, where: str) -> tuple[frozenset[str], frozenset[str]]:
         """(all columns, NOT NULL columns without a default) of `table`."""
