@@ -40,6 +40,18 @@ _MAX_MESSAGE_CHARS = 300
 # in-flight requests are spread over several small client pools instead of one big one
 REQUESTS_PER_CLIENT = 8
 MAX_CLIENTS = 64
+# with the SDK's aiohttp transport (`openai[aiohttp]`, i.e. httpx-aiohttp installed) one pool scales:
+# it costs about half the client CPU per request of httpx/httpcore/anyio (reports/benchmarks/inference.md)
+AIOHTTP_REQUESTS_PER_CLIENT = 1_000_000
+
+
+def aiohttp_transport_available() -> bool:
+    """True when the SDK's documented aiohttp HTTP client (`openai.DefaultAioHttpClient`) can be built."""
+    try:
+        import httpx_aiohttp  # noqa: F401  (the dependency of the `openai[aiohttp]` extra)
+    except ImportError:
+        return False
+    return True
 
 
 def is_local_base_url(base_url: str | None) -> bool:
@@ -79,6 +91,8 @@ def redact(text: str, secret: str | None) -> str:
 
 def classify_error(exc: BaseException) -> tuple[str, float | None]:
     """(LLMError kind, Retry-After seconds or None) for an exception raised by one attempt."""
+    if isinstance(exc, openai.APITimeoutError) and _refused_connection_behind(exc):
+        return "connection", None  # httpx-aiohttp reports a refused connect as a ConnectTimeout
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
         return "timeout", None
     if isinstance(exc, openai.APIConnectionError):
@@ -98,6 +112,17 @@ def classify_error(exc: BaseException) -> tuple[str, float | None]:
     if isinstance(exc, (json.JSONDecodeError, ValueError, openai.APIResponseValidationError)):
         return "bad_response", None
     return "bad_response", None
+
+
+def _refused_connection_behind(exc: BaseException) -> bool:
+    """True when the exception chain holds a ConnectionError (e.g. ECONNREFUSED), not a real timeout."""
+    seen = 0
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and seen < 8:
+        if isinstance(cause, ConnectionError) or isinstance(getattr(cause, "os_error", None), ConnectionError):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False
 
 
 def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
@@ -155,6 +180,8 @@ class OpenAIProvider:
         self._in_flight: list[int] = []
         self._ssl_context: ssl.SSLContext | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.transport = "aiohttp" if aiohttp_transport_available() else "httpx"
+        self._requests_per_client = AIOHTTP_REQUESTS_PER_CLIENT if self.transport == "aiohttp" else REQUESTS_PER_CLIENT
         self._clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
         self._in_flight.append(0)
         self._rng = rng or random.Random()
@@ -168,14 +195,17 @@ class OpenAIProvider:
     def _new_client(self) -> openai.AsyncOpenAI:
         if self._ssl_context is None:  # building one costs ~80 ms (CA bundle): share it between pools
             self._ssl_context = httpx.create_ssl_context()
-        client = openai.AsyncOpenAI(
+        if self.transport == "aiohttp":
+            http_client = openai.DefaultAioHttpClient(verify=self._ssl_context, timeout=self._timeout_s)
+        else:
+            http_client = openai.DefaultAsyncHttpxClient(verify=self._ssl_context, timeout=self._timeout_s)
+        return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._timeout_s,
             max_retries=0,  # retries are ours (backoff, jitter, bad_response)
-            http_client=openai.DefaultAsyncHttpxClient(verify=self._ssl_context, timeout=self._timeout_s),
+            http_client=http_client,
         )
-        return client
 
     def _acquire_client(self) -> int:
         """Index of the least busy client pool, opening a new one when all are full."""
@@ -187,7 +217,7 @@ class OpenAIProvider:
             self._loop = loop
         if self._in_flight:
             best = min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
-            if self._in_flight[best] < REQUESTS_PER_CLIENT or len(self._clients) >= MAX_CLIENTS:
+            if self._in_flight[best] < self._requests_per_client or len(self._clients) >= MAX_CLIENTS:
                 self._in_flight[best] += 1
                 return best
         self._clients.append(self._new_client())

@@ -36,10 +36,26 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 512  # listen backlog: the default (5) drops connections at concurrency 64
 
 
+class Headers(dict):
+    """Request headers; lookups ignore case (HTTP header names are case-insensitive, clients differ)."""
+
+    def __init__(self, items: Any = ()):
+        super().__init__((key.lower(), value) for key, value in items)
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
 @dataclass
 class RecordedRequest:
     path: str
-    headers: dict[str, str]
+    headers: Headers
     body: Any
     behaviour: str
 
@@ -91,7 +107,7 @@ class FakeOpenAIServer:
                 behaviour = server._next_behaviour()
                 if server.record:
                     with server._lock:
-                        server.requests.append(RecordedRequest(self.path, dict(self.headers.items()), body, behaviour))
+                        server.requests.append(RecordedRequest(self.path, Headers(self.headers.items()), body, behaviour))
                 with server._lock:
                     server.n_requests += 1
                 if server.latency_s:
