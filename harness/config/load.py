@@ -23,14 +23,10 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-import harness.config  # noqa: F401  (registers resolvers + schema)
+import harness.config  # noqa: F401  (registers the resolvers; the schema is registered before composing)
 from harness.config.errors import ConfigError, Violation
 from harness.config.schema import RootConfig
 from harness.config.secrets import check_composed_config, check_config_tree, check_overrides, read_env_file
@@ -64,6 +60,11 @@ def env_layer(env_file: str | os.PathLike[str] | None = ".env", environ: Mapping
 
 
 def _override_keys(overrides: Sequence[str]) -> set[str]:
+    if not overrides:
+        return set()  # nothing to parse: spares the Hydra import (stage start-up)
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     try:
         parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
     except HydraException as exc:
@@ -72,6 +73,9 @@ def _override_keys(overrides: Sequence[str]) -> set[str]:
 
 
 def _parse_env_value(key: str, raw: str, source: str) -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     try:
         override = OverridesParser.create().parse_override(f"{key}={raw}")
     except HydraException:
@@ -174,6 +178,13 @@ def load_config(
     if not (directory / f"{config_name}.yaml").is_file():
         raise ConfigError(f"{directory / (config_name + '.yaml')}: config file not found")
     check_config_tree(directory)
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    from harness.config.hydra_store import register_schema
+
+    register_schema()  # conf/config.yaml's defaults name the schema node
     if GlobalHydra.instance().is_initialized():
         raise ConfigError("load_config() cannot run inside a Hydra app; call finalize_config(cfg) on its cfg")
     try:
