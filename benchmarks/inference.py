@@ -57,6 +57,16 @@ class Timed:
         return self.n / self.cpu_s if self.cpu_s > 0 else float("inf")
 
 
+def _use_uvloop() -> str:
+    """Make asyncio.run use uvloop when it is installed; returns the event loop's name for the report."""
+    try:
+        import uvloop
+    except ImportError:
+        return "asyncio (default loop; uvloop not installed)"
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return f"uvloop {uvloop.__version__}"
+
+
 def _timed(coro_factory, n: int) -> tuple[Timed, object]:
     wall, cpu = time.perf_counter(), time.process_time()
     result = asyncio.run(coro_factory())
@@ -115,8 +125,11 @@ def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Pat
             raise RuntimeError(f"loopback server did not start (printed {base_url!r})")
         cfg = LLMConfig(provider="openai", model="loopback", base_url=base_url, timeout_s=10.0, max_retries=0)
 
+        transport = []
+
         async def go():
             provider = OpenAIProvider(cfg, api_key="sk-loopback-not-a-secret")
+            transport.append(provider.transport)
             try:
                 # warm the connection pool so the figure is steady-state, not TCP setup
                 warm = [Question(qid=f"w{i}", task_type="t", question=f"warm {i}", answer="A", choices=("x", "y")) for i in range(concurrency)]
@@ -140,7 +153,7 @@ def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Pat
     ideal = concurrency / latency_s
     return {"n": n, "concurrency": concurrency, "latency_s": latency_s, "timed": timed, "ideal": ideal,
             "ratio": timed.per_wall_s / ideal, "n_infra": result.n_infra, "accuracy": result.accuracy,
-            "server_cpu_ms_per_request": server_cpu_s / (n + concurrency) * 1000}
+            "server_cpu_ms_per_request": server_cpu_s / (n + concurrency) * 1000, "transport": transport[0]}
 
 
 def bench_server_control(concurrency: int, latency_s: float, rounds: int) -> dict[str, float]:
@@ -245,7 +258,7 @@ def render(args, sim, loops, control, mems, started: str) -> str:
         "",
         f"Command: `{' '.join(['python', 'benchmarks/inference.py'] + (['--quick'] if args.quick else []))}`  ",
         f"Run at {started}; Python {platform.python_version()}; {os.cpu_count()} cores; load average at start "
-        f"{args.load_at_start}. The machine is shared with other jobs, so wall-clock figures vary between runs; "
+        f"{args.load_at_start}; event loop {args.event_loop}. The machine is shared with other jobs, so wall-clock figures vary between runs; "
         "per-CPU-second figures count only this process's CPU time.",
         "",
         "## 1. Simulated rollouts, end to end with SQLite logging",
@@ -268,7 +281,8 @@ def render(args, sim, loops, control, mems, started: str) -> str:
         "",
         f"Real OpenAIProvider (official SDK) -> tests/support/openai_server.py in its own process on 127.0.0.1, every "
         f"response delayed {loop['latency_s'] * 1000:.0f} ms; 15 x concurrency single-step rollouts (3 x in --quick) "
-        f"through run_inference per row (connection pools warmed first). Infra failures: "
+        f"through run_inference per row (connection pools warmed first); SDK HTTP transport: {loop['transport']}; "
+        f"event loop: {args.event_loop}. Infra failures: "
         f"{sum(one['n_infra'] for one in loops)}.",
         "",
         "| concurrency | achieved requests/s | ideal (concurrency / latency) | ratio | client CPU per request | server CPU per request | target >= 0.9 (at 64) |",
@@ -326,6 +340,7 @@ def main() -> None:
     if args.memory_child is not None:
         memory_child(args.memory_child, bool(args.keep_traces))
         return
+    args.event_loop = _use_uvloop()
     args.load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     with tempfile.TemporaryDirectory() as tmp:
