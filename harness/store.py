@@ -1,10 +1,17 @@
 """Versioned tree store and seeds (seed 000 §5).
 
 A *store dir* holds immutable versions of one harness tree kind (skills or
-prompts): `<dir>/v<N>/` (the tree) and `<dir>/v<N>.meta.json` (its meta).
-Only directories named exactly `v<N>` (N a non-negative integer without
-leading zeros) are versions; everything else in the dir (meta files,
-staging dirs of an interrupted write, stray files) is ignored by
+prompts). A version is ONE file `<dir>/v<N>`: UTF-8 JSON
+`{"format": "harness-version/1", "meta": {...}, "files": {path: text}}`
+(files sorted by path). One file per version instead of a directory tree
+keeps the number of files small: every DVC stage that carries a workspace
+holds all of its versions, and DVC hashes (and caches) every file of every
+stage output. The legacy layout — a directory `<dir>/v<N>/` holding the tree
+plus `<dir>/v<N>.meta.json` — is still read.
+
+Only entries named exactly `v<N>` (N a non-negative integer without
+leading zeros) are versions; everything else in the dir (legacy meta
+files, staging files of an interrupted write, stray files) is ignored by
 `list_versions`. Versions sort by number, so v10 comes after v2. The first
 version is v0.
 
@@ -33,6 +40,7 @@ from harness.log import RunLogReader, connect_readonly
 from harness.tree import HarnessTree
 
 _VERSION_RE = re.compile(r"^v(0|[1-9][0-9]*)$")
+VERSION_FORMAT = "harness-version/1"
 SEED_META = "seed.json"
 SEED_RUNLOG = "runlog.sqlite"
 
@@ -79,11 +87,13 @@ def version_number(name: str) -> int:
 
 
 def list_versions(store_dir: str | os.PathLike[str]) -> list[str]:
-    """Version names present in `store_dir`, sorted by number; [] when the dir does not exist."""
+    """Version names present in `store_dir` (packed files and legacy dirs), sorted by number; [] when
+    the dir does not exist. Listing does not read the files: a stray file named `v<N>` is listed, and
+    `read_version` reports what is wrong with it."""
     root = Path(store_dir)
     if not root.is_dir():
         return []
-    found = [(parse_version(p.name), p.name) for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    found = [(parse_version(p.name), p.name) for p in root.iterdir() if not p.is_symlink() and (p.is_file() or p.is_dir())]
     return [name for n, name in sorted((n, name) for n, name in found if n is not None)]
 
 
@@ -98,23 +108,77 @@ def next_version(store_dir: str | os.PathLike[str]) -> str:
     return "v0" if latest is None else f"v{version_number(latest) + 1}"
 
 
-def _meta_path(store_dir: Path, version: str) -> Path:
-    return store_dir / f"{version}.meta.json"
+def pack_version(tree: HarnessTree, meta: Mapping[str, Any]) -> bytes:
+    """The bytes of a packed version file: format tag, meta, files sorted by path."""
+    doc = {"format": VERSION_FORMAT, "meta": dict(meta), "files": {path: tree[path] for path in sorted(tree)}}
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False, indent=1).encode("utf-8")
 
 
-def _write_meta(store_dir: Path, version: str, meta: Mapping[str, Any]) -> None:
-    atomic_write_json(_meta_path(store_dir, version), dict(meta))
+def unpack_version(path: str | os.PathLike[str]) -> StoredVersion:
+    """Read a packed version file; checks the format and that the tree matches the recorded fingerprint."""
+    file = Path(path)
+    try:
+        doc = json.loads(file.read_bytes().decode("utf-8"))
+    except FileNotFoundError as exc:
+        raise StoreError(f"{file}: version file does not exist") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{file}: not a packed harness version (expected UTF-8 JSON with format {VERSION_FORMAT!r}): {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") != VERSION_FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise StoreError(f"{file}: format {found!r}, expected {VERSION_FORMAT!r}")
+    meta, files = doc.get("meta"), doc.get("files")
+    if not isinstance(meta, dict):
+        raise StoreError(f"{file}: key 'meta' must be an object")
+    if not isinstance(files, dict) or not all(isinstance(t, str) for t in files.values()):
+        raise StoreError(f"{file}: key 'files' must map paths to text")
+    tree = HarnessTree(files)
+    _check_fingerprint(file, tree, meta)
+    return StoredVersion(version=file.name, tree=tree, meta=meta)
+
+
+def _check_fingerprint(where: Path, tree: HarnessTree, meta: Mapping[str, Any]) -> None:
+    recorded = meta.get("fingerprint")
+    if recorded != tree.fingerprint:
+        raise StoreError(
+            f"{where}: content fingerprint {tree.fingerprint} differs from the recorded {recorded!r}; "
+            "versions are immutable (was it edited by hand?)"
+        )
+
+
+def _create_exclusive(target: Path, staging: Path) -> bool:
+    """Give the complete file `staging` the name `target` unless `target` exists; True when it did.
+
+    A hard link is atomic and never replaces an existing name; where hard
+    links are not supported, an O_EXCL create + write + fsync does the same
+    (minus atomicity of the content, which `unpack_version` then reports).
+    """
+    try:
+        os.link(staging, target)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        pass
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as out:
+        out.write(staging.read_bytes())
+        out.flush()
+        os.fsync(out.fileno())
+    return True
 
 
 def advance_version(store_dir: str | os.PathLike[str], tree: HarnessTree, meta: Mapping[str, Any] | None = None) -> str:
-    """Write `tree` as the next version and return its name.
+    """Write `tree` as the next version (one packed file) and return its name.
 
-    The tree is written to a staging dir, then renamed to `v<N>`: the rename
-    fails when `v<N>` already exists (trees are never empty), so an existing
+    The file is written completely under a staging name, then takes the
+    name `v<N>` only if nothing has it (`_create_exclusive`), so an existing
     version is never overwritten and a concurrent writer that took N first
     makes us retry with N+1. Meta gets `version`, `fingerprint`, `n_files`,
-    `created_at` added and is written right after the rename (a crash in
-    between leaves a version whose missing meta `read_version` reports).
+    `created_at` added and lives inside the same file (no window in which a
+    version exists without its meta).
     """
     if not isinstance(tree, HarnessTree):
         raise TypeError(f"advance_version needs a HarnessTree, got {type(tree).__name__}")
@@ -126,36 +190,39 @@ def advance_version(store_dir: str | os.PathLike[str], tree: HarnessTree, meta: 
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".staging-{uuid.uuid4().hex}"
     try:
-        tree.save(staging)
         last_tried = -1
         for _ in range(100):
-            # a stray non-directory entry named v<N> is skipped rather than retried forever
             number = max(version_number(next_version(root)), last_tried + 1)
             last_tried = number
             version = f"v{number}"
-            try:
-                os.rename(staging, root / version)
-            except OSError:
-                if (root / version).exists():
-                    continue  # another writer took this number
-                raise
-            _write_meta(root, version, {**user_meta, "version": version, "fingerprint": tree.fingerprint,
-                                        "n_files": len(tree), "created_at": user_meta.get("created_at", _now())})
-            return version
+            full_meta = {**user_meta, "version": version, "fingerprint": tree.fingerprint,
+                         "n_files": len(tree), "created_at": user_meta.get("created_at", _now())}
+            staging.write_bytes(pack_version(tree, full_meta))
+            if _create_exclusive(root / version, staging):
+                return version
+            # another writer (or a stray entry) took this number
         raise StoreError(f"{root}: could not take a new version name after 100 attempts")
     finally:
         if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+            staging.unlink()
 
 
 def read_version(store_dir: str | os.PathLike[str], version: str) -> StoredVersion:
     """Load one version and its meta; checks the tree still matches the recorded fingerprint."""
     root = Path(store_dir)
     version_number(version)
-    vdir = root / version
-    if not vdir.is_dir():
+    vpath = root / version
+    if vpath.is_file() and not vpath.is_symlink():
+        return unpack_version(vpath)
+    if not vpath.is_dir() or vpath.is_symlink():
         raise StoreError(f"{root}: version {version!r} does not exist (have {list_versions(root)})")
-    mpath = _meta_path(root, version)
+    return _read_legacy_version(root, version)
+
+
+def _read_legacy_version(root: Path, version: str) -> StoredVersion:
+    """A version in the legacy layout: directory `v<N>/` + `v<N>.meta.json`."""
+    vdir = root / version
+    mpath = root / f"{version}.meta.json"
     try:
         meta = json.loads(mpath.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -163,17 +230,18 @@ def read_version(store_dir: str | os.PathLike[str], version: str) -> StoredVersi
     except json.JSONDecodeError as exc:
         raise StoreError(f"{mpath}: meta is not valid JSON: {exc}") from exc
     tree = HarnessTree.load(vdir)
-    recorded = meta.get("fingerprint")
-    if recorded != tree.fingerprint:
-        raise StoreError(
-            f"{vdir}: content fingerprint {tree.fingerprint} differs from the recorded {recorded!r}; "
-            "versions are immutable (was the directory edited by hand?)"
-        )
+    _check_fingerprint(vdir, tree, meta)
     return StoredVersion(version=version, tree=tree, meta=meta)
 
 
 def read_version_tree(store_dir: str | os.PathLike[str], version: str) -> HarnessTree:
     return read_version(store_dir, version).tree
+
+
+def read_version_at(path: str | os.PathLike[str]) -> HarnessTree:
+    """The tree of the version at `path` (`<store>/v<N>`: a packed file, or a legacy directory)."""
+    p = Path(path)
+    return read_version(p.parent, p.name).tree
 
 
 # ---------------------------------------------------------------- seeds

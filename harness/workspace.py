@@ -3,8 +3,8 @@
 Layout:
 
     <root>/manifest.json          current versions, best pointer, run history, questions_ref
-    <root>/skills/v<N>/ (+ .meta.json)   skills tree versions (<task_type>/SKILL.md)
-    <root>/prompts/v<N>/ (+ .meta.json)  prompts tree versions (system_prompt.md, tools/<tool>.md)
+    <root>/skills/v<N>            skills tree versions (<task_type>/SKILL.md), one packed file each (harness/store.py)
+    <root>/prompts/v<N>           prompts tree versions (system_prompt.md, tools/<tool>.md), one packed file each
     <root>/runs/<run_id>/         per-run scratch (created by record_run)
 
 The best pointer is independent of the current versions: it may point at a
@@ -28,7 +28,7 @@ from typing import Any, Literal, Mapping, Protocol
 from harness.agent.prompts import DEFAULT_SKILL, SYSTEM_PROMPT_PATH, TOOLS_PREFIX
 from harness.atomic import atomic_write_json
 from harness.questions import check_questions_ref
-from harness.store import StoreError, advance_version, list_versions, read_seed, read_version_tree, version_number
+from harness.store import StoreError, advance_version, list_versions, read_seed, read_version_at, read_version_tree, version_number
 from harness.tree import HarnessTree, check_relative_path
 
 MANIFEST = "manifest.json"
@@ -77,7 +77,8 @@ class Manifest:
 
 @dataclass(frozen=True)
 class ResolvedPaths:
-    """Directories of the current versions inside the workspace (not a shared store)."""
+    """Paths of the current versions inside the workspace (not a shared store): `<root>/<kind>/v<N>`,
+    a packed version file (a directory in the legacy layout); read them with `read_version_at`."""
 
     skills_dir: Path
     prompts_dir: Path
@@ -300,9 +301,9 @@ def resolve_paths(root: str | os.PathLike[str]) -> ResolvedPaths:
     ws = Path(root)
     m = read_manifest(ws)
     paths = ResolvedPaths(ws / "skills" / m.skills_version, ws / "prompts" / m.prompts_version, m.skills_version, m.prompts_version)
-    for kind, directory in (("skills", paths.skills_dir), ("prompts", paths.prompts_dir)):
-        if not directory.is_dir():
-            raise WorkspaceError(f"{ws}: current {kind} version dir {directory} is missing")
+    for kind, version_path in (("skills", paths.skills_dir), ("prompts", paths.prompts_dir)):
+        if not version_path.exists():
+            raise WorkspaceError(f"{ws}: current {kind} version {version_path} is missing")
     return paths
 
 
@@ -325,7 +326,7 @@ def compose_view(skills: HarnessTree, prompts: HarnessTree) -> HarnessTree:
     return prompts.merged(skills.prefixed("skills"))
 
 
-# ---------------------------------------------------------------- stores over one version dir
+# ---------------------------------------------------------------- stores over one version
 
 
 class TreeStore(Protocol):
@@ -343,7 +344,7 @@ class _VersionDirStore:
 
     def tree(self) -> HarnessTree:
         if self._tree is None:  # versions are immutable, so loading once is safe
-            object.__setattr__(self, "_tree", HarnessTree.load(self.path))
+            object.__setattr__(self, "_tree", read_version_at(self.path))
         return self._tree  # type: ignore[return-value]
 
     def read(self, rel_path: str) -> str:
@@ -358,7 +359,7 @@ class _VersionDirStore:
 
 
 class VersionedSkillStore(_VersionDirStore):
-    """Skills of one version dir: `<task_type>/SKILL.md`."""
+    """Skills of one version (`<store>/v<N>`): `<task_type>/SKILL.md`."""
 
     def skill_file(self, task_type: str) -> str:
         """The skill file `task_type` uses: its own, else default-strategy's."""
@@ -373,7 +374,7 @@ class VersionedSkillStore(_VersionDirStore):
 
 
 class VersionedPromptStore(_VersionDirStore):
-    """Prompts of one version dir: `system_prompt.md`, `tools/<tool>.md`."""
+    """Prompts of one version (`<store>/v<N>`): `system_prompt.md`, `tools/<tool>.md`."""
 
     def system_prompt(self) -> str:
         return self.read(SYSTEM_PROMPT_PATH)

@@ -16,6 +16,7 @@ from harness.store import (
     promote_to_seed,
     read_seed,
     read_version,
+    read_version_at,
 )
 from harness.tree import HarnessTree
 
@@ -34,13 +35,14 @@ def test_parse_version_rejects(name):
 
 
 def test_list_versions_numeric_order_and_ignores_other_entries(tmp_path):
-    for name in ["v2", "v10", "v1", "v0", "v9", "v01", "latest", ".staging-abc", "notes"]:
-        (tmp_path / name).mkdir()
-    (tmp_path / "v11").write_text("a file, not a version")
-    (tmp_path / "v3.meta.json").write_text("{}")
-    assert list_versions(tmp_path) == ["v0", "v1", "v2", "v9", "v10"]
-    assert latest_version(tmp_path) == "v10"
-    assert next_version(tmp_path) == "v11"
+    for name in ["v2", "v10", "v1", "v9", "v01", "latest", ".staging-abc", "notes"]:
+        (tmp_path / name).mkdir()  # legacy layout: version directories
+    for name in ["v0", "v11", "v02", ".staging-def", "v3.meta.json"]:
+        (tmp_path / name).write_text("{}")  # packed layout: version files (content is not read by listing)
+    (tmp_path / "v12").symlink_to(tmp_path / "v11")
+    assert list_versions(tmp_path) == ["v0", "v1", "v2", "v9", "v10", "v11"]
+    assert latest_version(tmp_path) == "v11"
+    assert next_version(tmp_path) == "v12"
 
 
 def test_empty_or_missing_store(tmp_path):
@@ -57,7 +59,11 @@ def test_advance_and_read_version(tmp_path):
     v0, v1 = read_version(store, "v0"), read_version(store, "v1")
     assert v0.tree == SKILLS and v1.tree == changed
     assert v1.meta["reason"] == "accept" and v1.meta["fingerprint"] == changed.fingerprint and v1.meta["version"] == "v1"
-    assert sorted(p.name for p in store.iterdir()) == ["v0", "v0.meta.json", "v1", "v1.meta.json"]  # no staging left
+    assert sorted(p.name for p in store.iterdir()) == ["v0", "v1"]  # one file per version, no staging left
+    assert all((store / v).is_file() for v in ("v0", "v1"))
+    doc = json.loads((store / "v1").read_text(encoding="utf-8"))
+    assert doc["format"] == "harness-version/1" and doc["files"] == dict(changed) and doc["meta"] == v1.meta
+    assert read_version_at(store / "v1") == changed
 
 
 def test_advance_past_ten_is_numeric(tmp_path):
@@ -67,10 +73,41 @@ def test_advance_past_ten_is_numeric(tmp_path):
     assert read_version(tmp_path, "v2").tree["n.md"] == "2"
 
 
-def test_advance_skips_a_stray_file_named_like_a_version(tmp_path):
+def test_advance_skips_a_stray_entry_named_like_a_version(tmp_path):
     advance_version(tmp_path, SKILLS)
     (tmp_path / "v1").write_text("stray")
-    assert advance_version(tmp_path, SKILLS) == "v2"
+    (tmp_path / "v2").mkdir()
+    assert advance_version(tmp_path, SKILLS) == "v3"
+    assert (tmp_path / "v1").read_text() == "stray"  # never overwritten
+    with pytest.raises(StoreError, match="not a packed harness version"):
+        read_version(tmp_path, "v1")
+
+
+def test_advance_never_overwrites_a_version_taken_meanwhile(tmp_path, monkeypatch):
+    """A concurrent writer takes v1 between our listing and our create: we move on to v2."""
+    import harness.store as store
+
+    advance_version(tmp_path, SKILLS)
+    real_next = store.next_version
+    calls = []
+
+    def racing_next(root):
+        name = real_next(root)
+        if not calls:
+            calls.append(name)
+            (tmp_path / name).write_bytes(store.pack_version(PROMPTS, {"fingerprint": PROMPTS.fingerprint}))
+        return name
+
+    monkeypatch.setattr(store, "next_version", racing_next)
+    assert advance_version(tmp_path, SKILLS.with_files({"x.md": "new"})) == "v2"
+    assert read_version(tmp_path, "v1").tree == PROMPTS and read_version(tmp_path, "v2").tree["x.md"] == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v0", "v1", "v2"]
+
+
+def test_packed_version_keeps_exact_text(tmp_path):
+    tree = HarnessTree({"a/SKILL.md": "line\r\nü\ttab\n", "b.md": ""})
+    advance_version(tmp_path, tree)
+    assert read_version(tmp_path, "v0").tree == tree
 
 
 def test_advance_refuses_bad_input_and_writes_nothing(tmp_path):
@@ -89,6 +126,26 @@ def test_read_version_errors(tmp_path):
         read_version(tmp_path, "v5")
     with pytest.raises(StoreError, match="not a version name"):
         read_version(tmp_path, "latest")
+    doc = json.loads((tmp_path / "v0").read_text(encoding="utf-8"))
+    doc["files"]["count/SKILL.md"] = "tampered"
+    (tmp_path / "v0").write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(StoreError, match="immutable"):
+        read_version(tmp_path, "v0")
+    for bad, match in ((b"\xff\xfe", "not a packed harness version"), (b"[1, 2]", "format 'list'"),
+                       (b'{"format": "other"}', "format 'other'"),
+                       (b'{"format": "harness-version/1", "meta": {}, "files": {"a": 1}}', "'files' must map paths to text"),
+                       (b'{"format": "harness-version/1", "meta": [], "files": {}}', "'meta' must be an object")):
+        (tmp_path / "v0").write_bytes(bad)
+        with pytest.raises(StoreError, match=match):
+            read_version(tmp_path, "v0")
+
+
+def test_legacy_directory_versions_are_still_read(tmp_path):
+    SKILLS.save(tmp_path / "v0")
+    (tmp_path / "v0.meta.json").write_text(json.dumps({"version": "v0", "fingerprint": SKILLS.fingerprint}))
+    assert list_versions(tmp_path) == ["v0"]
+    assert read_version(tmp_path, "v0").tree == SKILLS and read_version_at(tmp_path / "v0") == SKILLS
+    assert advance_version(tmp_path, PROMPTS) == "v1" and (tmp_path / "v1").is_file()
     (tmp_path / "v0" / "count" / "SKILL.md").write_text("tampered")
     with pytest.raises(StoreError, match="immutable"):
         read_version(tmp_path, "v0")

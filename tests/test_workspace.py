@@ -219,3 +219,21 @@ def test_malformed_manifest(ws, mutate, match):
     (ws / "manifest.json").write_text(json.dumps(d))
     with pytest.raises(WorkspaceError, match=match):
         read_manifest(ws)
+
+
+def test_each_version_is_one_file_so_a_workspace_copy_stays_small(ws, tmp_path):
+    """DVC hashes every file of every workspace-carrying stage: N versions cost N files, not N trees."""
+    for i in range(5):
+        promote(ws, "skills", SKILLS.with_files({f"t{i}/SKILL.md": f"rule {i}"}))
+    record_run(ws, "r_e1_s1")
+    files = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file())
+    assert files == ["manifest.json", "prompts/v0"] + [f"skills/v{i}" for i in range(6)]
+    dst = copy_workspace(ws, tmp_path / "copy")
+    assert harness_view(dst, "v3", "v0") == harness_view(ws, "v3", "v0")
+    assert VersionedSkillStore(resolve_paths(dst).skills_dir).read_skill("t4") == "rule 4"
+
+
+def test_resolve_paths_reports_a_missing_current_version(ws):
+    (ws / "skills" / "v0").unlink()
+    with pytest.raises(WorkspaceError, match="current skills version .*v0 is missing"):
+        resolve_paths(ws)

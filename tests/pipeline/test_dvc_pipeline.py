@@ -31,6 +31,7 @@ LOG_TABLES = ("predictions", "traces", "validation_flags", "_runs", "dual_metric
 def _final_state(project: Path) -> dict:
     """What must be identical between an uninterrupted and an interrupted-then-resumed run."""
     from harness.loop.state import read_lineage, resolve_fragments
+    from harness.store import list_versions, read_version
 
     digests = {}
     for name in FINAL_ARTIFACTS:
@@ -41,7 +42,9 @@ def _final_state(project: Path) -> dict:
     rows = {table: len(table_rows(fragments, table)) for table in LOG_TABLES}
     prediction_keys = [r[:3] for r in table_rows(fragments, "predictions")]
     workspace = project / "state/e1/slow/workspace"
-    versions = sorted(p.relative_to(workspace).as_posix() for p in workspace.glob("*/v*") if p.is_dir())
+    versions = {kind: [(v, read_version(workspace / kind, v).tree.fingerprint) for v in list_versions(workspace / kind)]
+                for kind in ("skills", "prompts")}
+    assert versions["skills"] and versions["prompts"]
     manifest = json.loads((workspace / "manifest.json").read_text())
     return {"digests": digests, "rows": rows, "unique_prediction_keys": len(set(prediction_keys)),
             "versions": versions, "manifest": manifest}
