@@ -213,8 +213,11 @@ def init_workspace_from_seed(
 def copy_workspace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Path:
     """Copy a workspace to a new directory (each DVC stage mutates its own copy).
 
-    Candidate scratch and staging litter are not copied; symlinks are
-    refused; `dst` must not exist. The copy appears atomically.
+    Candidate scratch, staging litter and *empty* run scratch dirs
+    (`runs/<run_id>/` that nothing was written to; the run stays in the
+    manifest's history) are not copied: every carried directory is walked
+    by DVC at each status check, and a long run records hundreds of runs.
+    Symlinks are refused; `dst` must not exist. The copy appears atomically.
     """
     source, target = Path(src), Path(dst)
     read_manifest(source)  # only copy real workspaces
@@ -227,12 +230,24 @@ def copy_workspace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> 
             for name in dirnames + filenames:
                 if (Path(dirpath) / name).is_symlink():
                     raise WorkspaceError(f"copy_workspace: {Path(dirpath) / name} is a symlink; workspaces hold regular files only")
-        shutil.copytree(source, staging, ignore=_COPY_IGNORE)
+        shutil.copytree(source, staging, ignore=_copy_ignore(source))
         os.rename(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _copy_ignore(source: Path):
+    runs = source / "runs"
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set(_COPY_IGNORE(directory, names))
+        if Path(directory) == runs:
+            skipped |= {n for n in names if (runs / n).is_dir() and not any((runs / n).iterdir())}
+        return skipped
+
+    return ignore
 
 
 # ---------------------------------------------------------------- runs and best pointer

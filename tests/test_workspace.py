@@ -237,3 +237,14 @@ def test_resolve_paths_reports_a_missing_current_version(ws):
     (ws / "skills" / "v0").unlink()
     with pytest.raises(WorkspaceError, match="current skills version .*v0 is missing"):
         resolve_paths(ws)
+
+
+def test_copy_skips_empty_run_scratch_but_keeps_history_and_used_scratch(ws, tmp_path):
+    for run in ("r1", "r2", "r3"):
+        record_run(ws, run)
+    (ws / "runs" / "r2" / "notes.txt").write_text("kept")
+    dst = copy_workspace(ws, tmp_path / "copy")
+    assert read_manifest(dst).history == ("r1", "r2", "r3")
+    assert sorted(p.name for p in (dst / "runs").iterdir()) == ["r2"]
+    assert (dst / "runs" / "r2" / "notes.txt").read_text() == "kept"
+    assert record_run(dst, "r1") is False and (dst / "runs" / "r1").is_dir()  # still known, scratch made again
