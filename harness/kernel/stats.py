@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-# scipy.special is imported inside the functions that use it: it costs ~0.6 s of CPU per
+# scipy.special is imported inside the functions that use it: it costs ~0.4 s of CPU per
 # process, and most pipeline stages (rollout, evolve, ...) import this module but never gate.
 
 LN2 = math.log(2.0)
