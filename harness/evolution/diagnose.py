@@ -13,29 +13,18 @@ import logging
 from collections.abc import Sequence
 
 from harness.kernel.types import CaseSample, DiagnosisResult
-from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
+from harness.llm.protocol import LLMProvider, Role
 
-from .parse import ReplyFormatError, parse_diagnosis
-from .prompts import FORMAT_DIAGNOSIS, diagnosis_messages, format_retry_message
+from .parse import parse_diagnosis
+from .ask import ask_parsed
+from .prompts import FORMAT_DIAGNOSIS, diagnosis_messages
 
 log = logging.getLogger(__name__)
 
 
 async def diagnose_case(llm: LLMProvider, case: CaseSample, sample_index: int = 0) -> tuple[str | None, str, float]:
     """(diagnosis or None, error, usd) for one failure."""
-    messages = diagnosis_messages(case)
-    response = await llm.complete(LLMRequest.make(Role.DIAGNOSER, messages, sample_index=sample_index))
-    usd = response.cost_usd
-    try:
-        return parse_diagnosis(response.text), "", usd
-    except ReplyFormatError as first:
-        retry = [*messages, ChatMessage("assistant", response.text), format_retry_message(str(first), FORMAT_DIAGNOSIS)]
-        response = await llm.complete(LLMRequest.make(Role.DIAGNOSER, retry, sample_index=sample_index))
-        usd += response.cost_usd
-        try:
-            return parse_diagnosis(response.text), "", usd
-        except ReplyFormatError as second:
-            return None, f"first: {first}; retry: {second}", usd
+    return await ask_parsed(llm, Role.DIAGNOSER, diagnosis_messages(case), parse_diagnosis, FORMAT_DIAGNOSIS, sample_index)
 
 
 async def run_diagnosis(

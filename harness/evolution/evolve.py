@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
-from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
+from harness.llm.protocol import ChatMessage, LLMProvider, Role
 
 from .apply import apply_edits
-from .parse import EditOps, ReplyFormatError, parse_edit_ops
-from .prompts import FORMAT_EDIT_OPS, format_retry_message, skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
+from .parse import EditOps, parse_edit_ops
+from .ask import ask_parsed
+from .prompts import FORMAT_EDIT_OPS, skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
 
 SYSTEM_PROMPT_FILE = "system_prompt.md"
 NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was unchanged, so nothing was validated)"
@@ -26,18 +27,8 @@ NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was 
 
 async def ask_edit_ops(llm: LLMProvider, messages: list[ChatMessage], sample_index: int) -> tuple[EditOps | None, str, float]:
     """(ops, parse_error, usd): one retry with feedback after a format error."""
-    response = await llm.complete(LLMRequest.make(Role.EDITOR, messages, sample_index=sample_index))
-    usd = response.cost_usd
-    try:
-        return parse_edit_ops(response.text), "", usd
-    except ReplyFormatError as first:
-        retry = [*messages, ChatMessage("assistant", response.text), format_retry_message(str(first), FORMAT_EDIT_OPS)]
-        response = await llm.complete(LLMRequest.make(Role.EDITOR, retry, sample_index=sample_index))
-        usd += response.cost_usd
-        try:
-            return parse_edit_ops(response.text), "", usd
-        except ReplyFormatError as second:
-            return None, f"editor reply unparseable twice: first: {first}; retry: {second}", usd
+    ops, error, usd = await ask_parsed(llm, Role.EDITOR, messages, parse_edit_ops, FORMAT_EDIT_OPS, sample_index)
+    return ops, (f"editor reply unparseable twice: {error}" if error else ""), usd
 
 
 def _record(task_type: str, target: str, text: str, ops: EditOps | None, error: str, usd: float, budget: int, max_chars: int | None) -> EvolutionRecord:
