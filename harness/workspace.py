@@ -238,16 +238,35 @@ def copy_workspace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> 
     return target
 
 
+def _empty_run_scratch(runs: Path, names: list[str]) -> set[str]:
+    return {n for n in names if (runs / n).is_dir() and not any((runs / n).iterdir())}
+
+
 def _copy_ignore(source: Path):
     runs = source / "runs"
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         skipped = set(_COPY_IGNORE(directory, names))
         if Path(directory) == runs:
-            skipped |= {n for n in names if (runs / n).is_dir() and not any((runs / n).iterdir())}
+            skipped |= _empty_run_scratch(runs, names)
         return skipped
 
     return ignore
+
+
+def drop_empty_run_scratch(root: str | os.PathLike[str]) -> int:
+    """Remove the `runs/<run_id>/` scratch dirs nothing was written to (the runs stay in the history).
+
+    Stages call it before marking their output done: DVC walks every directory
+    of an output at each status check. Returns how many were removed.
+    """
+    runs = Path(root) / "runs"
+    if not runs.is_dir():
+        return 0
+    empty = _empty_run_scratch(runs, [entry.name for entry in os.scandir(runs)])
+    for name in empty:
+        (runs / name).rmdir()
+    return len(empty)
 
 
 # ---------------------------------------------------------------- runs and best pointer

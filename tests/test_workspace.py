@@ -14,6 +14,7 @@ from harness.workspace import (
     VersionedSkillStore,
     WorkspaceError,
     copy_workspace,
+    drop_empty_run_scratch,
     current_stores,
     harness_view,
     init_workspace,
@@ -248,3 +249,18 @@ def test_copy_skips_empty_run_scratch_but_keeps_history_and_used_scratch(ws, tmp
     assert sorted(p.name for p in (dst / "runs").iterdir()) == ["r2"]
     assert (dst / "runs" / "r2" / "notes.txt").read_text() == "kept"
     assert record_run(dst, "r1") is False and (dst / "runs" / "r1").is_dir()  # still known, scratch made again
+
+
+def test_mark_done_drops_empty_run_scratch_of_the_stage_workspace(ws, tmp_path):
+    from harness.loop.state import WORKSPACE, mark_done
+
+    out = tmp_path / "stage"
+    dst = copy_workspace(ws, out / WORKSPACE)
+    for run in ("r1", "r2"):
+        record_run(dst, run)
+    (dst / "runs" / "r2" / "notes.txt").write_text("kept")
+    assert drop_empty_run_scratch(tmp_path / "no-workspace") == 0
+    mark_done(out)
+    assert sorted(p.name for p in (dst / "runs").iterdir()) == ["r2"]
+    assert read_manifest(dst).history[-2:] == ("r1", "r2")
+    assert json.loads((out / "DONE.json").read_text())["done"] is True

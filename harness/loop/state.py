@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.workspace import drop_empty_run_scratch
 
 DONE = "DONE.json"
 LINEAGE = "lineage.json"
@@ -85,8 +86,11 @@ def finalize_runlog(db: str | Path) -> None:
 
 
 def mark_done(out: str | Path, info: dict[str, Any] | None = None) -> None:
-    """Finalize the stage's run log (if any), then write DONE.json — always the last write of a stage."""
+    """Finalize the stage's run log (if any), drop the workspace's empty run scratch dirs, then write
+    DONE.json — always the last write of a stage."""
     finalize_runlog(Path(out) / RUNLOG)
+    if (Path(out) / WORKSPACE).is_dir():
+        drop_empty_run_scratch(Path(out) / WORKSPACE)
     atomic_write_json(Path(out) / DONE, {"done": True, **(info or {})})
 
 
