@@ -110,22 +110,30 @@ def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, object]:
     return out
 
 
-def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Path) -> dict[str, object]:
+def _start_server(latency_s: float, engine: str) -> tuple[subprocess.Popen, str]:
+    """tests/support/openai_server.py in its own process, as a real server would be (its threads would otherwise share our GIL)."""
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--latency", str(latency_s), "--engine", engine],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    base_url = server.stdout.readline().strip()
+    if not base_url.startswith("http://127.0.0.1:"):
+        server.kill()
+        raise RuntimeError(f"loopback server did not start (printed {base_url!r})")
+    return server, base_url
+
+
+def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Path, client_processes: int = 1,
+                   server_engine: str = "asyncio") -> dict[str, object]:
     from harness.llm.openai_provider import OpenAIProvider
     from harness.questions import Question
     n = concurrency * rounds
     questions = [Question(qid=f"q{i}", task_type="t", question=f"loopback question {i}", answer="A", choices=("x", "y")) for i in range(n)]
     tree = {"system_prompt.md": "Answer.", "skills/default-strategy/SKILL.md": "Be brief."}
-    # the server runs in its own process, as a real one would (its threads would otherwise share our GIL)
-    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--latency", str(latency_s)],
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    server, base_url = _start_server(latency_s, server_engine)
     try:
-        base_url = server.stdout.readline().strip()
-        if not base_url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"loopback server did not start (printed {base_url!r})")
-        cfg = LLMConfig(provider="openai", model="loopback", base_url=base_url, timeout_s=10.0, max_retries=0)
+        cfg = LLMConfig(provider="openai", model="loopback", base_url=base_url, timeout_s=10.0, max_retries=0,
+                        client_processes=client_processes)
 
-        transport = []
+        transport, worker_cpu_s = [], []
 
         async def go():
             provider = OpenAIProvider(cfg, api_key="sk-loopback-not-a-secret")
@@ -136,11 +144,15 @@ def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Pat
                 with HarnessLog(workdir / "warm.sqlite") as warm_log:
                     await run_inference(warm, harness_tree_for=tree, llm=provider, tool_dispatch_fn=None,
                                         scorer=lambda q, p: p == q.answer, log=warm_log, run_id="warm", concurrency=concurrency)
-                with HarnessLog(workdir / "loopback.sqlite") as log:
+                workers = provider._pool.pids if provider._pool is not None else []
+                with HarnessLog(workdir / f"loopback_{concurrency}_{client_processes}.sqlite") as log:
+                    workers_cpu = sum(_proc_cpu_s(pid) for pid in workers)
                     wall, cpu = time.perf_counter(), time.process_time()
                     result = await run_inference(questions, harness_tree_for=tree, llm=provider, tool_dispatch_fn=None,
                                                  scorer=lambda q, p: p == q.answer, log=log, run_id="loopback", concurrency=concurrency)
-                    return Timed(n, time.perf_counter() - wall, time.process_time() - cpu), result
+                    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                    worker_cpu_s.append(sum(_proc_cpu_s(pid) for pid in workers) - workers_cpu)
+                    return Timed(n, wall, cpu), result
             finally:
                 await provider.aclose()
 
@@ -153,19 +165,19 @@ def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Pat
     ideal = concurrency / latency_s
     return {"n": n, "concurrency": concurrency, "latency_s": latency_s, "timed": timed, "ideal": ideal,
             "ratio": timed.per_wall_s / ideal, "n_infra": result.n_infra, "accuracy": result.accuracy,
-            "server_cpu_ms_per_request": server_cpu_s / (n + concurrency) * 1000, "transport": transport[0]}
+            "server_cpu_ms_per_request": server_cpu_s / (n + concurrency) * 1000, "transport": transport[0],
+            "client_processes": client_processes, "worker_cpu_ms_per_request": worker_cpu_s[0] / n * 1000,
+            "server_engine": server_engine}
 
 
-def bench_server_control(concurrency: int, latency_s: float, rounds: int) -> dict[str, float]:
+def bench_server_control(concurrency: int, latency_s: float, rounds: int, server_engine: str = "asyncio") -> dict[str, float]:
     """The same server driven by plain stdlib threads (http.client, keep-alive): what the server alone allows."""
     import http.client
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--latency", str(latency_s)],
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    server, base_url = _start_server(latency_s, server_engine)
     try:
-        base_url = server.stdout.readline().strip()
         host, port = base_url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
         body = json.dumps({"model": "control", "messages": [{"role": "user", "content": "control"}]})
         local = threading.local()

@@ -45,6 +45,8 @@ class LLMConfig:
     temperature: float = 0.7
     max_tokens: int = 1024
     concurrency: int = 16
+    # llm=openai: processes running the SDK's HTTP work (1 = in this process; >1 helps above ~300 requests/s, docs/llm.md)
+    client_processes: int = 1
     # USD per million tokens: {model: {"input": x, "output": y}}
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     cache_dir: str = ".cache/llm"

@@ -140,6 +140,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.check("llm.temperature", lambda v: _is_number(v) and 0 <= v <= 2, "must be in [0, 2]")
     c.positive_int("llm.max_tokens")
     c.positive_int("llm.concurrency")
+    c.positive_int("llm.client_processes")  # 1 = the SDK runs in the provider's process
     c.positive_int("llm.max_agent_steps")
     c.check("llm.prices", lambda v: all(set(p) <= {"input", "output"} and all(_is_number(x) and x >= 0 for x in p.values())
                                         for p in v.values()),

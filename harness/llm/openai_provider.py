@@ -18,16 +18,20 @@ import logging
 import random
 import ssl
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import httpx
 import openai
 
 from harness.llm.backoff import backoff_delay
+from harness.llm.client_ipc import RemoteAttemptError
 from harness.llm.prices import cost_usd, has_price, validate_prices
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 from harness.llm.roles import check_role_names, model_for_role
+
+if TYPE_CHECKING:
+    from harness.llm.client_pool import ClientProcessPool
 
 logger = logging.getLogger("harness.llm.openai")
 
@@ -89,8 +93,17 @@ def redact(text: str, secret: str | None) -> str:
     return text[:_MAX_MESSAGE_CHARS]
 
 
+def describe_error(exc: BaseException) -> str:
+    """One-line description of an attempt's exception (not yet redacted)."""
+    if isinstance(exc, RemoteAttemptError):
+        return exc.detail  # described (and redacted) in the client worker process
+    return f"{type(exc).__name__}: {exc}"
+
+
 def classify_error(exc: BaseException) -> tuple[str, float | None]:
     """(LLMError kind, Retry-After seconds or None) for an exception raised by one attempt."""
+    if isinstance(exc, RemoteAttemptError):
+        return exc.kind, exc.retry_after  # classified by this function in the client worker process
     if isinstance(exc, openai.APITimeoutError) and _refused_connection_behind(exc):
         return "connection", None  # httpx-aiohttp reports a refused connect as a ConnectTimeout
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
@@ -156,12 +169,48 @@ def extract_completion(body: Any) -> tuple[str, Usage | None]:
         raise ValueError(f"response usage is malformed: {exc}") from exc
 
 
+def build_client(api_key: str, base_url: str | None, timeout_s: float, transport: str, ssl_context: ssl.SSLContext) -> openai.AsyncOpenAI:
+    """One `AsyncOpenAI` client with its own connection pool; the SDK's retries are off (ours are in `complete`)."""
+    if transport == "aiohttp":
+        http_client = openai.DefaultAioHttpClient(verify=ssl_context, timeout=timeout_s)
+    else:
+        http_client = openai.DefaultAsyncHttpxClient(verify=ssl_context, timeout=timeout_s)
+    return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client)
+
+
+async def post_chat_completion(client: openai.AsyncOpenAI, timeout_s: float, *, body: dict[str, Any] | None = None,
+                               content: bytes | None = None) -> bytes:
+    """One attempt: POST /chat/completions through the SDK under a whole-attempt deadline; the raw response body.
+
+    `body` is the payload as a dict, `content` the same already serialised (client worker processes get bytes).
+    Status errors, timeouts and connection errors are the SDK's exceptions, for `classify_error`.
+    """
+    async with asyncio.timeout(timeout_s):  # whole-attempt deadline (httpx's is per phase)
+        # the SDK's documented low-level call (its status errors, headers, timeouts) with a plain JSON
+        # payload and the raw response: skips create()'s TypedDict transform of the messages and the
+        # model construction of the reply (milliseconds per call), extract_completion validates it
+        response = await client.post("/chat/completions", body=body, content=content, cast_to=httpx.Response)
+        return response.content
+
+
+def client_processes_of(llm_cfg: Any) -> int:
+    """`llm.client_processes` (1 when the key is absent): an integer >= 1, else ValueError naming the key."""
+    value = getattr(llm_cfg, "client_processes", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"llm.client_processes must be an integer >= 1 (1 = the SDK runs in this process), got {value!r}")
+    return value
+
+
 class OpenAIProvider:
     """LLMProvider over `openai.AsyncOpenAI` with this module's retry policy."""
 
     name = "openai"
 
-    def __init__(self, llm_cfg: Any, *, api_key: str | None = None, rng: random.Random | None = None, sleep=asyncio.sleep):
+    def __init__(self, llm_cfg: Any, *, api_key: str | None = None, rng: random.Random | None = None, sleep=asyncio.sleep,
+                 client_pool: ClientProcessPool | None = None):
+        """`client_pool`: worker processes to share (e.g. between providers of one process); the caller closes
+        it, and its endpoint and timeout must be this config's. Without it, `llm.client_processes` > 1 starts
+        a pool owned (and closed by `aclose`) by this provider."""
         check_role_names(llm_cfg)
         self._cfg = llm_cfg
         self._prices = dict(getattr(llm_cfg, "prices", None) or {})
@@ -182,8 +231,23 @@ class OpenAIProvider:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.transport = "aiohttp" if aiohttp_transport_available() else "httpx"
         self._requests_per_client = AIOHTTP_REQUESTS_PER_CLIENT if self.transport == "aiohttp" else REQUESTS_PER_CLIENT
-        self._clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
-        self._in_flight.append(0)
+        self.client_processes = client_processes_of(llm_cfg)
+        self._pool = client_pool
+        self._owns_pool = False
+        if client_pool is not None:
+            if (client_pool.base_url, client_pool.timeout_s) != (self._base_url, self._timeout_s):
+                raise ValueError(f"the shared client pool serves {client_pool.base_url} with timeout {client_pool.timeout_s} s, "
+                                 f"but llm.base_url / llm.timeout_s are {self._base_url} / {self._timeout_s} s")
+            self.client_processes = client_pool.n_processes
+        elif self.client_processes > 1:  # the SDK's per-request CPU is spread over worker processes, started lazily
+            from harness.llm.client_pool import ClientProcessPool
+
+            self._pool = ClientProcessPool(self.client_processes, api_key=self._api_key, base_url=self._base_url,
+                                           timeout_s=self._timeout_s, api_key_env=getattr(llm_cfg, "api_key_env", None))
+            self._owns_pool = True
+        else:
+            self._clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
+            self._in_flight.append(0)
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._warned_no_price: set[str] = set()
@@ -195,17 +259,7 @@ class OpenAIProvider:
     def _new_client(self) -> openai.AsyncOpenAI:
         if self._ssl_context is None:  # building one costs ~80 ms (CA bundle): share it between pools
             self._ssl_context = httpx.create_ssl_context()
-        if self.transport == "aiohttp":
-            http_client = openai.DefaultAioHttpClient(verify=self._ssl_context, timeout=self._timeout_s)
-        else:
-            http_client = openai.DefaultAsyncHttpxClient(verify=self._ssl_context, timeout=self._timeout_s)
-        return openai.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=self._base_url,
-            timeout=self._timeout_s,
-            max_retries=0,  # retries are ours (backoff, jitter, bad_response)
-            http_client=http_client,
-        )
+        return build_client(self._api_key, self._base_url, self._timeout_s, self.transport, self._ssl_context)
 
     def _acquire_client(self) -> int:
         """Index of the least busy client pool, opening a new one when all are full."""
@@ -225,7 +279,12 @@ class OpenAIProvider:
         return len(self._clients) - 1
 
     async def aclose(self) -> None:
-        """Close the pools of the current event loop; pools of a finished loop are only dropped."""
+        """Stop the client worker processes, or close the pools of the current event loop (pools of a finished
+        loop are only dropped). The provider stays usable: a later call opens new pools / starts new workers."""
+        if self._pool is not None:
+            if self._owns_pool:
+                await self._pool.aclose()
+            return
         clients, owner = self._clients, self._loop
         self._clients, self._in_flight, self._loop = [], [], None
         if owner is not None and owner is not asyncio.get_running_loop():
@@ -239,15 +298,13 @@ class OpenAIProvider:
         return {"model": model, "messages": [m.to_dict() for m in request.messages], **params}
 
     async def _attempt(self, payload: dict[str, Any]) -> Any:
+        """The JSON reply of one attempt, in this process or in a client worker process."""
+        if self._pool is not None:
+            return json.loads(await self._pool.post(json.dumps(payload).encode()))
         index = self._acquire_client()
         client = self._clients[index]
         try:
-            async with asyncio.timeout(self._timeout_s):  # whole-attempt deadline (httpx's is per phase)
-                # the SDK's documented low-level call (its status errors, headers, timeouts) with a plain JSON
-                # payload and the raw response: skips create()'s TypedDict transform of the messages and the
-                # model construction of the reply (milliseconds per call), extract_completion validates it
-                response = await client.post("/chat/completions", body=payload, cast_to=httpx.Response)
-                return response.json()
+            return json.loads(await post_chat_completion(client, self._timeout_s, body=payload))
         finally:
             if index < len(self._in_flight) and self._clients[index] is client:
                 self._in_flight[index] -= 1
@@ -269,7 +326,7 @@ class OpenAIProvider:
                 raise
             except Exception as exc:  # classified below; nothing escapes unclassified
                 kind, retry_after = classify_error(exc)
-                detail = redact(f"{type(exc).__name__}: {exc}", self._api_key)
+                detail = redact(describe_error(exc), self._api_key)
             retryable = kind in RETRYABLE_KINDS or (kind == "bad_response" and bad_responses < min(MAX_BAD_RESPONSE_RETRIES, self._max_retries))
             if kind == "bad_response":
                 bad_responses += 1
