@@ -5,7 +5,8 @@ One frame = 4-byte big-endian length of the rest, 1-byte frame type, 4-byte call
   main -> worker   CONFIG  (id 0)   JSON {api_key, base_url, timeout_s}; always the first frame
                    REQUEST          the chat-completion JSON body, already serialised
                    CANCEL           the call with this id was cancelled: stop it
-  worker -> main   OK               the raw response body (bytes as received; parsed by the main process)
+  worker -> main   READY   (id 0)   its client is built (sent once, after CONFIG)
+                   OK               the raw response body (bytes as received; parsed by the main process)
                    ERROR            JSON {kind, retry_after, detail}: the attempt's exception, classified and
                                     redacted in the worker by `openai_provider.classify_error` / `redact`
 
@@ -18,7 +19,7 @@ import json
 import struct
 from typing import Any
 
-CONFIG, REQUEST, CANCEL, OK, ERROR = b"C", b"R", b"X", b"O", b"E"
+CONFIG, REQUEST, CANCEL, READY, OK, ERROR = b"C", b"R", b"X", b"Y", b"O", b"E"
 _HEAD = struct.Struct(">IcI")  # length of (type + id + data), type, id
 HEAD_SIZE = _HEAD.size
 _LEN = struct.Struct(">I")

@@ -10,7 +10,8 @@ cost and logging stay in the provider's process.
 Contract:
 - workers start lazily on the first call; the API key reaches them in the CONFIG frame over the socket,
   never in argv or the environment (the variable named by `llm.api_key_env` is removed from theirs);
-- a worker that dies or stops answering (no reply within timeout_s + WORKER_GRACE_S) fails its calls
+- a worker that dies or stops answering (no reply within timeout_s + WORKER_GRACE_S, + WORKER_START_S
+  before it reported READY) fails its calls
   with RemoteAttemptError("connection") and is replaced by a fresh one on the next call; never a hang;
 - workers exit when their socket is closed: `aclose()`, this process exiting or being killed (the kernel
   closes the descriptors), or the pool being garbage-collected; they also exit when re-parented;
@@ -32,8 +33,10 @@ from pathlib import Path
 from harness.llm import client_ipc
 from harness.llm.client_ipc import RemoteAttemptError
 
-# a fresh worker imports the SDK before answering (seconds on a busy machine): the hang guard allows for it
-WORKER_GRACE_S = 30.0
+# a call gets timeout_s + WORKER_GRACE_S before its worker counts as hung, plus WORKER_START_S when the
+# worker has not reported READY yet (it imports the SDK first: seconds on a busy machine)
+WORKER_GRACE_S = 5.0
+WORKER_START_S = 60.0
 _STOP_WAIT_S = 2.0
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _RECV_BYTES = 1 << 18
@@ -50,6 +53,7 @@ class _Worker:
         self._inbox = bytearray()
         self._outbox = bytearray()
         self.dead: str | None = None  # why it can take no more calls
+        self.ready = False  # its READY frame arrived
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Read (and write) through `loop`; calls pending on a previous loop are dropped (their loop is gone)."""
@@ -113,6 +117,9 @@ class _Worker:
             self.fail(f"client worker process {self.process.pid} broke the protocol: {exc}")
             return
         for frame_type, call_id, payload in frames:
+            if frame_type == client_ipc.READY:
+                self.ready = True
+                continue
             future = self.pending.pop(call_id, None)
             if future is None or future.done():
                 continue  # cancelled here meanwhile
@@ -204,17 +211,16 @@ class ClientProcessPool:
         future = loop.create_future()
         worker.pending[call_id] = future
         worker.send(client_ipc.encode(client_ipc.REQUEST, call_id, content))
+        guard_s = self.timeout_s + WORKER_GRACE_S + (0.0 if worker.ready else WORKER_START_S)
         try:
-            async with asyncio.timeout(self.timeout_s + WORKER_GRACE_S):
-                return await future
+            async with asyncio.timeout(guard_s):
+                return await future  # cancelling this wait (caller or timer) cancels `future` too
         except TimeoutError:
-            if future.done():
-                raise
-            worker.fail(f"client worker process {worker.process.pid} did not answer within "
-                        f"{self.timeout_s + WORKER_GRACE_S:.0f} s; killed, a fresh one takes the next call")
+            worker.fail(f"client worker process {worker.process.pid} did not answer within {guard_s:.1f} s; "
+                        "killed, a fresh one takes the next call")
             raise RemoteAttemptError("connection", None, worker.dead or "client worker process did not answer") from None
         finally:
-            if not future.done() and worker.dead is None:  # cancelled: forget it here, stop it there
+            if future.cancelled() and worker.dead is None:  # the caller gave up: forget it here, stop it there
                 worker.pending.pop(call_id, None)
                 worker.send(client_ipc.encode(client_ipc.CANCEL, call_id))
 

@@ -38,6 +38,10 @@ class _ProviderLink(asyncio.Protocol):
         self._configure = configure
         self.closed = asyncio.get_running_loop().create_future()
         self.calls: dict[int, asyncio.Task] = {}
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
@@ -75,29 +79,31 @@ async def serve(sock: socket.socket, parent_pid: int) -> None:
     def configure(config: dict) -> None:
         state["api_key"], state["timeout_s"] = config["api_key"], float(config["timeout_s"])
         state["client"] = build_client(config["api_key"], config["base_url"], state["timeout_s"], transport_name, httpx.create_ssl_context())
+        link.transport.write(client_ipc.encode(client_ipc.READY, 0))
 
     async def attempt(call_id: int, content: bytes) -> None:
         try:
             body = await post_chat_completion(state["client"], state["timeout_s"], content=content)
-            link_transport.write(client_ipc.encode(client_ipc.OK, call_id, body))
+            link.transport.write(client_ipc.encode(client_ipc.OK, call_id, body))
         except asyncio.CancelledError:
             return  # the provider cancelled the call: nobody waits for an answer
         except Exception as exc:  # classified and redacted here, re-raised as LLMError by the provider
             kind, retry_after = classify_error(exc)
             detail = redact(describe_error(exc), state.get("api_key"))
-            link_transport.write(client_ipc.encode_error(call_id, kind, retry_after, detail))
+            link.transport.write(client_ipc.encode_error(call_id, kind, retry_after, detail))
         finally:
             link.calls.pop(call_id, None)
 
-    link_transport, link = await loop.connect_accepted_socket(
-        lambda: _ProviderLink(lambda call_id, content: loop.create_task(attempt(call_id, content)), configure), sock=sock)
+    link = _ProviderLink(lambda call_id, content: loop.create_task(attempt(call_id, content)), configure)
+    await loop.connect_accepted_socket(lambda: link, sock=sock)
     watchdog = loop.create_task(_watch_parent(parent_pid))
     try:
         await asyncio.wait((link.closed, watchdog), return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (watchdog, *link.calls.values()):
             task.cancel()
-        link_transport.close()
+        if link.transport is not None:
+            link.transport.close()
         if "client" in state:
             await state["client"].close()
 
@@ -117,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(serve(sock, parent_pid))
     else:
         uvloop.run(serve(sock, parent_pid))
+    sys.stderr.flush()
+    os._exit(0)  # nothing left to flush; skips ~1 s of interpreter teardown (the SDK's modules) so aclose() is quick
 
 
 if __name__ == "__main__":

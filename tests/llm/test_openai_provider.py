@@ -1,4 +1,9 @@
-"""OpenAIProvider against a real HTTP server on 127.0.0.1 (tests/support/openai_server.py)."""
+"""OpenAIProvider against a real HTTP server on 127.0.0.1 (tests/support/openai_server.py).
+
+Tests taking the `client_processes` fixture run twice: with the SDK in this process (1) and through two
+client worker processes (2; one pool shared by the module, started once, so the parametrisation costs
+no process start per test). Worker lifecycle (start, crash, orphans, key hygiene): test_client_pool.py.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import time
 
 import pytest
 
+from harness.llm.client_pool import ClientProcessPool
 from harness.llm.openai_provider import OpenAIProvider, resolve_api_key
 from harness.llm.protocol import ChatMessage, LLMError, LLMRequest, Role
 from tests.support.llm_config import fast_llm_config
@@ -18,15 +24,44 @@ pytestmark = pytest.mark.timeout(30)
 SECRET = "sk-test-SECRET-0123456789abcdef"
 
 
-@pytest.fixture
-def server():
+@pytest.fixture(scope="module")
+def shared_server():
     with FakeOpenAIServer(slow_s=2.0) as srv:
         yield srv
 
 
-def make_provider(server: FakeOpenAIServer, **overrides) -> OpenAIProvider:
+@pytest.fixture
+def server(shared_server):
+    def reset() -> None:
+        with shared_server._lock:
+            shared_server.requests.clear()
+            shared_server._queue.clear()
+        shared_server.latency_s = 0.0
+
+    reset()
+    yield shared_server
+    reset()
+
+
+@pytest.fixture(scope="module")
+def worker_pool(shared_server):
+    pool = ClientProcessPool(2, api_key=SECRET, base_url=shared_server.base_url, timeout_s=fast_llm_config().timeout_s)
+    yield pool
+    asyncio.run(pool.aclose())
+
+
+@pytest.fixture(params=[1, 2], ids=["in_process", "2_client_processes"])
+def client_processes(request):
+    if request.param > 1:
+        return request.getfixturevalue("worker_pool")
+    return None
+
+
+def make_provider(server: FakeOpenAIServer, pool: ClientProcessPool | None = None, **overrides) -> OpenAIProvider:
     cfg = fast_llm_config(base_url=server.base_url, **overrides)
-    return OpenAIProvider(cfg, api_key=SECRET)
+    if pool is not None:
+        cfg.client_processes = pool.n_processes
+    return OpenAIProvider(cfg, api_key=SECRET, client_pool=pool)
 
 
 def request(role: Role = Role.SOLVER, text: str = "What is 2+2?", **params) -> LLMRequest:
@@ -44,8 +79,8 @@ async def complete_and_close(provider: OpenAIProvider, req: LLMRequest):
         await provider.aclose()
 
 
-def test_normal_call_returns_text_usage_cost_and_sends_the_key(server):
-    provider = make_provider(server, prices={"test-model": {"input": 1.0, "output": 2.0}})
+def test_normal_call_returns_text_usage_cost_and_sends_the_key(server, client_processes):
+    provider = make_provider(server, client_processes, prices={"test-model": {"input": 1.0, "output": 2.0}})
     response = run(complete_and_close(provider, request(temperature=0.0)))
     assert response.text.endswith("ANSWER: A")
     assert response.provider == "openai" and response.model == "test-model"
@@ -60,9 +95,9 @@ def test_normal_call_returns_text_usage_cost_and_sends_the_key(server):
     assert sent.body["messages"][1] == {"role": "user", "content": "What is 2+2?"}
 
 
-def test_role_model_falls_back_to_shared_default(server):
+def test_role_model_falls_back_to_shared_default(server, client_processes):
     async def both():
-        provider = make_provider(server, models={"editor": "big-editor"})
+        provider = make_provider(server, client_processes, models={"editor": "big-editor"})
         await provider.complete(request(Role.EDITOR))
         await complete_and_close(provider, request(Role.SOLVER))
 
@@ -71,17 +106,17 @@ def test_role_model_falls_back_to_shared_default(server):
 
 
 @pytest.mark.parametrize("behaviour", ["429", "500", "malformed", "empty_choices"])
-def test_transient_failure_then_success(server, behaviour):
+def test_transient_failure_then_success(server, behaviour, client_processes):
     server.script(behaviour)
-    response = run(complete_and_close(make_provider(server), request()))
+    response = run(complete_and_close(make_provider(server, client_processes), request()))
     assert response.text.endswith("ANSWER: A")
     assert [r.behaviour for r in server.requests] == [behaviour, "normal"]
 
 
-def test_timeout_then_success_within_deadline(server):
+def test_timeout_then_success_within_deadline(server, client_processes):
     server.script("slow")
     started = time.monotonic()
-    response = run(complete_and_close(make_provider(server), request()))
+    response = run(complete_and_close(make_provider(server, client_processes), request()))
     assert response.text
     assert time.monotonic() - started < 1.5  # one 0.5 s timeout, not the 2 s slow response
 
@@ -90,9 +125,9 @@ def test_timeout_then_success_within_deadline(server):
     "behaviour, kind",
     [("429", "rate_limit"), ("500", "server"), ("slow", "timeout"), ("malformed", "bad_response"), ("empty_choices", "bad_response")],
 )
-def test_persistent_failure_is_a_clear_error_not_a_hang(server, behaviour, kind):
+def test_persistent_failure_is_a_clear_error_not_a_hang(server, behaviour, kind, client_processes):
     server.script(*[behaviour] * 10)
-    provider = make_provider(server, max_retries=2)
+    provider = make_provider(server, client_processes, max_retries=2)
     started = time.monotonic()
     with pytest.raises(LLMError) as info:
         run(complete_and_close(provider, request(Role.DIAGNOSER)))
@@ -103,18 +138,18 @@ def test_persistent_failure_is_a_clear_error_not_a_hang(server, behaviour, kind)
     assert time.monotonic() - started < 5
 
 
-def test_bad_responses_are_retried_a_bounded_number_of_times(server):
+def test_bad_responses_are_retried_a_bounded_number_of_times(server, client_processes):
     server.script(*["malformed"] * 10)
     with pytest.raises(LLMError) as info:
-        run(complete_and_close(make_provider(server, max_retries=8), request()))
+        run(complete_and_close(make_provider(server, client_processes, max_retries=8), request()))
     assert info.value.kind == "bad_response"
     assert len(server.requests) == 3  # 1 + MAX_BAD_RESPONSE_RETRIES, not 1 + max_retries
 
 
-def test_auth_error_is_not_retried(server):
+def test_auth_error_is_not_retried(server, client_processes):
     server.script("401")
     with pytest.raises(LLMError) as info:
-        run(complete_and_close(make_provider(server), request()))
+        run(complete_and_close(make_provider(server, client_processes), request()))
     assert info.value.kind == "auth"
     assert len(server.requests) == 1
 
@@ -126,15 +161,15 @@ def test_connection_refused_is_a_connection_error():
     assert info.value.kind == "connection"
 
 
-def test_missing_usage_is_recorded_as_zero_with_a_warning(server, caplog):
+def test_missing_usage_is_recorded_as_zero_with_a_warning(server, caplog, client_processes):
     server.script("no_usage")
     with caplog.at_level(logging.WARNING, logger="harness.llm.openai"):
-        response = run(complete_and_close(make_provider(server), request()))
+        response = run(complete_and_close(make_provider(server, client_processes), request()))
     assert response.usage.total_tokens == 0 and response.cost_usd == 0.0
     assert "returned no token usage" in caplog.text
 
 
-def test_key_never_appears_in_logs_or_errors(server, caplog, tmp_path):
+def test_key_never_appears_in_logs_or_errors(server, caplog, tmp_path, client_processes):
     log_file = tmp_path / "run.log"
     handler = logging.FileHandler(log_file)
     handler.setLevel(logging.DEBUG)
@@ -145,11 +180,11 @@ def test_key_never_appears_in_logs_or_errors(server, caplog, tmp_path):
     try:
         server.script("429", "500", "slow", "malformed")
         with caplog.at_level(logging.DEBUG):
-            provider = make_provider(server, max_retries=5)
+            provider = make_provider(server, client_processes, max_retries=5)
             run(complete_and_close(provider, request()))
             server.script(*["401"] * 3)
             with pytest.raises(LLMError) as info:
-                run(complete_and_close(make_provider(server), request()))
+                run(complete_and_close(make_provider(server, client_processes), request()))
     finally:
         root.removeHandler(handler)
         handler.close()
@@ -178,11 +213,11 @@ def test_local_url_accepts_a_missing_key_and_env_key_is_used(monkeypatch, server
     assert server.requests[-1].headers["Authorization"] == f"Bearer {SECRET}"
 
 
-def test_concurrent_calls_overlap(server):
+def test_concurrent_calls_overlap(server, client_processes):
     server.latency_s = 0.2
 
     async def many():
-        provider = make_provider(server)
+        provider = make_provider(server, client_processes)
         try:
             return await asyncio.gather(*(provider.complete(request(text=f"q{i}")) for i in range(10)))
         finally:
@@ -221,9 +256,9 @@ def test_in_flight_requests_spread_over_small_pools_and_all_close(server):
     assert all(c.is_closed() for c in clients)
 
 
-def test_one_provider_serves_several_event_loops(server):
+def test_one_provider_serves_several_event_loops(server, client_processes):
     # the loop calls asyncio.run once per batch with the same provider
-    provider = make_provider(server)
+    provider = make_provider(server, client_processes)
     first = run(provider.complete(request(text="first")))
     second = run(provider.complete(request(text="second")))
     run(provider.aclose())
