@@ -87,7 +87,7 @@ async def serve(sock: socket.socket, parent_pid: int) -> None:
             link.transport.write(client_ipc.encode(client_ipc.OK, call_id, body))
         except asyncio.CancelledError:
             return  # the provider cancelled the call: nobody waits for an answer
-        except Exception as exc:  # classified and redacted here, re-raised as LLMError by the provider
+        except Exception as exc:  # noqa: BLE001 (classified and redacted here, re-raised as LLMError by the provider)
             kind, retry_after = classify_error(exc)
             detail = redact(describe_error(exc), state.get("api_key"))
             link.transport.write(client_ipc.encode_error(call_id, kind, retry_after, detail))

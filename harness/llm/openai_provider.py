@@ -256,6 +256,11 @@ class OpenAIProvider:
     def model_for(self, role: Role) -> str:
         return model_for_role(self._cfg, role)
 
+    @property
+    def client_pids(self) -> list[int]:
+        """Process ids of the live client worker processes (empty when the SDK runs in this process)."""
+        return self._pool.pids if self._pool is not None else []
+
     def _new_client(self) -> openai.AsyncOpenAI:
         if self._ssl_context is None:  # building one costs ~80 ms (CA bundle): share it between pools
             self._ssl_context = httpx.create_ssl_context()
