@@ -10,7 +10,11 @@ resolved, in `params.yaml`):
 
 Item layout (docs/ARCHITECTURE.md, "Pipeline state"): step 1 of epoch 1
 starts from `<state>/init`, step S>1 from the previous step's gate output,
-step 1 of epoch E>1 from the previous epoch's slow update.
+step 1 of epoch E>1 from the previous epoch's slow update. Items carry only
+what `dvc.yaml` cannot interpolate (the numbers and `prev`); the directories
+follow from them (`harness.loop.state.StatePaths` is the same layout in code):
+DVC parses `params.yaml` once per stage at every status check, so every
+scalar here is paid ~60 times per `dvc repro`.
 
 Registered on import of `harness.config` and by the Hydra plugin module
 `hydra_plugins/harness_resolvers` (Hydra imports every module under the
@@ -54,7 +58,7 @@ def _state(state_dir: str, *parts: str) -> str:
 
 
 def step_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> list[dict[str, Any]]:
-    """One item per (epoch, step), in execution order (plain data)."""
+    """One item {epoch, step, prev} per (epoch, step), in execution order (plain data)."""
     n_epochs = _positive_int("train.epochs", epochs)
     n_steps = _positive_int("train.steps_per_epoch", steps_per_epoch)
     items: list[dict[str, Any]] = []
@@ -66,36 +70,19 @@ def step_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "sta
                 prev = _state(state_dir, f"e{epoch - 1}", "slow")
             else:
                 prev = _state(state_dir, "init")
-            items.append(
-                {
-                    "name": f"e{epoch}_s{step}",
-                    "epoch": epoch,
-                    "step": step,
-                    "prev": prev,
-                    "cur": _state(state_dir, f"e{epoch}", f"s{step}"),
-                    "batches": _state(state_dir, f"e{epoch}", "batches.json"),
-                }
-            )
+            items.append({"epoch": epoch, "step": step, "prev": prev})
     return items
 
 
 def epoch_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> list[dict[str, Any]]:
-    """One item per epoch: where the epoch starts, its last gate, its own directory."""
+    """One item {epoch, prev} per epoch: where the epoch starts (steps_per_epoch is only validated;
+    the epoch's last gate is `<state>/e<E>/s<steps_per_epoch>/gate`)."""
     n_epochs = _positive_int("train.epochs", epochs)
-    n_steps = _positive_int("train.steps_per_epoch", steps_per_epoch)
-    items: list[dict[str, Any]] = []
-    for epoch in range(1, n_epochs + 1):
-        prev = _state(state_dir, "init") if epoch == 1 else _state(state_dir, f"e{epoch - 1}", "slow")
-        items.append(
-            {
-                "name": f"e{epoch}",
-                "epoch": epoch,
-                "prev": prev,
-                "last_gate": _state(state_dir, f"e{epoch}", f"s{n_steps}", "gate"),
-                "cur": _state(state_dir, f"e{epoch}"),
-            }
-        )
-    return items
+    _positive_int("train.steps_per_epoch", steps_per_epoch)
+    return [
+        {"epoch": epoch, "prev": _state(state_dir, "init") if epoch == 1 else _state(state_dir, f"e{epoch - 1}", "slow")}
+        for epoch in range(1, n_epochs + 1)
+    ]
 
 
 def _schedule(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> ListConfig:

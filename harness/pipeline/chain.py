@@ -2,7 +2,7 @@
 
 The same stage functions, in the same order and with the same paths as the
 ``dvc.yaml`` stages (taken from the config's ``train.schedule`` and
-``train.epoch_schedule``), so a run of this chain and a ``dvc repro`` of
+``train.epoch_schedule``, directories from ``StatePaths``), so a run of this chain and a ``dvc repro`` of
 the same config produce the same state, harness and metrics.
 """
 
@@ -29,33 +29,34 @@ class StageCall:
 def stage_calls(cfg: Any, root: Path) -> list[StageCall]:
     """The pipeline's stage invocations in execution order, paths resolved against `root`."""
     from harness.loop import steps
+    from harness.loop.state import StatePaths
 
     def p(relative: str) -> Path:
         return root / str(relative)
 
     questions, pools = p(cfg.benchmark.questions_path), p(cfg.pools.path)
-    state = p(cfg.train.state_dir)
+    paths = StatePaths(root, str(cfg.train.state_dir))
     calls = [
         StageCall("prepare", lambda ctx: steps.stage_prepare(ctx, questions)),
-        StageCall("pools", lambda ctx: steps.stage_pools(ctx, questions, pools, state / "init")),
+        StageCall("pools", lambda ctx: steps.stage_pools(ctx, questions, pools, paths.init)),
     ]
     n_steps = int(cfg.train.steps_per_epoch)
     by_epoch: dict[int, list[Any]] = {}
     for item in cfg.train.schedule:
         by_epoch.setdefault(int(item.epoch), []).append(item)
     for e_item in cfg.train.epoch_schedule:
-        epoch, cur = int(e_item.epoch), p(e_item.cur)
-        calls.append(StageCall(f"batches@e{epoch}", _bind(steps.stage_batches, epoch, p(e_item.prev), pools, cur / "batches.json")))
+        epoch = int(e_item.epoch)
+        calls.append(StageCall(f"batches@e{epoch}", _bind(steps.stage_batches, epoch, p(e_item.prev), pools, paths.batches(epoch))))
         for item in by_epoch.get(epoch, []):
-            e, s, step_dir, prev = int(item.epoch), int(item.step), p(item.cur), p(item.prev)
-            calls.append(StageCall(f"rollout@e{e}.s{s}", _bind(steps.stage_rollout, e, s, prev, p(item.batches), step_dir / "rollout")))
-            calls.append(StageCall(f"evolve@e{e}.s{s}", _bind(steps.stage_evolve, e, s, prev, step_dir / "rollout", step_dir / "evolve")))
-            calls.append(StageCall(f"gate@e{e}.s{s}", _bind(steps.stage_gate, e, s, prev, step_dir / "rollout",
-                                                             step_dir / "evolve", step_dir / "gate")))
-        rollouts = [cur / f"s{s}" / "rollout" for s in range(1, n_steps + 1)]
-        calls.append(StageCall(f"slow@e{epoch}", _bind(steps.stage_slow, epoch, p(e_item.last_gate), rollouts, cur / "slow")))
-    final = state / f"e{int(cfg.train.epochs)}" / "slow"
-    calls.append(StageCall("holdout", lambda ctx: steps.stage_holdout(ctx, final, pools, state / "holdout")))
+            e, s, prev = int(item.epoch), int(item.step), p(item.prev)
+            calls.append(StageCall(f"rollout@e{e}.s{s}", _bind(steps.stage_rollout, e, s, prev, paths.batches(e), paths.rollout(e, s))))
+            calls.append(StageCall(f"evolve@e{e}.s{s}", _bind(steps.stage_evolve, e, s, prev, paths.rollout(e, s), paths.evolve(e, s))))
+            calls.append(StageCall(f"gate@e{e}.s{s}", _bind(steps.stage_gate, e, s, prev, paths.rollout(e, s),
+                                                             paths.evolve(e, s), paths.gate(e, s))))
+        rollouts = [paths.rollout(epoch, s) for s in range(1, n_steps + 1)]
+        calls.append(StageCall(f"slow@e{epoch}", _bind(steps.stage_slow, epoch, paths.gate(epoch, n_steps), rollouts, paths.slow(epoch))))
+    final = paths.slow(int(cfg.train.epochs))
+    calls.append(StageCall("holdout", lambda ctx: steps.stage_holdout(ctx, final, pools, paths.holdout)))
     return calls
 
 

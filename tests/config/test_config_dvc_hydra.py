@@ -19,11 +19,11 @@ stages:
   step:
     foreach: ${train.schedule}
     do:
-      cmd: echo ${item.prev} ${gate.lambda} > out_${item.name}.txt
+      cmd: echo ${item.prev} ${gate.lambda} > out_e${item.epoch}_s${item.step}.txt
       params:
         - gate.lambda
       outs:
-        - out_${item.name}.txt
+        - out_e${item.epoch}_s${item.step}.txt
 """
 
 
@@ -54,6 +54,6 @@ def test_dvc_exp_run_set_param_recomposes_params_and_foreach_follows(tmp_path: P
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
     assert params["gate"]["lambda"] == 2.0
-    assert [item["name"] for item in params["train"]["schedule"]] == ["e1_s1", "e1_s2"]
+    assert [(item["epoch"], item["step"]) for item in params["train"]["schedule"]] == [(1, 1), (1, 2)]
     assert (repo / "out_e1_s2.txt").read_text().split() == ["state/e1/s1/gate", "2.0"]
     assert not (repo / "out_e2_s1.txt").exists()

@@ -101,7 +101,7 @@ def test_env_values_are_typed_like_command_line_values(raw_tiny) -> None:
 
 def test_env_value_feeds_derived_schedule(raw_tiny) -> None:
     cfg = _with_env(raw_tiny, {"HT__POOLS__DIAGNOSIS_SIZE": "4"})  # 4 / batch 4 -> 1 step per epoch
-    assert cfg.train.steps_per_epoch == 1 and [i.name for i in cfg.train.schedule] == ["e1_s1", "e2_s1"]
+    assert cfg.train.steps_per_epoch == 1 and [(i.epoch, i.step) for i in cfg.train.schedule] == [(1, 1), (2, 1)]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import ListConfig, OmegaConf
@@ -24,25 +25,28 @@ def test_ceil_div() -> None:
 def test_step_schedule_chains_prev_to_previous_gate_or_slow_update() -> None:
     items = step_schedule_items(2, 2, "state")
     assert items == [
-        {"name": "e1_s1", "epoch": 1, "step": 1, "prev": "state/init", "cur": "state/e1/s1", "batches": "state/e1/batches.json"},
-        {"name": "e1_s2", "epoch": 1, "step": 2, "prev": "state/e1/s1/gate", "cur": "state/e1/s2", "batches": "state/e1/batches.json"},
-        {"name": "e2_s1", "epoch": 2, "step": 1, "prev": "state/e1/slow", "cur": "state/e2/s1", "batches": "state/e2/batches.json"},
-        {"name": "e2_s2", "epoch": 2, "step": 2, "prev": "state/e2/s1/gate", "cur": "state/e2/s2", "batches": "state/e2/batches.json"},
+        {"epoch": 1, "step": 1, "prev": "state/init"},
+        {"epoch": 1, "step": 2, "prev": "state/e1/s1/gate"},
+        {"epoch": 2, "step": 1, "prev": "state/e1/slow"},
+        {"epoch": 2, "step": 2, "prev": "state/e2/s1/gate"},
     ]
 
 
 def test_epoch_schedule_matches_architecture_doc() -> None:
-    assert epoch_schedule_items(2, 5, "state/") == [
-        {"name": "e1", "epoch": 1, "prev": "state/init", "last_gate": "state/e1/s5/gate", "cur": "state/e1"},
-        {"name": "e2", "epoch": 2, "prev": "state/e1/slow", "last_gate": "state/e2/s5/gate", "cur": "state/e2"},
-    ]
+    assert epoch_schedule_items(2, 5, "state/") == [{"epoch": 1, "prev": "state/init"}, {"epoch": 2, "prev": "state/e1/slow"}]
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        epoch_schedule_items(2, 0, "state")
 
 
 def test_every_prev_is_an_earlier_output() -> None:
+    from harness.loop.state import StatePaths
+
+    paths = StatePaths(Path("/r"), "st")
     items = step_schedule_items(3, 4, "st")
-    produced = {"st/init"} | {f"{i['cur']}/gate" for i in items} | {f"st/e{e}/slow" for e in range(1, 4)}
-    assert all(item["prev"] in produced for item in items)
-    assert len({item["cur"] for item in items}) == len(items) == 12  # every stage writes a new path
+    produced = {paths.init} | {paths.gate(i["epoch"], i["step"]) for i in items} | {paths.slow(e) for e in range(1, 4)}
+    assert all(Path("/r") / item["prev"] in produced for item in items)
+    assert [Path("/r") / i["prev"] for i in items] == [paths.prev_of_step(i["epoch"], i["step"]) for i in items]
+    assert len({paths.step_dir(i["epoch"], i["step"]) for i in items}) == len(items) == 12  # every stage writes a new path
 
 
 def test_resolvers_return_omegaconf_lists_inside_a_config() -> None:
@@ -57,9 +61,9 @@ def test_resolvers_return_omegaconf_lists_inside_a_config() -> None:
     })
     assert cfg.train.steps_per_epoch == 3
     assert isinstance(cfg.train.schedule, ListConfig) and len(cfg.train.schedule) == 6
-    assert cfg.train.epoch_schedule[1].last_gate == "state/e2/s3/gate"
+    assert cfg.train.epoch_schedule[1].prev == "state/e1/slow" and cfg.train.schedule[4].prev == "state/e2/s1/gate"
     cfg.train.epochs = 1  # lazily re-derived
-    assert [i.name for i in cfg.train.schedule] == ["e1_s1", "e1_s2", "e1_s3"]
+    assert [(i.epoch, i.step) for i in cfg.train.schedule] == [(1, 1), (1, 2), (1, 3)]
     cfg.train.epochs = 0
     with pytest.raises(InterpolationResolutionError, match="train.epochs"):
         _ = cfg.train.schedule
@@ -70,7 +74,7 @@ def test_composed_config_carries_the_resolved_schedule(compose_cfg) -> None:
     assert cfg.train.steps_per_epoch == 5  # ceil(220 / 44)
     assert len(cfg.train.schedule) == 15 and len(cfg.train.epoch_schedule) == 3
     assert cfg.train.schedule[5].prev == "state/e1/slow"
-    assert cfg.train.epoch_schedule[2].last_gate == "state/e3/s5/gate"
+    assert cfg.train.epoch_schedule[2].prev == "state/e2/slow"
 
 
 def test_hydra_plugin_registers_resolvers_and_schema_without_importing_harness() -> None:
