@@ -264,3 +264,14 @@ def test_one_provider_serves_several_event_loops(server, client_processes):
     run(provider.aclose())
     assert first.text and second.text
     assert [r.behaviour for r in server.requests] == ["normal", "normal"]  # no failed attempt, no retry
+
+
+def test_test_server_latency_jitter_is_bounded_seeded_and_validated():
+    server = FakeOpenAIServer(latency_s=0.1, latency_jitter=0.2, jitter_seed=3)
+    delays = [server._latency() for _ in range(200)]
+    assert all(0.08 <= d <= 0.12 for d in delays) and max(delays) - min(delays) > 0.03
+    again = FakeOpenAIServer(latency_s=0.1, latency_jitter=0.2, jitter_seed=3)
+    assert [again._latency() for _ in range(200)] == delays
+    assert FakeOpenAIServer(latency_s=0.1)._latency() == 0.1
+    with pytest.raises(ValueError, match="latency_jitter"):
+        FakeOpenAIServer(latency_s=0.1, latency_jitter=1.5)._latency()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import threading
 import time
@@ -96,6 +97,8 @@ def response_bytes(reply: Reply) -> bytes:
 @dataclass
 class FakeOpenAIServer:
     latency_s: float = 0.0
+    latency_jitter: float = 0.0  # each delay is latency_s x U(1 - jitter, 1 + jitter) (seeded), mean latency_s
+    jitter_seed: int = 0
     slow_s: float = 5.0
     reply: Callable[[Any], str] = default_reply
     record: bool = True
@@ -108,6 +111,7 @@ class FakeOpenAIServer:
     _loop: asyncio.AbstractEventLoop | None = None
     _address: tuple[str, int] | None = None
     n_requests: int = 0
+    _rng: random.Random | None = None
 
     def handle(self, path: str, headers: Headers, raw: bytes) -> Reply:
         """Record one request, take the next scripted behaviour, and build its reply (both engines)."""
@@ -123,8 +127,19 @@ class FakeOpenAIServer:
         if path.rstrip("/") != "/v1/chat/completions":
             return Reply(404, json.dumps({"error": {"message": f"no route {path}"}}).encode(), {}, self.latency_s)
         reply = self._respond(behaviour, body)
-        reply.delay_s += self.latency_s
+        reply.delay_s += self._latency()
         return reply
+
+    def _latency(self) -> float:
+        if not self.latency_jitter:
+            return self.latency_s
+        if not 0 <= self.latency_jitter <= 1:
+            raise ValueError(f"FakeOpenAIServer.latency_jitter must be within [0, 1], got {self.latency_jitter}")
+        with self._lock:
+            if self._rng is None:
+                self._rng = random.Random(self.jitter_seed)
+            factor = self._rng.uniform(1 - self.latency_jitter, 1 + self.latency_jitter)
+        return self.latency_s * factor
 
     # lifecycle
     def start(self) -> FakeOpenAIServer:
@@ -322,9 +337,11 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="Scriptable OpenAI-compatible test server on 127.0.0.1")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
+    parser.add_argument("--latency-jitter", type=float, default=0.0,
+                        help="each delay is latency x U(1 - j, 1 + j), seeded (default 0: constant latency)")
     parser.add_argument("--engine", choices=ENGINES, default="threads", help="threads (stdlib http.server) or asyncio (leaner)")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(latency_s=args.latency, record=False, engine=args.engine).start()
+    server = FakeOpenAIServer(latency_s=args.latency, latency_jitter=args.latency_jitter, record=False, engine=args.engine).start()
     print(server.base_url, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
