@@ -10,11 +10,15 @@ escape the root it is saved under.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+logger = logging.getLogger("harness.tree")
 
 # Files that are never part of a harness (editor caches, OS litter).
 IGNORED_PARTS = frozenset({"__pycache__", ".DS_Store", ".pytest_cache", ".ipynb_checkpoints"})
@@ -170,6 +174,8 @@ class HarnessTree(Mapping[str, str]):
         """Read every regular file under `root` (UTF-8). Symlinks are refused."""
         root_path = Path(root)
         if not root_path.is_dir():
+            _restore_interrupted_save(root_path)
+        if not root_path.is_dir():
             raise FileNotFoundError(f"harness root {root_path} is not a directory")
         files: dict[str, str] = {}
         for dirpath, dirnames, filenames in os.walk(root_path):
@@ -194,7 +200,9 @@ class HarnessTree(Mapping[str, str]):
         """Write the tree as the exact content of `root`, atomically.
 
         The tree is written into a sibling temp directory which then replaces
-        `root`, so a crash leaves either the old or the new tree, never a mix.
+        `root`, so a crash leaves either the old or the new tree, never a mix:
+        on Linux one atomic exchange (renameat2 RENAME_EXCHANGE); elsewhere two
+        renames, and `load` puts the old tree back if a crash fell between them.
         """
         root_path = Path(root)
         root_path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,15 +218,56 @@ class HarnessTree(Mapping[str, str]):
         except BaseException:
             _rmtree(tmp)  # a failed save leaves the old tree and no partial temp dir
             raise
-        if root_path.exists():
+        if not root_path.exists():
+            os.replace(tmp, root_path)
+        elif _exchange(tmp, root_path):  # one atomic swap: `tmp` now holds the old tree
+            _rmtree(tmp)
+        else:  # no renameat2: two renames; `load` restores `old` if a crash falls between them
             os.replace(root_path, old)
             os.replace(tmp, root_path)
             _rmtree(old)
-        else:
-            os.replace(tmp, root_path)
 
     def to_dict(self) -> dict[str, str]:
         return dict(self._files)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_renameat2 = None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing directories (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _renameat2 = libc.renameat2
+            _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if not _renameat2:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    import ctypes
+
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # kernel or filesystem without RENAME_EXCHANGE: the caller falls back
+    raise OSError(code, f"renameat2(RENAME_EXCHANGE) {a} <-> {b}: {os.strerror(code)}")
+
+
+def _restore_interrupted_save(root: Path) -> None:
+    """A save that fell back to two renames and crashed between them left `root` missing and the previous
+    tree at `.<name>.old-<pid>`: put that tree back (the new one never replaced it) (other leftovers are left alone: a concurrent save may own them)."""
+    olds = sorted(root.parent.glob(f".{root.name}.old-*"), key=lambda p: p.stat().st_mtime) if root.parent.is_dir() else []
+    if not olds:
+        return
+    os.replace(olds[-1], root)
+    logger.warning("harness root %s was missing after an interrupted save; restored the previous tree from %s", root, olds[-1].name)
 
 
 def _rmtree(path: Path) -> None:

@@ -162,3 +162,45 @@ def test_load_errors(tmp_path):
     (tmp_path / "h" / "bin.md").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(TreePathError, match="not UTF-8"):
         HarnessTree.load(tmp_path / "h")
+
+
+def test_save_over_an_existing_tree_swaps_atomically_when_the_kernel_can(tmp_path, monkeypatch):
+    from harness import tree as tree_module
+
+    root = tmp_path / "h"
+    HarnessTree(BASE).save(root)
+    if not tree_module._exchange(root, root):  # probe: RENAME_EXCHANGE unsupported here -> fallback tested below
+        pytest.skip("renameat2(RENAME_EXCHANGE) is not available on this kernel/filesystem")
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(tree_module.os, "replace", lambda a, b: (replaced.append((a, b)), real_replace(a, b))[1])
+    HarnessTree({**BASE, "x.md": "new"}).save(root)
+    assert replaced == []  # no window without `root`: one exchange, no rename pair
+    assert HarnessTree.load(root) == HarnessTree({**BASE, "x.md": "new"})
+    assert sorted(os.listdir(tmp_path)) == ["h"]
+
+
+def test_crash_between_the_fallback_renames_is_repaired_on_load(tmp_path, monkeypatch, caplog):
+    from harness import tree as tree_module
+
+    root = tmp_path / "h"
+    HarnessTree(BASE).save(root)
+    monkeypatch.setattr(tree_module, "_exchange", lambda a, b: False)
+    real_replace, calls = os.replace, []
+
+    def crash_on_second(a, b):
+        calls.append((a, b))
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed between the renames")
+        return real_replace(a, b)
+
+    monkeypatch.setattr(tree_module.os, "replace", crash_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        HarnessTree({**BASE, "x.md": "new"}).save(root)
+    monkeypatch.undo()
+    assert not root.exists()  # the window the fallback leaves
+    with caplog.at_level("WARNING", logger="harness.tree"):
+        assert HarnessTree.load(root) == HarnessTree(BASE)  # the previous tree, whole
+    assert "interrupted save" in caplog.text and root.is_dir()
+    with pytest.raises(FileNotFoundError):
+        HarnessTree.load(tmp_path / "never-saved")
