@@ -238,8 +238,9 @@ async def validate_skill_local(
                 for i, value in zip(misses, got):
                     baseline[i] = value
                     used[block[i].qid].add(indices[i])
-                    if value is not None and baseline_cache is not None:
-                        baseline_cache.put(task_type, base_hash, prompts_version, block[i].qid, indices[i], bool(value))
+                if baseline_cache is not None:  # one append + fsync per block
+                    baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], bool(value))
+                                            for i, value in zip(misses, got) if value is not None)
                 out.rollouts += len(misses)
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)

@@ -46,3 +46,27 @@ def test_torn_last_line_is_cut_and_corrupt_middle_line_named(tmp_path):
     path.write_text('garbage\n' + path.read_text())
     with pytest.raises(ValueError, match=r"b.jsonl:1"):
         BaselineCache(path)
+
+
+def test_put_many_checks_every_row_first_then_writes_once_and_indexes(tmp_path):
+    path = tmp_path / "bc.jsonl"
+    cache = BaselineCache(path)
+    cache.put("t", "h", "v0", "q1", 0, True)
+    rows = [("t", "h", "v0", "q1", 1, False), ("t", "h", "v0", "q2", 0, True), ("t", "h", "v0", "q1", 0, True)]  # last: known, same value
+    cache.put_many(rows)
+    assert cache.samples("t", "h", "v0", "q1") == {0: True, 1: False} and cache.samples("t", "h", "v0", "q2") == {0: True}
+    assert cache.samples("t", "h", "v1", "q1") == {}  # another baseline version shares nothing
+    assert len(path.read_text().splitlines()) == 3
+    before = path.read_text()
+    with pytest.raises(ValueError, match="conflicting outcome"):
+        cache.put_many([("t", "h", "v0", "q3", 0, True), ("t", "h", "v0", "q1", 1, True)])
+    with pytest.raises(ValueError, match="must be a bool"):
+        cache.put_many([("t", "h", "v0", "q4", 0, True), ("t", "h", "v0", "q4", 1, None)])
+    assert path.read_text() == before and cache.get("t", "h", "v0", "q3", 0) is None  # a rejected batch writes nothing
+    with pytest.raises(ValueError, match="conflicting outcome"):
+        cache.put_many([("t", "h", "v0", "q5", 0, True), ("t", "h", "v0", "q5", 0, False)])  # within one batch
+    reopened = BaselineCache(path)
+    assert reopened.samples("t", "h", "v0", "q1") == {0: True, 1: False} and len(reopened) == 3
+    samples = reopened.samples("t", "h", "v0", "q1")
+    samples[7] = True  # a copy: callers cannot change the cache
+    assert reopened.samples("t", "h", "v0", "q1") == {0: True, 1: False}
