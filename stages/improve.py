@@ -263,21 +263,14 @@ def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from harness.tracking.progress import configure_logging
+    from harness.pipeline.entry import configure_and_load
 
-    configure_logging(quiet=args.quiet)
-    from harness.config.errors import ConfigError
-    from harness.config.load import load_params
+    cfg = configure_and_load("improve", args)
+    if cfg is None:
+        return 2
     from harness.h2.sweep import ManifestError, plan_dict, precheck, read_domain_report, render_plan, run_plan
 
     root = Path.cwd().resolve()
-    try:
-        cfg = load_params(Path(args.params))
-    except ConfigError as exc:
-        print(f"stages.improve: bad configuration in {args.params}: {exc}", file=sys.stderr)
-        return 2
-    if cfg.get("quiet", False):
-        configure_logging(quiet=True)
     settings = settings_from(cfg, args, root)
 
     if args.aggregate:

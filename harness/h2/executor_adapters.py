@@ -12,7 +12,7 @@
   tasks too. The editor's task bundle is its evidence context under
   `context/` (a file-reading agent edits `context/harness/`); its final reply
   must use the file-block contract and is parsed by harness/h2/contract.py
-  with one format retry (`.fmt2`), exactly like a chat-model editor.
+  with one format retry (`.fmt2`), through the same `roles.edit_with_format_retry` as a chat-model editor.
 
 Idempotency: the recursion hands adapters and roles the full key
 `h2-{run_tag}-{role}-{label}`; the executor derives the same key from
@@ -33,9 +33,7 @@ from typing import Any, Mapping, Sequence
 from harness.executors.remote import TaskServiceExecutor, make_bundle
 from harness.executors.types import ExecutionRequest, ExecutionResult
 from harness.h2.adapters import Observation, Rollout
-from harness.h2.contract import EditorFormatError, parse_editor_output
-from harness.h2.prompts import editor_messages
-from harness.h2.roles import Call, EditRequest, EditResult, Judge, Reflector, Reply, Roles, Selector
+from harness.h2.roles import EditorReply, EditRequest, EditResult, Judge, Reflector, Reply, Roles, Selector, edit_with_format_retry
 from harness.h2.surfaces import CODEX, Surface
 from harness.llm.protocol import ChatMessage, LLMError, Role
 from harness.tree import HarnessTree
@@ -208,9 +206,6 @@ def context_bundle(context_dir: Path) -> bytes:
     return make_bundle(files)
 
 
-_FMT_SUFFIX = ".fmt2"
-
-
 @dataclass
 class ServiceEditor:
     """The editor role as service tasks: evidence bundled as files, reply parsed by the contract."""
@@ -219,27 +214,16 @@ class ServiceEditor:
 
     async def edit(self, req: EditRequest) -> EditResult:
         bundle = context_bundle(req.context_dir)
-        calls: list[Call] = []
-        errors: list[str] = []
-        raw = ""
-        for attempt, key in enumerate((req.key, req.key + _FMT_SUFFIX)):
-            messages = editor_messages(
-                stage=req.stage, surface=req.surface, task_id=req.task_id, task_header=req.task_header, prompt=req.prompt,
-                current=req.current, evidence=EDITOR_EVIDENCE_NOTE, pool=req.pool, validator_feedback=req.validator_feedback,
-                format_feedback=errors[-1] if errors else None,
-            )
+
+        async def ask(messages: list[ChatMessage], key: str) -> EditorReply:
             _role, label = split_key(key, self.executor.run_tag)
             result = await asyncio.to_thread(self.executor.run_task, role=Role.EDITOR.value, label=label,
                                              prompt=flatten_messages(messages), bundle=bundle)
-            calls.append(Call(key, Role.EDITOR.value, result.cost_usd, counted=attempt == 0))
             if not result.ok:
-                return EditResult(None, tuple(calls), tuple(errors), f"editor task {result.task_id or label} failed: {result.status}: {result.error}", raw)
-            raw = result.text
-            try:
-                return EditResult(parse_editor_output(result.text, req.surface), tuple(calls), tuple(errors), None, raw)
-            except EditorFormatError as exc:
-                errors.append(str(exc))
-        return EditResult(None, tuple(calls), tuple(errors), "editor output broke the contract twice", raw)
+                return EditorReply(result.cost_usd, failure=f"editor task {result.task_id or label} failed: {result.status}: {result.error}")
+            return EditorReply(result.cost_usd, result.text)
+
+        return await edit_with_format_retry(req, EDITOR_EVIDENCE_NOTE, ask)
 
 
 def service_roles(executor: TaskServiceExecutor, *, model: str | None = None, role_models: Mapping[str, str] | None = None,

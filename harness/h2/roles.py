@@ -21,7 +21,7 @@ import hashlib
 import inspect
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable, Protocol, Sequence
 
@@ -115,33 +115,59 @@ class EditResult:
         return sum(c.usd for c in self.calls)
 
 
+FORMAT_RETRY_SUFFIX = ".fmt2"  # the key of the one retry after a format error
+
+
+@dataclass(frozen=True)
+class EditorReply:
+    """One editor attempt as an editor backend reports it: its cost (None: no call was made), its text,
+    or why it failed (the edit then ends with that error)."""
+
+    usd: float | None
+    text: str = ""
+    failure: str | None = None
+
+
+async def edit_with_format_retry(req: EditRequest, evidence: str,
+                                 ask: Callable[[list[ChatMessage], str], Awaitable[EditorReply]]) -> EditResult:
+    """The editor contract shared by every backend: ask, parse; on a format error ask once more under
+    `key + FORMAT_RETRY_SUFFIX` with the error as feedback; a second format error or a failed call ends it."""
+    calls: list[Call] = []
+    errors: list[str] = []
+    raw = ""
+    for attempt, key in enumerate((req.key, req.key + FORMAT_RETRY_SUFFIX)):
+        messages = editor_messages(
+            stage=req.stage, surface=req.surface, task_id=req.task_id, task_header=req.task_header, prompt=req.prompt,
+            current=req.current, evidence=evidence, pool=req.pool, validator_feedback=req.validator_feedback,
+            format_feedback=errors[-1] if errors else None,
+        )
+        reply = await ask(messages, key)
+        if reply.usd is not None:
+            calls.append(Call(key, Role.EDITOR.value, reply.usd, counted=attempt == 0))
+        if reply.failure is not None:
+            return EditResult(None, tuple(calls), tuple(errors), reply.failure, raw)
+        raw = reply.text
+        try:
+            return EditResult(parse_editor_output(reply.text, req.surface), tuple(calls), tuple(errors), None, raw)
+        except EditorFormatError as exc:
+            errors.append(str(exc))
+    return EditResult(None, tuple(calls), tuple(errors), "editor output broke the contract twice", raw)
+
+
 @dataclass
 class Editor:
     responder: Responder
     evidence_chars: int = 60_000
 
     async def edit(self, req: EditRequest) -> EditResult:
-        evidence = render_context(req.context_dir, self.evidence_chars)
-        calls: list[Call] = []
-        errors: list[str] = []
-        raw = ""
-        for attempt, key in enumerate((req.key, req.key + ".fmt2")):
-            messages = editor_messages(
-                stage=req.stage, surface=req.surface, task_id=req.task_id, task_header=req.task_header, prompt=req.prompt,
-                current=req.current, evidence=evidence, pool=req.pool, validator_feedback=req.validator_feedback,
-                format_feedback=errors[-1] if errors else None,
-            )
+        async def ask(messages: list[ChatMessage], key: str) -> EditorReply:
             try:
                 reply = await self.responder(Role.EDITOR, messages, key)
             except LLMError as exc:
-                return EditResult(None, tuple(calls), tuple(errors), f"editor call {key} failed: {exc}", raw)
-            calls.append(Call(key, Role.EDITOR.value, reply.usd, counted=attempt == 0))
-            raw = reply.text
-            try:
-                return EditResult(parse_editor_output(reply.text, req.surface), tuple(calls), tuple(errors), None, raw)
-            except EditorFormatError as exc:
-                errors.append(str(exc))
-        return EditResult(None, tuple(calls), tuple(errors), "editor output broke the contract twice", raw)
+                return EditorReply(None, failure=f"editor call {key} failed: {exc}")
+            return EditorReply(reply.usd, reply.text)
+
+        return await edit_with_format_retry(req, render_context(req.context_dir, self.evidence_chars), ask)
 
 
 # ---------------------------------------------------------------- selector

@@ -36,7 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Optional
 
 from harness.kernel.gate import LeakError
-from harness.kernel.ladder import GatePools, anchors_per_block
+from harness.kernel.ladder import GatePools, anchors_per_block, check_block_params
 from harness.kernel.types import BlockItem, GateParams
 
 __all__ = ["AdaptiveBlockPlanner"]
@@ -71,10 +71,7 @@ class AdaptiveBlockPlanner:
             raise ValueError("AdaptiveBlockPlanner: empty validation pool")
         if len(set(pool)) != len(pool):
             raise ValueError("AdaptiveBlockPlanner: duplicate qids in the pool")
-        if not 0.0 <= params.anchor_fraction <= 1.0:
-            raise ValueError(f"gate.anchor_fraction must be in [0, 1], got {params.anchor_fraction!r}")
-        if params.block_size < 1 or params.max_pairs < 1:
-            raise ValueError(f"gate.block_size and gate.max_pairs must be >= 1, got {params.block_size}, {params.max_pairs}")
+        check_block_params(params)
         if not 0.0 < params.adaptive_top_fraction <= 1.0:
             raise ValueError(f"gate.adaptive_top_fraction must be in (0, 1], got {params.adaptive_top_fraction!r}")
         if params.ladder_prior_obs < 0 or params.ladder_drop_min_obs < 1:

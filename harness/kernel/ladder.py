@@ -255,10 +255,7 @@ def plan_blocks(
     unknown = sorted(set(ladder) - set(pool))
     if unknown:
         raise ValueError(f"plan_blocks: ladder questions not in the pool: {unknown[:5]}")
-    if not 0.0 <= params.anchor_fraction <= 1.0:
-        raise ValueError(f"gate.anchor_fraction must be in [0, 1], got {params.anchor_fraction!r}")
-    if params.block_size < 1 or params.max_pairs < 1:
-        raise ValueError(f"gate.block_size and gate.max_pairs must be >= 1, got {params.block_size}, {params.max_pairs}")
+    check_block_params(params)
     if not 0.0 < params.reask_top_fraction <= 1.0:
         raise ValueError(f"gate.reask_top_fraction must be in (0, 1], got {params.reask_top_fraction!r}")
     informing = informing_samples or {}
@@ -293,6 +290,14 @@ def plan_blocks(
         blocks.append(block)
         total += size
     return blocks
+
+
+def check_block_params(params: GateParams) -> None:
+    """The block-shape keys every block planner relies on; ValueError naming the key."""
+    if not 0.0 <= params.anchor_fraction <= 1.0:
+        raise ValueError(f"gate.anchor_fraction must be in [0, 1], got {params.anchor_fraction!r}")
+    if params.block_size < 1 or params.max_pairs < 1:
+        raise ValueError(f"gate.block_size and gate.max_pairs must be >= 1, got {params.block_size}, {params.max_pairs}")
 
 
 def anchors_per_block(size: int, anchor_fraction: float) -> int:

@@ -41,8 +41,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from harness import workspace as wsp
-from harness.agent.prompts import resolve_skill_file
 from harness.atomic import atomic_write_json
 from harness.h2.loop_bridge import AsRole, SkillStepTask, rollout_of
 from harness.h2.roles import Roles
@@ -51,9 +49,7 @@ from harness.h2.validator import validate_tree
 from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord
 from harness.log import HarnessLog, RunLogReader
 from harness.llm.protocol import Role
-from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
-from harness.questions import Question
-from harness.store import read_version_tree
+from harness.loop.state import RUNLOG, mark_done
 from harness.tree import HarnessTree
 
 H2_APPLIED = "applied"
@@ -199,34 +195,19 @@ async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[st
 
 def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
     """`stage_evolve` under `evolve.method=h2` (same inputs, same evolve.json contract; see the module docstring)."""
-    from harness.loop import rollouts as ro
     from harness.loop.gating import skill_key
-    from harness.loop.steps import _load_state, _read_outcomes, progress
+    from harness.loop.steps import begin_evolve, evolve_inputs, progress
 
-    prev = require_done(Path(prev_state), "previous step")
-    out = fresh_output(Path(out))
-    lineage = read_lineage(prev)
-    ro_doc = _read_outcomes(Path(rollout))
-    if lineage.stopped or ro_doc.get("stopped"):
-        atomic_write_json(out / "evolve.json", {"candidates": [], "skipped": [], "system_cases": [], "tool_packs": {}, "stopped": True,
-                                                "method": "h2"})
-        mark_done(out, {"stopped": True})
+    begun = begin_evolve(prev_state, rollout, out, stopped_doc={"method": "h2"})
+    if begun is None:
         return
-    state, _ = _load_state(prev)
-    qs: dict[str, Question] = ctx.questions()
-    run_id, outcomes = ro_doc["run_id"], ro_doc["outcomes"]
-    reader = RunLogReader([Path(rollout) / RUNLOG])
-    cases = ro.case_samples(reader, run_id, qs, outcomes)
-    tool_packs = ro.tool_packs(reader, run_id, epoch)
-    tree = wsp.harness_view(prev / WORKSPACE)
-    skills = read_version_tree(prev / WORKSPACE / "skills", wsp.read_manifest(prev / WORKSPACE).skills_version)
-    groups: dict[str, list[str]] = {}
-    for tt in sorted({qs[q].task_type for q in outcomes}):
-        groups.setdefault(resolve_skill_file(tree, tt)[len("skills/"):], []).append(tt)
+    prev, out, ro_doc = begun
+    inp = evolve_inputs(ctx, epoch, prev, rollout, ro_doc)
+    state, run_id, outcomes, reader, cases, tree = inp.state, inp.run_id, inp.outcomes, inp.reader, inp.cases, inp.tree
     llm = ctx.llm()
     todo: list[tuple[str, list[str]]] = []
     skipped: list[dict[str, Any]] = []
-    for f, tts in sorted(groups.items(), key=lambda kv: kv[1][0]):
+    for f, tts in inp.groups:
         key = skill_key(f)
         info = {"task_type": tts[0], "task_types": tts, "skill_file": f}
         if state.gate_cooldown.get(key, 0) > 0:
@@ -239,7 +220,7 @@ def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: 
     try:
         async def all_rounds() -> list[SkillRound]:
             return list(await asyncio.gather(*(evolve_skill_h2(
-                ctx, epoch=epoch, step=step, group=tts, skill_file=f, tree=tree, skill_text=skills[f], qids=list(outcomes),
+                ctx, epoch=epoch, step=step, group=tts, skill_file=f, tree=tree, skill_text=inp.skills[f], qids=list(outcomes),
                 cases=cases, outcomes=outcomes, rejected=[r.summary for r in state.rejected_buffer.get(skill_key(f), [])],
                 log=log, reader=reader, step_run_id=run_id, work_dir=out / "h2" / skill_key(f), llm=llm) for f, tts in todo)))
 
@@ -256,7 +237,7 @@ def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: 
               "probe_executions": sum(r.rollouts for r in rounds), "sessions": sum(r.sessions for r in rounds)}
     atomic_write_json(out / "evolve.json", {"run_id": run_id, "method": "h2", "edit_budget": None, "candidates": candidates,
                                             "skipped": skipped, "system_cases": [asdict(c) for c in cases if not c.correct],
-                                            "tool_packs": {t: asdict(p) for t, p in tool_packs.items()}, "diagnosis_usd": 0.0,
+                                            "tool_packs": {t: asdict(p) for t, p in inp.tool_packs.items()}, "diagnosis_usd": 0.0,
                                             "h2": totals})
     mark_done(out, {"candidates": len(candidates), "skipped": len(skipped), "method": "h2", **totals})
     progress.info("[evolve@e%d.s%d] h2: %d candidates, %d skipped, %d probe rollouts, USD %.4f", epoch, step, len(candidates),

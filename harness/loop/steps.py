@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -45,6 +45,7 @@ from harness.loop.state import (
 )
 from harness.questions import questions_digest, write_questions
 from harness.store import read_version_tree
+from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
 
@@ -203,6 +204,52 @@ def _record_from_json(d: Mapping[str, Any]) -> EvolutionRecord:
                            usd=d["usd"])
 
 
+@dataclass(frozen=True)
+class EvolveInputs:
+    """What both evolve methods read from the previous state and the step rollout."""
+
+    state: TrainState
+    run_id: str
+    outcomes: dict[str, Any]  # qid -> outcome of the step rollout
+    sample_index: int
+    reader: RunLogReader  # the rollout's run log
+    cases: list[CaseSample]
+    tool_packs: dict[str, ToolCasePack]
+    tree: HarnessTree  # the solver's view of the previous harness
+    skills: Mapping[str, str]  # skill file -> text (current version)
+    groups: list[tuple[str, list[str]]]  # (skill file, the batch's task types that resolve to it), by first task type
+
+
+def begin_evolve(prev_state: Path, rollout: Path, out: Path, *, stopped_doc: Mapping[str, Any]) -> Optional[tuple[Path, Path, dict]]:
+    """(prev, fresh out, rollout doc); None after writing the stopped evolve.json when training stopped."""
+    prev = require_done(Path(prev_state), "previous step")
+    out = fresh_output(Path(out))
+    ro_doc = _read_outcomes(Path(rollout))
+    if read_lineage(prev).stopped or ro_doc.get("stopped"):
+        atomic_write_json(out / "evolve.json", {"candidates": [], "skipped": [], "system_cases": [], "tool_packs": {}, "stopped": True,
+                                                **stopped_doc})
+        mark_done(out, {"stopped": True})
+        return None
+    return prev, out, ro_doc
+
+
+def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_doc: Mapping[str, Any]) -> EvolveInputs:
+    state, _ = _load_state(prev)
+    qs = ctx.questions()
+    run_id, outcomes = ro_doc["run_id"], ro_doc["outcomes"]
+    reader = RunLogReader([Path(rollout) / RUNLOG])
+    tree = wsp.harness_view(prev / WORKSPACE)
+    groups: dict[str, list[str]] = {}
+    for tt in sorted({qs[q].task_type for q in outcomes}):
+        groups.setdefault(resolve_skill_file(tree, tt)[len("skills/"):], []).append(tt)
+    return EvolveInputs(
+        state=state, run_id=run_id, outcomes=outcomes, sample_index=ro_doc["sample_index"], reader=reader,
+        cases=ro.case_samples(reader, run_id, qs, outcomes), tool_packs=ro.tool_packs(reader, run_id, epoch), tree=tree,
+        skills=read_version_tree(prev / WORKSPACE / "skills", wsp.read_manifest(prev / WORKSPACE).skills_version),
+        groups=sorted(groups.items(), key=lambda kv: kv[1][0]),
+    )
+
+
 def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
     """Diagnosis of the step rollout's failures, slow case packs, and one candidate per skill file of the batch."""
     from harness.kernel.budget import edit_budget_at
@@ -211,34 +258,21 @@ def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rol
         from harness.loop.evolve_h2 import stage_evolve_h2
 
         return stage_evolve_h2(ctx, epoch, step, prev_state, rollout, out)
-    prev = require_done(Path(prev_state), "previous step")
-    out = fresh_output(Path(out))
-    lineage = read_lineage(prev)
-    ro_doc = _read_outcomes(Path(rollout))
-    if lineage.stopped or ro_doc.get("stopped"):
-        atomic_write_json(out / "evolve.json", {"candidates": [], "skipped": [], "system_cases": [], "tool_packs": {}, "stopped": True})
-        mark_done(out, {"stopped": True})
+    begun = begin_evolve(prev_state, rollout, out, stopped_doc={})
+    if begun is None:
         return
-    state, _ = _load_state(prev)
-    qs = ctx.questions()
-    run_id, outcomes = ro_doc["run_id"], ro_doc["outcomes"]
-    reader = RunLogReader([Path(rollout) / RUNLOG])
-    cases = ro.case_samples(reader, run_id, qs, outcomes)
+    prev, out, ro_doc = begun
+    inp = evolve_inputs(ctx, epoch, prev, rollout, ro_doc)
+    state, run_id, cases = inp.state, inp.run_id, inp.cases
     llm = ctx.llm()
     diagnosis = asyncio.run(run_diagnosis(llm, run_id=run_id, failures=cases, concurrency=int(ctx.cfg.evolve.diagnose_concurrency),
-                                          sample_index=ro_doc["sample_index"]))
-    tool_packs = ro.tool_packs(reader, run_id, epoch)
-    tree = wsp.harness_view(prev / WORKSPACE)
-    skills = read_version_tree(prev / WORKSPACE / "skills", wsp.read_manifest(prev / WORKSPACE).skills_version)
-    groups: dict[str, list[str]] = {}
-    for tt in sorted({qs[q].task_type for q in outcomes}):
-        groups.setdefault(resolve_skill_file(tree, tt)[len("skills/"):], []).append(tt)
+                                          sample_index=inp.sample_index))
     n_steps = int(ctx.cfg.train.steps_per_epoch)
     total = int(ctx.cfg.train.epochs) * n_steps
     budget = edit_budget_at((epoch - 1) * n_steps + (step - 1), total, int(ctx.cfg.evolve.edit_budget_start), int(ctx.cfg.evolve.edit_budget_end))
     max_cases = int(ctx.cfg.evolve.max_case_questions)
     candidates, skipped = [], []
-    for n, (f, tts) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+    for n, (f, tts) in enumerate(inp.groups):
         key = skill_key(f)
         fails = [c for tt in tts for c in diagnosis.failures.get(tt, [])][:max_cases]
         info = {"task_type": tts[0], "task_types": tts, "skill_file": f}
@@ -250,9 +284,9 @@ def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rol
             continue
         diagnoses = [d for tt in tts for d in diagnosis.by_task_type.get(tt, [])]
         rec = asyncio.run(evolve_single_skill(
-            llm, task_type=tts[0], skill_file=f"skills/{f}", skill_text=skills[f],
+            llm, task_type=tts[0], skill_file=f"skills/{f}", skill_text=inp.skills[f],
             case_pack=SkillCasePack(task_type=tts[0], skill_file=f, cases=fails), diagnoses=diagnoses,
-            rejected=state.rejected_buffer.get(key, []), edit_budget=budget, sample_index=ro_doc["sample_index"] * 100 + n,
+            rejected=state.rejected_buffer.get(key, []), edit_budget=budget, sample_index=inp.sample_index * 100 + n,
             max_chars=int(ctx.cfg.evolve.max_skill_chars)))
         rec.skill_file = f
         if not rec.changed:
@@ -262,7 +296,7 @@ def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rol
         candidates.append({**info, "case_qids": [c.qid for c in fails], "record": _record_to_json(rec)})
     system_cases = [asdict(c) for c in cases if not c.correct]
     atomic_write_json(out / "evolve.json", {"run_id": run_id, "edit_budget": budget, "candidates": candidates, "skipped": skipped,
-                                            "system_cases": system_cases, "tool_packs": {t: asdict(p) for t, p in tool_packs.items()},
+                                            "system_cases": system_cases, "tool_packs": {t: asdict(p) for t, p in inp.tool_packs.items()},
                                             "diagnosis_usd": diagnosis.usd})
     mark_done(out, {"candidates": len(candidates), "skipped": len(skipped)})
     progress.info("[evolve@e%d.s%d] %d candidates, %d skipped (edit budget %d)", epoch, step, len(candidates), len(skipped), budget)

@@ -45,17 +45,10 @@ def run_stage(
     A configuration or state error is printed as one clear line (exit 2);
     anything else propagates with its traceback.
     """
-    configure_logging(quiet=args.quiet)
-    from harness.config.errors import ConfigError
-
-    project_root = (root or Path.cwd()).resolve()
-    try:
-        cfg = load_stage_config(Path(args.params))
-    except ConfigError as exc:
-        print(f"stages.{stage}: bad configuration in {args.params}: {exc}", file=sys.stderr)
+    cfg = configure_and_load(stage, args)
+    if cfg is None:
         return 2
-    if cfg.get("quiet", False):
-        configure_logging(quiet=True)
+    project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.loop.state import StateError
     from harness.loop.steps import make_context
@@ -119,6 +112,22 @@ def share_response_cache(cfg, project_root: Path):
     with open_dict(moved):
         moved.llm.cache_dir = str(shared / cache_dir)
     return freeze(moved)
+
+
+def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
+    """Logging from `--quiet` (then the snapshot's `quiet`), and the config of `--params`; None after printing
+    one clear line when the configuration is bad (the caller exits 2)."""
+    configure_logging(quiet=args.quiet)
+    from harness.config.errors import ConfigError
+
+    try:
+        cfg = load_stage_config(Path(args.params))
+    except ConfigError as exc:
+        print(f"stages.{stage}: bad configuration in {args.params}: {exc}", file=sys.stderr)
+        return None
+    if cfg.get("quiet", False):
+        configure_logging(quiet=True)
+    return cfg
 
 
 def load_stage_config(params_path: Path):
