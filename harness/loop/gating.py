@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
-from harness.agent.prompts import DEFAULT_SKILL
+from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
 from harness.kernel.ladder import GatePools, plan_blocks
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
