@@ -94,6 +94,7 @@ def _gate_config_class() -> type:
         "baseline_reuse": str,  # "gates" (cache serves earlier gates' baseline outcomes) | "none" (fresh samples only)
         "selection_n": int,  # skillopt rule: size of the held-out selection split
         "cap_evolve_n": int,  # cap_evolve rule: pairs per decision
+        "probation_settlement": str,  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (e-process on fresh anchor pairs)
     }
     defaults: dict[str, Any] = {
         "rule": "sequential",
@@ -132,6 +133,7 @@ def _gate_config_class() -> type:
         "baseline_reuse": "gates",
         "selection_n": 60,
         "cap_evolve_n": 100,
+        "probation_settlement": "snapshot",
     }
     namespace: dict[str, Any] = {"__annotations__": annotations, "__module__": __name__, **defaults}
     cls = type("GateConfig", (object,), namespace)

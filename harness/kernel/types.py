@@ -90,6 +90,7 @@ class GateParams:
     baseline_reuse: str = "gates"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
+    probation_settlement: str = "snapshot"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
 
 
 @dataclass(frozen=True)
