@@ -67,8 +67,8 @@ def test_screen_passes_a_real_edit_to_the_gate(ws):
     assert calls[0] == "r_e1_s1_gate_alpha_screen" and "r_e1_s1_gate_alpha_cand" in calls
 
 
-def test_baseline_reuse_none_never_serves_an_earlier_gates_outcome(ws, tmp_path):
-    cache = BaselineCache(tmp_path / "cache.jsonl")
+def test_baseline_reuse_none_never_serves_an_earlier_gates_outcome(ws):
+    cache = BaselineCache()
     h = skill_hash("alpha skill\n")
     cache.put_many(("alpha", h, "v0", f"alpha-{i}", 10 + k, True) for i in range(20) for k in range(30))
     for reuse, expect_hits in (("gates", True), ("none", False)):
