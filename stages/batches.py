@@ -11,6 +11,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("batching", "train.seed")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ("benchmark.questions_path",)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("batches", "Build one epoch's mini-batches.")
     parser.add_argument("--epoch", required=True, type=int)
@@ -24,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_batches(ctx, args.epoch, args.prev, args.pools, args.out)
 
-    return run_stage(f"batches@e{args.epoch}", args, call, out=args.out)
+    return run_stage(f"batches@e{args.epoch}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

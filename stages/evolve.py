@@ -11,6 +11,15 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "llm", "evolve.method", "evolve.diagnose_concurrency", "evolve.max_case_questions", "evolve.edit_budget_start",
+          "evolve.edit_budget_end", "evolve.max_skill_chars", "evolve.h2_k", "evolve.h2_mode", "evolve.h2_budget_usd",
+          "evolve.h2_max_sessions", "evolve.h2_probe_questions", "train.epochs", "train.steps_per_epoch", "train.run_name",
+          "train.seed", "train.concurrency")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("evolve", "Diagnose failures and propose candidate edits.")
     parser.add_argument("--epoch", required=True, type=int)
@@ -25,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_evolve(ctx, args.epoch, args.step, args.prev, args.rollout, args.out)
 
-    return run_stage(f"evolve@e{args.epoch}.s{args.step}", args, call, out=args.out)
+    return run_stage(f"evolve@e{args.epoch}.s{args.step}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "llm", "gate", "evolve.cooldown_steps", "train.run_name", "train.seed", "train.concurrency")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ("train.state_dir", "pools.path")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("gate", "Gate the step's candidate edits and write the new state.")
     parser.add_argument("--epoch", required=True, type=int)
@@ -27,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_gate(ctx, args.epoch, args.step, args.prev, args.rollout, args.evolve, args.out)
 
-    return run_stage(f"gate@e{args.epoch}.s{args.step}", args, call, out=args.out)
+    return run_stage(f"gate@e{args.epoch}.s{args.step}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "llm", "train.run_name", "train.concurrency")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("holdout", "Deliver the best harness and evaluate it on the test pool.")
     parser.add_argument("--final", required=True, type=Path, help="state after the last epoch")
@@ -23,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_holdout(ctx, args.final, args.pools, args.out)
 
-    return run_stage("holdout", args, call, out=args.out)
+    return run_stage("holdout", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,14 @@ from typing import Any
 
 log = logging.getLogger("harness.progress")
 
+# The config keys each DVC stage of this entry point reads (its `params:` in dvc.yaml,
+# tests/pipeline/test_dvc_params.py), enforced by KeyView: improve@<domain> runs with --domain,
+# improve_report with --aggregate; a whole sweep from the command line reads both.
+PARAMS = {
+    "improve": ("improve", "benchmark", "llm", "train.seed"),
+    "improve_report": ("improve", "llm.model", "llm.models", "train.seed", "tracking"),
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m stages.improve", description="Harness² sweep over tasks: plan, check, run, report.")
@@ -268,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = configure_and_load("improve", args)
     if cfg is None:
         return 2
+    from harness.config.key_view import KeyView
+
+    stage = "improve_report" if args.aggregate else "improve" if args.domain else None
+    cfg = KeyView(cfg, PARAMS[stage] if stage else PARAMS["improve"] + PARAMS["improve_report"], stage or "improve")
     from harness.h2.sweep import ManifestError, plan_dict, precheck, read_domain_report, render_plan, run_plan
 
     root = Path.cwd().resolve()

@@ -11,6 +11,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "pools")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("pools", "Split the questions into pools and write the initial state.")
     parser.add_argument("--questions", required=True, type=Path)
@@ -23,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_pools(ctx, args.questions, args.out_pools, args.out_init)
 
-    return run_stage("pools", args, call, out=args.out_init)
+    return run_stage("pools", args, call, params=PARAMS, locations=LOCATIONS, out=args.out_init)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark",)
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("prepare", "Write the benchmark's questions (Parquet).")
     parser.add_argument("--out", required=True, type=Path, help="questions file to write")
@@ -21,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_prepare(ctx, args.out)
 
-    return run_stage("prepare", args, call, out=args.out)
+    return run_stage("prepare", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve", "quiet")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("report", "Write the run report and log the run to MLflow.")
     parser.add_argument("--out", required=True, type=Path, help="reports directory")
@@ -26,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
         make_report(cfg, RunLayout.from_config(cfg, ctx.root), args.out, project_root=ctx.root)
 
-    return run_stage("report", args, call, out=args.out)
+    return run_stage("report", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "llm", "train.run_name", "train.concurrency", "gate.infra_max_ratio", "gate.infra_min_denominator")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("rollout", "Run the current harness on one mini-batch.")
     parser.add_argument("--epoch", required=True, type=int)
@@ -25,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stage_rollout(ctx, args.epoch, args.step, args.prev, args.batches, args.out)
 
-    return run_stage(f"rollout@e{args.epoch}.s{args.step}", args, call, out=args.out)
+    return run_stage(f"rollout@e{args.epoch}.s{args.step}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,13 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 
+# The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
+PARAMS = ("benchmark", "llm", "gate", "evolve.edit_budget_end", "evolve.max_skill_chars", "train.run_name", "train.concurrency",
+          "train.steps_per_epoch", "train.early_stop_patience", "train.slow_update", "train.momentum", "train.system_tool_update")
+# Path keys DVC already sees in the stage's command line, deps or outs.
+LOCATIONS = ("train.state_dir", "pools.path")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("slow", "Run the epoch's slow update.")
     parser.add_argument("--epoch", required=True, type=int)
@@ -27,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         rollouts = [args.epoch_dir / f"s{step}" / "rollout" for step in range(1, int(cfg.train.steps_per_epoch) + 1)]
         stage_slow(ctx, args.epoch, args.last_gate, rollouts, args.out)
 
-    return run_stage(f"slow@e{args.epoch}", args, call, out=args.out)
+    return run_stage(f"slow@e{args.epoch}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 
 
 if __name__ == "__main__":

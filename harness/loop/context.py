@@ -43,6 +43,14 @@ def gate_params(gate_cfg: Any) -> GateParams:
     return GateParams(**values)
 
 
+@dataclass(frozen=True)
+class InfraLimits:
+    """The fields of GateParams that `guard_infra_failures` reads."""
+
+    infra_max_ratio: float
+    infra_min_denominator: int
+
+
 class Throttle:
     """At most one progress line every `every_s` seconds per stage."""
 
@@ -80,6 +88,11 @@ class StageContext:
     def gate(self) -> GateParams:
         return gate_params(self.cfg.gate)
 
+    @property
+    def infra_limits(self) -> InfraLimits:
+        """The INFRA guard's two keys only: a step rollout reads no other gate key (so gate.* changes keep it)."""
+        return InfraLimits(float(self.cfg.gate.infra_max_ratio), int(self.cfg.gate.infra_min_denominator))
+
     def bench(self) -> Any:
         """The BenchmarkAdapter of `benchmark.name` (built once)."""
         if self.bench_override is not None:
@@ -109,7 +122,7 @@ class StageContext:
         if self._questions is None:
             from harness.questions import read_questions
 
-            qs = read_questions(path or self.paths.questions)
+            qs = read_questions(path or self.root / str(self.cfg.benchmark.questions_path))
             self._questions = {q.qid: q for q in qs}
         return self._questions
 

@@ -60,7 +60,12 @@ def step_run_id(run_name: str, epoch: int, step: int) -> str:
 
 
 def _cfg_dict(ctx: StageContext) -> dict:
+    """The whole config for the checkpoint's resume metadata (also under a stage's KeyView)."""
+    from harness.config.key_view import KeyView
+
     cfg = ctx.cfg
+    if isinstance(cfg, KeyView):
+        return cfg.resume_metadata()
     return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
 
 
@@ -178,7 +183,7 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     finally:
         log.close()
     n_infra = sum(v is None for v in got)
-    _guard_infra_failures(n_infra, len(got), ctx.gate, f"step rollout {run_id}")
+    _guard_infra_failures(n_infra, len(got), ctx.infra_limits, f"step rollout {run_id}")
     outcomes = dict(zip(qids, got))
     atomic_write_json(out / "outcomes.json", {"run_id": run_id, "sample_index": index, "skills_version": m.skills_version,
                                               "prompts_version": m.prompts_version, "outcomes": outcomes})

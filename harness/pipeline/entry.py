@@ -16,6 +16,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from harness.pipeline.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir
@@ -37,26 +38,32 @@ def run_stage(
     args: argparse.Namespace,
     call: Callable[[Any, Any], None],
     *,
+    params: Sequence[str],
+    locations: Sequence[str] = (),
     root: Path | None = None,
     out: Path | None = None,
 ) -> int:
     """Load the config, set up logging, build the context and run `call(ctx, cfg)`; returns an exit code.
 
-    A configuration or state error is printed as one clear line (exit 2);
-    anything else propagates with its traceback.
+    The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
+    `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
+    reading any other key raises UndeclaredKeyError. A configuration or state error is printed as one
+    clear line (exit 2); anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
     if cfg is None:
         return 2
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
+    from harness.config.key_view import KeyView
     from harness.loop.state import StateError
     from harness.loop.steps import make_context
 
     started = time.monotonic()
-    ctx = make_context(cfg, project_root)
+    view = KeyView(cfg, (*params, *locations), stage)
+    ctx = make_context(view, project_root)
     try:
-        call(ctx, cfg)
+        call(ctx, view)
     except StateError as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2

@@ -54,12 +54,11 @@ def make_report(
 
 def config_params(cfg: Any) -> dict[str, str]:
     """The resolved config as flat MLflow params, secrets redacted; the derived schedule lists are left out."""
-    from omegaconf import OmegaConf
-
+    from harness.config.key_view import resolved
     from harness.config.secrets import redact, secret_values
     from harness.tracking.store import redact_uri
 
-    data = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    data = resolved(cfg)
     data = redact(data, secret_values(cfg.llm))
     flat: dict[str, str] = {}
 
