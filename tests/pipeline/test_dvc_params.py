@@ -91,6 +91,6 @@ def test_changing_evolve_h2_k_changes_the_evolve_stage_only(tmp_path: Path) -> N
     project = make_project(tmp_path / "project")
     stages = ["library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0"]
     run(["dvc", "repro", "evolve@0"], project)
-    run(["python", "-m", "harness.config.snapshot", *TEST_OVERRIDES, "evolve.h2_k=2"], project)
+    run(["python", "-m", "harness.config.snapshot", *TEST_OVERRIDES, "evolve.h2_k=3"], project)
     status = json.loads(run(["dvc", "status", *stages, "--json"], project).stdout)
     assert status == {"evolve@0": [{"changed deps": {"params.yaml": {"evolve.h2_k": "modified"}}}]}, status
