@@ -155,9 +155,24 @@ def stage_fingerprints(stages: Iterable[str], root: Path) -> dict[str, dict]:
     return {stage: fingerprint(closure_files([f"{ENTRY_PACKAGE}.{stage}"], root, index), root) for stage in stages}
 
 
-def package_of(module: str, depth: int = 2) -> str:
-    """"harness.loop.steps" -> "harness.loop": the unit of the architecture's module map."""
-    return ".".join(module.split(".")[:depth])
+def package_of(module: str) -> str:
+    """The unit of the architecture's module map: "harness.loop.steps" -> "harness.loop", "stages.gate" -> "stages"."""
+    parts = module.split(".")
+    return parts[0] if parts[0] == ENTRY_PACKAGE else ".".join(parts[:2])
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def module_files(root: Path, packages: Iterable[str] = ("harness", ENTRY_PACKAGE)) -> list[Path]:
+    """Every module file under the `packages` directories, sorted."""
+    root = Path(root).resolve()
+    return sorted((p for top in packages for p in (root / top).rglob("*.py") if "__pycache__" not in p.parts),
+                  key=lambda p: p.relative_to(root).as_posix())
 
 
 def module_graph(root: Path, packages: Iterable[str] = ("harness", ENTRY_PACKAGE)) -> dict[str, set[str]]:
@@ -165,25 +180,116 @@ def module_graph(root: Path, packages: Iterable[str] = ("harness", ENTRY_PACKAGE
     root = Path(root).resolve()
     index = ModuleIndex(root)
     graph: dict[str, set[str]] = {}
-    for top in packages:
-        for path in sorted((root / top).rglob("*.py")):
-            if "__pycache__" in path.parts:
-                continue
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            module = ".".join(parts)
-            graph[module] = set(index.imports_of(module)) - {module}
+    for path in module_files(root, packages):
+        module = module_name(path, root)
+        graph[module] = set(index.imports_of(module)) - {module}
     return graph
 
 
-def package_graph(graph: Mapping[str, set[str]], depth: int = 2) -> dict[str, set[str]]:
-    """The module graph folded to packages (`package_of`), self-edges dropped."""
+def package_graph(graph: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded to packages (`package_of`); self-edges and the bare root packages dropped."""
     folded: dict[str, set[str]] = {}
     for module, imports in graph.items():
-        source = package_of(module, depth)
-        folded.setdefault(source, set()).update(package_of(m, depth) for m in imports)
+        source = package_of(module)
+        if "." not in source and source != ENTRY_PACKAGE:
+            continue  # harness/__init__.py: the namespace, not a unit
+        folded.setdefault(source, set()).update(package_of(m) for m in imports if "." in package_of(m) or m == ENTRY_PACKAGE)
     return {p: deps - {p} for p, deps in sorted(folded.items())}
+
+
+def strongly_connected(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of `graph` (Tarjan), each sorted; components in dependency order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for dep in sorted(graph.get(node, ())):
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def layers(graph: Mapping[str, set[str]]) -> dict[str, int]:
+    """Layer of each node: 0 imports nothing, otherwise 1 + the highest layer it imports (a cycle shares one layer)."""
+    layer: dict[str, int] = {}
+    for component in strongly_connected(graph):  # dependencies come first
+        members = set(component)
+        deps = {d for m in component for d in graph.get(m, ()) if d not in members}
+        level = 1 + max((layer[d] for d in deps), default=-1)
+        layer.update({m: level for m in component})
+    return layer
+
+
+def _docstring_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_bytes(), filename=str(path))) or ""
+    line = doc.strip().split("\n")[0].strip()
+    return line.replace("|", "\\|")
+
+
+MAP_BEGIN = "<!-- module map: generated by `python -m harness.pipeline.code_fingerprint --module-map --write docs/ARCHITECTURE.md` -->"
+MAP_END = "<!-- end of the generated module map -->"
+
+
+def module_map(root: Path) -> str:
+    """The Markdown module map: packages by layer with what each imports, then every module's docstring line."""
+    root = Path(root).resolve()
+    graph = module_graph(root)
+    packages = package_graph(graph)
+    level = layers(packages)
+    cycles = [c for c in strongly_connected(packages) if len(c) > 1]
+    out = [MAP_BEGIN, "", "### Dependency direction", "",
+           "Layer 0 imports no other first-party package; every other package imports only packages of lower layers"
+           + (", except inside the import cycles listed below." if cycles else "."), "",
+           "| layer | package | imports |", "|---|---|---|"]
+    for package in sorted(packages, key=lambda p: (level[p], p)):
+        deps = ", ".join(f"`{d}`" for d in sorted(packages[package], key=lambda d: (level.get(d, 0), d))) or "—"
+        out.append(f"| {level[package]} | `{package}` | {deps} |")
+    if cycles:
+        out += ["", "Import cycles (packages that import each other, directly or through others):", ""]
+        out += [f"- {' ↔ '.join(f'`{p}`' for p in cycle)}" for cycle in cycles]
+    out += ["", "### Modules", ""]
+    by_directory: dict[str, list[tuple[Path, str]]] = {}
+    for path in module_files(root):
+        line = _docstring_line(path)
+        if path.name == "__init__.py" and not line:
+            continue  # an empty package marker
+        by_directory.setdefault(path.parent.relative_to(root).as_posix(), []).append((path, line))
+    for directory in sorted(by_directory):
+        out += [f"#### `{directory}/`", "", "| module | holds |", "|---|---|"]
+        out += [f"| `{path.relative_to(root).as_posix()}` | {line or '—'} |" for path, line in by_directory[directory]]
+        out.append("")
+    out.append(MAP_END)
+    return "\n".join(out) + "\n"
+
+
+def replace_module_map(document: str, generated: str) -> str:
+    """`document` with the text between the map markers (inclusive) replaced by `generated`."""
+    start, end = document.find(MAP_BEGIN), document.find(MAP_END)
+    if start < 0 or end < start:
+        raise ValueError("the document has no generated module map (its begin/end markers are missing)")
+    return document[:start] + generated + document[end + len(MAP_END) + 1:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,15 +297,21 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--closure", metavar="MODULE", help="print the files of MODULE's import closure")
     group.add_argument("--graph", action="store_true", help="print each package and the packages it imports")
+    group.add_argument("--module-map", action="store_true", help="print the Markdown module map of docs/ARCHITECTURE.md")
+    parser.add_argument("--write", type=Path, help="with --module-map: replace the map inside this document")
     parser.add_argument("--root", type=Path, default=Path.cwd())
     args = parser.parse_args(argv)
     root = args.root.resolve()
     if args.closure:
         for path in closure_files([args.closure], root):
             print(path.relative_to(root).as_posix())
-        return 0
-    for package, deps in package_graph(module_graph(root)).items():
-        print(f"{package}: {' '.join(sorted(deps))}")
+    elif args.graph:
+        for package, deps in package_graph(module_graph(root)).items():
+            print(f"{package}: {' '.join(sorted(deps))}")
+    elif args.write:
+        args.write.write_text(replace_module_map(args.write.read_text(encoding="utf-8"), module_map(root)), encoding="utf-8")
+    else:
+        sys.stdout.write(module_map(root))
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline.code_fingerprint import (
-    ModuleIndex, closure_files, fingerprint, module_graph, package_graph, stage_fingerprints,
+    ModuleIndex, closure_files, fingerprint, layers, module_graph, package_graph, stage_fingerprints, strongly_connected,
 )
 from tests.pipeline.support import REPO_ROOT
 
@@ -98,5 +98,12 @@ def test_package_graph_folds_modules_to_packages(tmp_path: Path) -> None:
     _tree(tmp_path)
     graph = module_graph(tmp_path, packages=("pkg", "stages"))
     assert graph["pkg.sub.lazy"] == {"pkg.top"}  # `from ..top import sibling`: a name in pkg.top, not a module
-    folded = package_graph(graph, depth=1)
-    assert folded["stages"] == {"pkg"} and folded["pkg"] == set()
+    folded = package_graph(graph)
+    assert folded["stages"] == {"pkg.top", "pkg.sub", "pkg.other"}  # stages.* fold into one unit
+    assert folded["pkg.sub"] == {"pkg.top"}
+
+
+def test_layers_put_a_cycle_on_one_level_above_its_imports() -> None:
+    graph = {"a": set(), "b": {"a", "c"}, "c": {"b"}, "d": {"c"}}
+    assert [c for c in strongly_connected(graph) if len(c) > 1] == [["b", "c"]]
+    assert layers(graph) == {"a": 0, "b": 1, "c": 1, "d": 2}
