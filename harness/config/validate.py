@@ -24,7 +24,7 @@ from harness.llm.protocol import Role
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
-GATE_RULES = ("sequential", "accept_all", "gepa", "mcnemar")
+GATE_RULES = ("sequential", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve")
 UNDECIDED_ACTIONS = ("probation", "reject")
 EVOLVE_METHODS = ("reflective", "h2")
 H2_MODES = ("parallel", "sequential")
@@ -264,6 +264,17 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
+    c.one_of("gate.fdr", ("none", "elond"))
+    c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
+    c.positive_int("gate.fdr_horizon")
+    c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
+    c.positive_int("gate.screen_margin", minimum=0)
+    c.check("gate.futility_min_pairs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "must be an integer >= 0 (0 = off)")
+    c.check("gate.futility_margin", lambda v: isinstance(v, int) and not isinstance(v, bool), "must be an integer")
+    c.one_of("gate.baseline_reuse", ("gates", "none"))
+    c.positive_int("gate.selection_n")
+    c.positive_int("gate.cap_evolve_n")
+    c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
     return c.violations
 
 

@@ -36,3 +36,15 @@ def cap_evolve_decide(wins: int, losses: int, ties: int, n_target: int, *, final
     if mean > se:
         return "accept", f"cap_evolve: paired gain {mean:+.4f} > 1 SE {se:.4f} on {n} pairs"
     return "reject", f"cap_evolve: paired gain {mean:+.4f} <= 1 SE {se:.4f} on {n} pairs"
+
+
+class CapEvolveRule:
+    """`gate.rule=cap_evolve` (AcceptanceRule protocol of harness.kernel.rules): decides once, at `gate.cap_evolve_n` pairs."""
+
+    name = "cap_evolve"
+
+    def decide(self, wins: int, losses: int, ties: int, params, *, final: bool):
+        from harness.kernel.rules import RuleDecision
+
+        action, reason = cap_evolve_decide(wins, losses, ties, params.cap_evolve_n, final=final)
+        return RuleDecision(action, reason)  # type: ignore[arg-type]

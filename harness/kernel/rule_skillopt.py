@@ -39,3 +39,15 @@ def skillopt_decide(wins: int, losses: int, ties: int, n_target: int, *, final: 
     if wins > losses:
         return "accept", f"skillopt: selection-split accuracy up ({wins} wins > {losses} losses on {n} pairs)"
     return "reject", f"skillopt: no strict improvement on the selection split ({wins} wins, {losses} losses on {n} pairs)"
+
+
+class SkillOptRule:
+    """`gate.rule=skillopt` (AcceptanceRule protocol of harness.kernel.rules): decides once, at `gate.selection_n` pairs."""
+
+    name = "skillopt"
+
+    def decide(self, wins: int, losses: int, ties: int, params, *, final: bool):
+        from harness.kernel.rules import RuleDecision
+
+        action, reason = skillopt_decide(wins, losses, ties, params.selection_n, final=final)
+        return RuleDecision(action, reason)  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ class ScreenResult:
 
 
 def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optional[bool]], *, margin: int = 1) -> ScreenResult:
-    """GEPA's rule as a filter: pass iff wins - losses >= `margin` (default 1: strictly more wins).
+    """GEPA's rule as a filter: pass iff wins - losses >= `margin` (1: GEPA's strict rule; 0: not worse).
 
     `baseline[i]` / `candidate[i]` are the outcomes on the same question
     (None = infrastructure failure). A pair whose baseline failed is
@@ -55,8 +55,8 @@ def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optio
     """
     if len(baseline) != len(candidate):
         raise ValueError(f"screen_verdict: {len(baseline)} baseline outcomes but {len(candidate)} candidate outcomes")
-    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 1:
-        raise ValueError(f"gate.screen_margin must be an integer >= 1, got {margin!r}")
+    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
+        raise ValueError(f"gate.screen_margin must be an integer >= 0, got {margin!r}")
     wins = losses = ties = infra = 0
     for base, cand in zip(baseline, candidate):
         for name, value in (("baseline", base), ("candidate", cand)):

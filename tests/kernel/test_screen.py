@@ -24,7 +24,8 @@ def test_screen_is_gepas_rule_and_infra_cannot_buy_a_pass():
     assert (r.n_pairs, r.passed) == (1, True)
     assert not screen_verdict([], []).passed
     with pytest.raises(ValueError, match="screen_margin"):
-        screen_verdict([True], [True], margin=0)
+        screen_verdict([True], [True], margin=-1)
+    assert screen_verdict([True, False], [False, True], margin=0).passed  # margin 0: not worse passes
     with pytest.raises(ValueError, match="2 baseline outcomes but 1"):
         screen_verdict([True, True], [True])
 
