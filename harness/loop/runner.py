@@ -159,7 +159,8 @@ class Runner:
                 [qs[q] for q in qids], harness_tree_for=wsp.harness_view(ws, sv, pv), llm=self.ctx.llm(),
                 tool_dispatch_fn=bench.tool_dispatch, scorer=bench.score, log=log, run_id=run_id,
                 concurrency=int(cfg.train.concurrency), max_steps=int(cfg.llm.max_agent_steps), sample_indices=sample_index,
-                params={"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)}, run_kind="inference"))
+                params={"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)}, run_kind="inference",
+                answer_parsing=str(cfg.benchmark.answer_parsing)))
         finally:
             log.close()
 
