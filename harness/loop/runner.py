@@ -1,65 +1,50 @@
-"""Runner: a thin dependency container over the stage functions (seed 000 §15).
+"""The in-process runner: the whole unrolled schedule in one process (seed 000 §15).
 
-`Runner(cfg, root, llm=..., bench=...)` holds only its injected
-dependencies (the StageContext) and paths. `train()` runs the unrolled
-schedule — prepare, pools, [batches@e, (rollout, evolve, gate)@e.s..., slow@e]...,
-holdout — in this process, with the very functions the DVC stages call,
-skipping every stage whose DONE marker exists (that is resume: the stage
-cache is the coarse checkpoint, the response cache makes a re-run stage
-free). Its run-local `_TrainState` is created in `train()` and passed
-explicitly; helpers are module-level (harness/loop/helpers.py) and tested
-on their own.
+`python -m stages.train` (harness/pipeline/train_job.py), the benchmarks and
+the tests all call `train(ctx)`; `dvc repro` runs the same stage functions one
+process per stage. The schedule is `harness.kernel.schedule.full_schedule`,
+the paths `StatePaths` — the layout the `ht.*` resolvers give `dvc.yaml`.
 
-`infer`, `eval`, `diagnose`, `promote` are the other entry points of the
-seed; each records the run (workspace history + run log) before inference.
+Resume: every stage whose DONE marker exists is skipped up to the first
+unfinished one (`resume_plan`; the stage outputs are the coarse checkpoint,
+the response cache makes a re-run stage free), after checking that the
+finished state was written under the same structural config keys.
+Telemetry: each executed stage's cache hits/misses and wall time are
+recorded (`harness.loop.telemetry`) when a telemetry directory is given.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness import workspace as wsp
 from harness.checkpoint import check_resume, config_fingerprint, load_checkpoint
-from harness.log import HarnessLog, RunLogReader
-from harness.loop import rollouts as ro
+from harness.kernel.schedule import CARRYING_KINDS, StageItem, full_schedule
+from harness.llm.protocol import LLMProvider
 from harness.loop import steps as st
 from harness.loop.context import StageContext, make_context
-from harness.loop.helpers import (  # noqa: F401  (the seed's module-level helper set, re-exported)
-    _apply_batch_correctness, _decrement_cooldowns, _guard_infra_failures, _merge_probation, _rejected_summary,
-    _should_early_stop, resume_plan,
-)
-from harness.loop.state import CHECKPOINT, RUNLOG, WORKSPACE, StageItem, StatePaths, full_schedule, is_done, stage_done
+from harness.loop.state import CHECKPOINT, StatePaths, resume_plan, stage_done
+from harness.loop.telemetry import StageTelemetry, cache_stats_of, record_stage
+from harness.tracking.progress import ProgressReporter
 
 progress = logging.getLogger("harness.progress")
 
-
-@dataclass
-class _TrainState:
-    """Run-local progress of one `train()` call (the persistent TrainState lives in each state dir)."""
-
-    schedule: list[StageItem]
-    todo: list[StageItem]
-    ran: list[str] = field(default_factory=list)
-    skipped: int = 0
-    started: float = field(default_factory=time.monotonic)
+AfterStage = Callable[[StageItem], None]
 
 
 def steps_in_epoch(cfg: Any) -> int:
-    from harness.loop.state import steps_per_epoch
+    """`train.steps_per_epoch` (derived by the `ht.ceil_div` resolver and checked at load)."""
+    return int(cfg.train.steps_per_epoch)
 
-    return steps_per_epoch(int(cfg.pools.diagnosis_size), int(cfg.batching.batch_size))
 
-
-def run_stage_item(ctx: StageContext, paths: StatePaths, item: StageItem, n_steps: int) -> None:
-    """Call the stage function of `item` with the documented paths."""
-    e, s = item.epoch, item.step
+def run_stage_item(ctx: StageContext, item: StageItem) -> None:
+    """Call the stage function of `item` with the paths of `ctx.paths`."""
+    paths, e, s = ctx.paths, item.epoch, item.step
+    n_steps = steps_in_epoch(ctx.cfg)
     if item.kind == "prepare":
         st.stage_prepare(ctx, paths.questions)
     elif item.kind == "pools":
@@ -75,17 +60,16 @@ def run_stage_item(ctx: StageContext, paths: StatePaths, item: StageItem, n_step
     elif item.kind == "slow":
         st.stage_slow(ctx, e, paths.gate(e, n_steps), [paths.rollout(e, k) for k in range(1, n_steps + 1)], paths.slow(e))
     elif item.kind == "holdout":
-        last = max(i.epoch for i in full_schedule(int(ctx.cfg.train.epochs), n_steps) if i.kind == "slow")
-        st.stage_holdout(ctx, paths.slow(last), paths.pools, paths.holdout)
+        st.stage_holdout(ctx, paths.slow(int(ctx.cfg.train.epochs)), paths.pools, paths.holdout)
     else:
         raise ValueError(f"unknown stage kind {item.kind!r}")
 
 
-def _check_resumable(ctx: StageContext, paths: StatePaths, schedule: Sequence[StageItem], n_steps: int) -> None:
+def _check_resumable(ctx: StageContext, paths: StatePaths, finished: Sequence[StageItem]) -> None:
     """Refuse to resume over state written under different structural config keys (checkpoint.check_resume)."""
     latest: Optional[Path] = None
-    for item in schedule:
-        if item.kind in ("pools", "gate", "slow") and stage_done(paths, item):
+    for item in finished:
+        if item.kind in CARRYING_KINDS and stage_done(paths, item):
             latest = paths.output_of(item)
     if latest is None:
         return
@@ -93,11 +77,40 @@ def _check_resumable(ctx: StageContext, paths: StatePaths, schedule: Sequence[St
     check_resume(ck.config, config_fingerprint(st._cfg_dict(ctx)))
 
 
+def train(ctx: StageContext, *, telemetry: Optional[Path] = None, after_stage: Optional[AfterStage] = None) -> dict:
+    """Run (or resume) the whole schedule; returns the holdout result (delivered versions + test accuracy)."""
+    paths = ctx.paths
+    schedule = full_schedule(int(ctx.cfg.train.epochs), steps_in_epoch(ctx.cfg))
+    todo = resume_plan(paths, schedule)
+    skipped = len(schedule) - len(todo)
+    if skipped:
+        _check_resumable(ctx, paths, schedule[:skipped])
+        progress.info("[train] resuming: %d of %d stages already done", skipped, len(schedule))
+    reporter = ProgressReporter(stage="train", totals={"stages": len(todo)})
+    for item in todo:
+        hits0, misses0, saved0 = cache_stats_of(ctx)
+        started = time.monotonic()
+        run_stage_item(ctx, item)
+        hits1, misses1, saved1 = cache_stats_of(ctx)
+        record = StageTelemetry(item.name, hits1 - hits0, misses1 - misses0, round(saved1 - saved0, 6),
+                                round(time.monotonic() - started, 3))
+        if telemetry is not None:
+            record_stage(telemetry, record)
+        reporter.update(stages=1, llm_calls=record.cache_hits + record.cache_misses, cache_hits=record.cache_hits)
+        if after_stage is not None:
+            after_stage(item)
+    reporter.close()
+    return json.loads((paths.holdout / "holdout.json").read_text(encoding="utf-8"))
+
+
 class Runner:
-    def __init__(self, cfg: Any, root: str | Path, *, llm: Any = None, bench: Any = None):
+    """`train()` over a context built from (cfg, root) with an optional injected provider and benchmark."""
+
+    def __init__(self, cfg: Any, root: str | Path, *, llm: Optional[LLMProvider] = None, bench: Any = None):
         self.ctx = make_context(cfg, root, llm=llm, bench=bench)
         self.paths = self.ctx.paths
 
+<<<<<<< HEAD
     # -- train ---------------------------------------------------------------------------------
     def train(self, *, after_stage: Optional[Callable[[StageItem], None]] = None) -> dict:
         """Run (or resume) the whole schedule; returns the holdout result (delivered versions + test accuracy)."""
@@ -209,3 +222,7 @@ class Runner:
         return promote_to_seed(Path(seeds_dir) / name, skills_store=ws / "skills", prompts_store=ws / "prompts",
                                skills_version=version, prompts_version=runs[0]["prompts_version"] or "",
                                run_log=db, eval_run_id=eval_run_id, meta={"name": name})
+=======
+    def train(self, *, telemetry: Optional[Path] = None, after_stage: Optional[AfterStage] = None) -> dict:
+        return train(self.ctx, telemetry=telemetry, after_stage=after_stage)
+>>>>>>> main
