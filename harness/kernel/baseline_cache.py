@@ -13,10 +13,13 @@ a corrupt line elsewhere is an error naming file and line.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class BaselineCache:
             except (ValueError, KeyError, TypeError) as error:
                 if number == len(lines):  # torn final write (no trailing newline): the put never returned
                     os.truncate(self.path, self.path.stat().st_size - len(line.encode("utf-8")))
+                    log.warning("%s:%d: cut off a torn last line (%d bytes, a write interrupted by a crash)",
+                                self.path, number, len(line.encode("utf-8")))
                     break
                 raise ValueError(f"{self.path}:{number}: corrupt baseline cache line ({error})") from None
             self._remember(key, correct)
