@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.atomic import atomic_write_json
+from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 
 FORMAT_VERSION = 1
@@ -79,6 +80,7 @@ class TrainState:
     probations: dict[str, Probation] = field(default_factory=dict)  # task_type -> its one open probation
     gate_cooldown: dict[str, int] = field(default_factory=dict)  # task_type -> steps left
     gate_epoch_observed: dict[str, bool] = field(default_factory=dict)  # task_type -> ladder warm (must survive resume)
+    gate_fdr: FdrState = field(default_factory=FdrState)  # the run's e-LOND sequence (tests, discoveries, spent): resume continues it
 
 
 STATE_KEYS = tuple(f.name for f in dataclasses.fields(TrainState))
@@ -237,6 +239,7 @@ def serialize_state(state: TrainState) -> dict[str, Any]:
         "probations": {tt: dataclasses.asdict(p) for tt, p in state.probations.items()},
         "gate_cooldown": dict(state.gate_cooldown),
         "gate_epoch_observed": dict(state.gate_epoch_observed),
+        "gate_fdr": state.gate_fdr.to_dict(),
     }
 
 
@@ -266,9 +269,17 @@ def deserialize_state(d: Mapping[str, Any], where: str = "state") -> TrainState:
         probations={tt: _probation(v, f"{where}.probations[{tt!r}]") for tt, v in probations.items()},
         gate_cooldown=_dict_of(values["gate_cooldown"], int, f"{where}.gate_cooldown"),
         gate_epoch_observed=_dict_of(values["gate_epoch_observed"], bool, f"{where}.gate_epoch_observed"),
+        gate_fdr=_fdr_state(values["gate_fdr"], f"{where}.gate_fdr"),
     )
     _check_keyed(state, where)
     return state
+
+
+def _fdr_state(value: Any, where: str) -> FdrState:
+    try:
+        return FdrState.from_dict(value, where)
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
 
 
 def _check_keyed(state: TrainState, where: str = "state") -> None:

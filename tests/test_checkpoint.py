@@ -21,6 +21,7 @@ from harness.checkpoint import (
     serialize_progress,
     serialize_state,
 )
+from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 
 SEED_FIELDS = {
@@ -28,6 +29,7 @@ SEED_FIELDS = {
     "steps_since_best_improved", "epoch_start_skills", "changed_task_types_this_epoch", "rejected_buffer",
     "system_packs", "tool_packs", "probations", "gate_cooldown", "gate_epoch_observed",
 }
+ADDED_FIELDS = {"gate_fdr"}  # issue 13: the run's e-LOND sequence must survive resume
 
 CFG = {
     "benchmark": {"name": "sim", "seed": 7, "task_types": ["a", "b"]},
@@ -61,12 +63,13 @@ def _state():
         probations={"count": Probation("count", "count/SKILL.md", "v2", 1, 3, {"q1": True}, [_edit("count", 4)], "v3", "probation")},
         gate_cooldown={"ocr": 1},
         gate_epoch_observed={"count": True, "ocr": False},
+        gate_fdr=FdrState(tests=5, discoveries=2, spent=0.0061),
     )
 
 
 def test_field_set_is_exactly_the_seeds():
-    assert set(STATE_KEYS) == SEED_FIELDS
-    assert set(serialize_state(_state())) == SEED_FIELDS
+    assert set(STATE_KEYS) == SEED_FIELDS | ADDED_FIELDS
+    assert set(serialize_state(_state())) == SEED_FIELDS | ADDED_FIELDS
 
 
 def test_roundtrip_revives_nested_dataclasses():
@@ -118,6 +121,8 @@ def test_missing_nested_key_is_hard_failure_even_with_a_default(path, key):
         (lambda d: d["system_packs"][0]["cases"][0].update(correct="no"), "correct"),
         (lambda d: d["probations"].update(ocr=d["probations"]["count"]), "holds a probation of task type 'count'"),
         (lambda d: d["gate_epoch_observed"].update(x=1), "gate_epoch_observed"),
+        (lambda d: d["gate_fdr"].update(discoveries=9), "discoveries"),
+        (lambda d: d["gate_fdr"].pop("spent"), "gate_fdr"),
     ],
 )
 def test_malformed_values_are_refused(mutate, match):
@@ -255,6 +260,7 @@ states = st.builds(
     probations=_probations(),
     gate_cooldown=st.dictionaries(names, small_int, max_size=3),
     gate_epoch_observed=st.dictionaries(names, st.booleans(), max_size=3),
+    gate_fdr=st.builds(lambda t, d, x: FdrState(t, min(d, t), x), st.integers(0, 10**6), st.integers(0, 10**6), st.floats(min_value=0, max_value=0.1)),
 )
 progresses = st.builds(Progress, epoch=small_int, step=small_int, phase=st.sampled_from(["in_epoch", "epoch_done"]),
                        global_step=small_int, saved_batches=st.lists(st.lists(names, max_size=4), max_size=3))

@@ -29,6 +29,8 @@ class BenchmarkConfig:
     scorer: str = "exact"  # "exact" | "normalized" | "<module>:<function>"
     task_types: list[str] = field(default_factory=list)  # empty = take the task types found in the file
     questions_path: str = "data/questions.parquet"
+    # the file the questions come from, prepare's DVC dependency: ${benchmark.path} (jsonl), the conf file (sim)
+    source: Optional[str] = None
 
 
 @dataclass
@@ -58,7 +60,7 @@ class LLMConfig:
 # and class defaults are used by OmegaConf; the class is never instantiated.
 def _gate_config_class() -> type:
     annotations: dict[str, Any] = {
-        "rule": str,  # "sequential" | "accept_all" | "gepa" | "mcnemar"
+        "rule": str,  # "sequential" | "accept_all" | "gepa" | "mcnemar" | "skillopt" | "cap_evolve"
         "lambda": float,  # accept when log E-process >= lambda (ln 20 ~ 3.0 is alpha = 0.05)
         "lambda_dir": float,  # reject when direction log-LR <= lambda_dir (< 0)
         "theta1": float,  # fixed alternative P(win | discordant) of the direction statistic
@@ -84,6 +86,17 @@ def _gate_config_class() -> type:
         "adaptive_top_fraction": float,  # adaptive ladder: ladder slots walk this top share of the current ranking
         "ladder_prior_obs": int,  # adaptive ladder: the pre-gate p_hat counts as at most this many observations
         "ladder_drop_min_obs": int,  # adaptive ladder: drop p outside [p_low, p_high] after this many observations
+        "fdr": str,  # "none" | "elond": run-level false-discovery control over the gates (kernel/fdr.py)
+        "fdr_level": float,  # e-LOND target FDR over the run's installs
+        "fdr_horizon": int,  # e-LOND gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
+        "screen": bool,  # pre-gate screen on the step's own questions (GEPA's rule as a filter)
+        "screen_margin": int,  # screen passes when wins - losses >= screen_margin
+        "futility_min_pairs": int,  # futility stop once this many pairs are in (0 = off)
+        "futility_margin": int,  # ... when wins - losses <= futility_margin
+        "baseline_reuse": str,  # "gates" (cache serves earlier gates' baseline outcomes) | "none" (fresh samples only)
+        "selection_n": int,  # skillopt rule: size of the held-out selection split
+        "cap_evolve_n": int,  # cap_evolve rule: pairs per decision
+        "probation_settlement": str,  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (e-process on fresh anchor pairs)
     }
     defaults: dict[str, Any] = {
         "rule": "sequential",
@@ -112,6 +125,17 @@ def _gate_config_class() -> type:
         "adaptive_top_fraction": 0.25,
         "ladder_prior_obs": 4,
         "ladder_drop_min_obs": 8,
+        "fdr": "none",
+        "fdr_level": 0.1,
+        "fdr_horizon": 50,
+        "screen": False,
+        "screen_margin": 1,
+        "futility_min_pairs": 0,
+        "futility_margin": 0,
+        "baseline_reuse": "gates",
+        "selection_n": 60,
+        "cap_evolve_n": 100,
+        "probation_settlement": "snapshot",
     }
     namespace: dict[str, Any] = {"__annotations__": annotations, "__module__": __name__, **defaults}
     cls = type("GateConfig", (object,), namespace)

@@ -20,11 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config.errors import ConfigError, Violation
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
-from harness.llm.protocol import Role
+from harness.contracts.roles import Role
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
-GATE_RULES = ("sequential", "accept_all", "gepa", "mcnemar")
+GATE_RULES = ("sequential", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve")
 UNDECIDED_ACTIONS = ("probation", "reject")
 EVOLVE_METHODS = ("reflective", "h2")
 H2_MODES = ("parallel", "sequential")
@@ -118,9 +118,12 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             c.positive_int("benchmark.n_task_types")
             c.positive_int("benchmark.questions_per_type")
             c.positive_int("benchmark.n_choices", minimum=2)
-        else:
-            c.check("benchmark.path", lambda v: isinstance(v, str) and v.strip() != "",
-                    "benchmark=jsonl needs the questions file: benchmark.path=<file.jsonl|file.parquet>")
+            c.non_empty_str("benchmark.source")
+        elif c.check("benchmark.path", lambda v: isinstance(v, str) and v.strip() != "",
+                     "benchmark=jsonl needs the questions file: benchmark.path=<file.jsonl|file.parquet>"):
+            path = c.value("benchmark.path")
+            c.check("benchmark.source", lambda v: v == path, f"must be benchmark.path ({path}) for benchmark=jsonl: "
+                    "dvc.yaml's prepare stage depends on it")
     c.check("benchmark.scorer", lambda v: v in BUILTIN_SCORERS or _SCORER_REF.match(v) is not None,
             f"must be one of {', '.join(BUILTIN_SCORERS)} or '<module>:<function>'")
     c.check("benchmark.task_types", lambda v: len(set(v)) == len(v) and all(isinstance(t, str) and t for t in v),
@@ -264,6 +267,17 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
+    c.one_of("gate.fdr", ("none", "elond"))
+    c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
+    c.positive_int("gate.fdr_horizon")
+    c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
+    c.positive_int("gate.screen_margin", minimum=0)
+    c.check("gate.futility_min_pairs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "must be an integer >= 0 (0 = off)")
+    c.check("gate.futility_margin", lambda v: isinstance(v, int) and not isinstance(v, bool), "must be an integer")
+    c.one_of("gate.baseline_reuse", ("gates", "none"))
+    c.positive_int("gate.selection_n")
+    c.positive_int("gate.cap_evolve_n")
+    c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
     return c.violations
 
 

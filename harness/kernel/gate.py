@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from harness.kernel.rules import SequentialRule, rule_for
+from harness.kernel.screen import futility_stop
 from harness.kernel.stats import (  # noqa: F401  (re-exported)
     log_e_accept,
     log_e_accept_peak,
@@ -176,6 +177,10 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
         decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final, peak_log_e=peak)
     else:
         decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final)
+    if (decision.action == "continue" and isinstance(rule, SequentialRule)
+            and futility_stop(counts.wins, counts.losses, n, min_pairs=params.futility_min_pairs, margin=params.futility_margin)):
+        return verdict("reject", f"futility: {counts.wins} wins - {counts.losses} losses <= {params.futility_margin} "
+                                 f"after {n} >= futility_min_pairs {params.futility_min_pairs} pairs")
     return verdict(decision.action, decision.reason)
 
 

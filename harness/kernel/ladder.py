@@ -29,10 +29,8 @@ import json
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional
 
-from harness.atomic import atomic_write_json
 from harness.kernel.types import BlockItem, GateParams
 
 GATE_RUN_MARKER = "_gate_"
@@ -146,7 +144,7 @@ class GatePools:
             return [e.qid for e in sorted(kept, key=lambda e: -e.information)]
         return cold_order(entries, probe_every=params.probe_every)
 
-    # -- persistence -------------------------------------------------------------------------
+    # -- serialization (the file: harness/loop/persistence.py) -------------------------------------------------------------------------
     def to_json(self) -> dict:
         return {
             "format": FORMAT_VERSION,
@@ -172,31 +170,6 @@ class GatePools:
         if pools.fingerprint != stored:
             raise RuntimeError(f"{source}: stored fingerprint does not match its own entries (file edited or corrupt)")
         return pools
-
-    def save(self, path: str | Path) -> None:
-        atomic_write_json(path, self.to_json())
-
-    @classmethod
-    def load(cls, path: str | Path, *, expected_fingerprint: str) -> "GatePools":
-        """Load and check the pool composition; a mismatch raises RuntimeError (never a silent rebuild)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        pools = cls.from_json(data, source=str(path))
-        if pools.fingerprint != expected_fingerprint:
-            raise RuntimeError(
-                f"{path}: gate pools fingerprint {pools.fingerprint[:12]} does not match the current validation pool "
-                f"({expected_fingerprint[:12]}); the pools changed under a running experiment - delete the file deliberately to rebuild"
-            )
-        return pools
-
-
-def load_or_build_gate_pools(path: str | Path, validation_by_type: Mapping[str, Sequence[str]]) -> GatePools:
-    """Load `path` when it exists (fingerprint-checked, RuntimeError on mismatch), else build and save it."""
-    target = Path(path)
-    if target.exists():
-        return GatePools.load(target, expected_fingerprint=pool_fingerprint(validation_by_type))
-    pools = GatePools.build(validation_by_type)
-    pools.save(target)
-    return pools
 
 
 def cold_order(entries: Sequence[LadderEntry], *, probe_every: int) -> list[str]:

@@ -5,19 +5,17 @@ Test keeps the natural task-type distribution (proportional allocation);
 test and validation give every task type at least `eval_min_per_class`
 questions; validation may be steered to a correct/wrong ratio when baseline
 correctness is known. Everything is seeded and independent of input order.
-`build_or_load_pools` freezes `pools.json`: once written it is reused.
+`check_frozen_pools` checks a frozen split against the questions (the file itself:
+harness/loop/persistence.py `build_or_load_pools`).
 """
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
-from harness.atomic import atomic_write_json
 
 POOLS_FORMAT = 1
 
@@ -228,34 +226,12 @@ def _take_with_ratio(remaining: dict[str, list[str]], counts: Mapping[str, int],
     return taken
 
 
-def build_or_load_pools(path: str | Path, questions: Iterable[QuestionLike], params: PoolParams, *, correctness: Optional[Mapping[str, bool]] = None) -> Pools:
-    """Reuse `path` when it exists (frozen: params are not re-applied), else split and write it atomically.
-
-    A frozen file whose qids are not all among `questions` is an error (the
-    questions changed under the experiment).
-    """
-    target = Path(path)
-    items = list(questions)
-    if target.exists():
-        pools = Pools.from_json(json.loads(target.read_text(encoding="utf-8")), source=str(target))
-        known = _normalise(items)
-        missing = [q for q in pools.task_type_of if q not in known]
-        if missing:
-            raise ValueError(f"{target}: {len(missing)} frozen qids are not in the questions (e.g. {missing[0]!r}); the questions changed")
-        mismatched = [q for q, t in pools.task_type_of.items() if known[q] != t]
-        if mismatched:
-            raise ValueError(f"{target}: qid {mismatched[0]!r} changed task type since the pools were frozen")
-        return pools
-    pools = split_pools(
-        items,
-        test_size=params.test_size,
-        val_size=params.val_size,
-        diagnosis_size=params.diagnosis_size,
-        eval_min_per_class=params.eval_min_per_class,
-        seed=params.seed,
-        val_correct_ratio=params.val_correct_ratio,
-        correctness=correctness,
-    )
-    data = pools.to_json() | {"params": params.to_json()}
-    atomic_write_json(target, data)
-    return pools
+def check_frozen_pools(pools: Pools, questions: Iterable[QuestionLike], *, source: str = "<pools>") -> None:
+    """A frozen split must still fit the questions: every frozen qid present, with the same task type."""
+    known = _normalise(questions)
+    missing = [q for q in pools.task_type_of if q not in known]
+    if missing:
+        raise ValueError(f"{source}: {len(missing)} frozen qids are not in the questions (e.g. {missing[0]!r}); the questions changed")
+    mismatched = [q for q, t in pools.task_type_of.items() if known[q] != t]
+    if mismatched:
+        raise ValueError(f"{source}: qid {mismatched[0]!r} changed task type since the pools were frozen")

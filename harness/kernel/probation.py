@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
-from harness.kernel.types import Probation, ProbationVerdict
+from harness.kernel.types import GateParams, Probation, ProbationVerdict
 
 
 def probation_verdict(probation: Probation, rerun: Mapping[str, Optional[bool]]) -> ProbationVerdict:
@@ -33,3 +33,53 @@ def probation_verdict(probation: Probation, rerun: Mapping[str, Optional[bool]])
     if losses > wins:
         return ProbationVerdict("rollback", wins, losses, n, acc_before, acc_after, reason=f"regressed: {losses} right->wrong > {wins} wrong->right on {n} questions")
     return ProbationVerdict("keep", wins, losses, n, acc_before, acc_after, reason=f"no regression: {wins} wrong->right, {losses} right->wrong on {n} questions")
+
+
+def probation_settlement(
+    probation: Probation,
+    anchor_rerun: Mapping[str, Optional[bool]],
+    rerun: Mapping[str, Optional[bool]],
+    params: GateParams,
+) -> ProbationVerdict:
+    """Settlement as a valid test on FRESH samples (`gate.probation_settlement=eprocess`, issue 13 item 2).
+
+    `anchor_rerun` (the anchor version, a fresh sample per question) and
+    `rerun` (the installed version: the full-validation re-run R) are paired
+    per question; the snapshot's stale, gate-selected outcomes play no part.
+    A missing installed-version outcome counts against the edit.
+
+    - kind "probation" (an undecided gate installed it): KEEP only when the
+      accept e-process (`gate.accept_prior`) on these pairs reaches
+      `gate.lambda`, i.e. P(keep | the edit is not better) <= e^-lambda;
+      otherwise roll back.
+    - kind "accepted" (the gate certified it): ROLL BACK only when the same
+      e-process with wins and losses swapped (evidence of harm) reaches
+      `gate.lambda`, i.e. P(rollback | the edit is not worse) <= e^-lambda.
+    """
+    from harness.kernel.stats import log_e_accept
+
+    qids = sorted(q for q in rerun if q in anchor_rerun and anchor_rerun[q] is not None)
+    if not qids:
+        return ProbationVerdict("keep" if probation.kind == "accepted" else "rollback", 0, 0, 0, None, None,
+                                reason=f"no fresh pairs for {probation.task_type!r}: "
+                                       + ("kept (the gate certified it)" if probation.kind == "accepted" else "rolled back (never certified)"))
+    before = [bool(anchor_rerun[q]) for q in qids]
+    after = [bool(rerun[q]) for q in qids]  # None (infra) -> False: against the edit
+    wins = sum(1 for b, a in zip(before, after) if a and not b)
+    losses = sum(1 for b, a in zip(before, after) if b and not a)
+    n = len(qids)
+    acc_before, acc_after = sum(before) / n, sum(after) / n
+    lam = params.lambda_accept
+    if probation.kind == "accepted":
+        log_e_harm = float(log_e_accept(losses, wins, params))
+        if log_e_harm >= lam:
+            return ProbationVerdict("rollback", wins, losses, n, acc_before, acc_after,
+                                    reason=f"harm certified on fresh pairs: log E = {log_e_harm:.3f} >= {lam} ({losses} losses, {wins} wins on {n})")
+        return ProbationVerdict("keep", wins, losses, n, acc_before, acc_after,
+                                reason=f"no certified harm: log E(harm) = {log_e_harm:.3f} < {lam} ({wins} wins, {losses} losses on {n})")
+    log_e = float(log_e_accept(wins, losses, params))
+    if log_e >= lam:
+        return ProbationVerdict("keep", wins, losses, n, acc_before, acc_after,
+                                reason=f"improvement certified on fresh pairs: log E = {log_e:.3f} >= {lam} ({wins} wins, {losses} losses on {n})")
+    return ProbationVerdict("rollback", wins, losses, n, acc_before, acc_after,
+                            reason=f"not certified on fresh pairs: log E = {log_e:.3f} < {lam} ({wins} wins, {losses} losses on {n})")

@@ -129,6 +129,11 @@ RULES: dict[str, AcceptanceRule] = {
     "gepa": GepaRule(),
     "mcnemar": McNemarFixedRule(),
 }
+from harness.kernel.rule_cap_evolve import CapEvolveRule  # noqa: E402  (these modules import RuleDecision from here)
+from harness.kernel.rule_skillopt import SkillOptRule  # noqa: E402
+
+RULES["skillopt"] = SkillOptRule()
+RULES["cap_evolve"] = CapEvolveRule()
 
 
 def rule_for(params: GateParams) -> AcceptanceRule:

@@ -79,6 +79,18 @@ class GateParams:
     adaptive_top_fraction: float = 0.25  # adaptive ladder: ladder slots walk this top share of the current ranking
     ladder_prior_obs: int = 4  # the adaptive ladder counts the pre-gate p_hat as at most this many observations
     ladder_drop_min_obs: int = 8  # drop a question from ladder slots when p outside [p_low, p_high] after this many observations
+    # run-level gate (issue 13; harness/kernel/fdr.py, screen.py, rule_skillopt.py, rule_cap_evolve.py)
+    fdr: str = "none"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
+    fdr_level: float = 0.1  # e-LOND: target false discovery rate over the run's installs
+    fdr_horizon: int = 50  # e-LOND: gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
+    screen: bool = False  # run the candidate on the step's own questions first; GEPA's rule filters
+    screen_margin: int = 1  # screen passes when wins - losses >= this
+    futility_min_pairs: int = 0  # futility stop once this many pairs are in (0 = off)
+    futility_margin: int = 0  # ... when wins - losses <= this
+    baseline_reuse: str = "gates"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
+    selection_n: int = 60  # skillopt rule: questions in the held-out selection split
+    cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
+    probation_settlement: str = "snapshot"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
-from harness.agent.prompts import DEFAULT_SKILL
+from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
+from harness.kernel.fdr import elond_level, elond_record, level_lambda
 from harness.kernel.ladder import GatePools, plan_blocks
+from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.helpers import _merge_probation
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
@@ -116,6 +120,8 @@ def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix
     pool: list[str] = [q for tt in types for q in pools.pool(tt)]
     if not pool:
         return [], None
+    if rule in ("skillopt", "cap_evolve"):
+        return _fixed_n_plan(gc, pool, excluded, start, prefix), None
     informing: dict[str, frozenset[int]] = {}
     for tt in types:
         informing.update(pools.informing_samples(tt))
@@ -133,6 +139,21 @@ def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix
     anchor_pool = [q for q in pool if q not in excluded]
     blocks = plan_blocks(ladder, anchor_pool, gc.params, seed=seed, first_sample_index=start, informing_samples=informing)
     return blocks, None
+
+
+def _fixed_n_plan(gc: GateContext, pool: Sequence[str], excluded: set[str], start: int, prefix: str) -> list[list[BlockItem]]:
+    """One block: SkillOpt's fixed selection split (same for every gate of the run), or cap-evolve's n random pairs."""
+    import random
+
+    from harness.kernel.rule_skillopt import selection_split
+
+    if gc.params.rule == "skillopt":
+        qids = [q for q in selection_split(pool, gc.params.selection_n, seed=gc.seed) if q not in excluded]
+    else:
+        order = sorted(q for q in set(pool) if q not in excluded)
+        random.Random(f"{gc.seed}|{gc.epoch}|{gc.step}|{prefix}").shuffle(order)
+        qids = [order[i % len(order)] for i in range(gc.params.cap_evolve_n)] if order else []
+    return [[BlockItem(q, start + i) for i, q in enumerate(qids)]] if qids else []
 
 
 def _accept_all_outcome(prefix: str) -> ValidationOutcome:
@@ -173,13 +194,26 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
     baseline_view = wsp.compose_view(skills_tree, prompts_tree)
     candidate_view = wsp.compose_view(skills_tree.with_files({cand.skill_file: rec.new_text}), prompts_tree)
     warm = any(state.gate_epoch_observed.get(tt, False) for tt in cand.task_types)
+    params, fdr_fields = _gate_level(gc, state)
+    if gc.params.screen and gc.params.rule == "sequential":
+        screened = _screen(gc, cand, candidate_view, prefix)
+        if screened is not None and not screened.passed:
+            state.rejected_buffer.setdefault(cand.key, []).append(RejectedEdit(
+                task_type=cand.key, skill_file=cand.skill_file, summary=rejected_summary(rec), epoch=gc.epoch, step=gc.step,
+                reason=screened.reason))
+            return step_report_row(**base, action="reject", reason=screened.reason, gate_run_id=prefix, wins=screened.wins,
+                                   losses=screened.losses, ties=screened.ties, n_pairs=screened.n_pairs,
+                                   rollouts=len(screened_qids(gc, cand)), skills_version_after=sv_before, probation_opened=False,
+                                   screen="failed")
+        fdr_fields["screen"] = "passed" if screened is not None else "no_questions"
     if gc.params.rule == "accept_all":
         outcome = _accept_all_outcome(prefix)
     else:
         blocks, known = _plan(gc, cand, pools, warm, prefix)
         if not blocks:
             return step_report_row(**base, action="skipped_no_questions", reason="no validation questions for this skill", gate_run_id=prefix)
-        block_params = dataclasses.replace(gc.params, block_size=len(blocks[0])) if gc.params.rule == "gepa" else gc.params
+        block_params = (dataclasses.replace(params, block_size=len(blocks[0]))
+                        if gc.params.rule in ("gepa", "skillopt", "cap_evolve") else params)
         wsp.record_run(gc.workspace_dir, f"{prefix}_base")
         wsp.record_run(gc.workspace_dir, f"{prefix}_cand")
         outcome = asyncio.run(validate_skill_local(
@@ -192,8 +226,12 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
         write_quadrant_pairs(gc.runlog_path, gate_run_id=prefix, epoch=gc.epoch, step=gc.step, task_type=cand.task_type,
                              action=outcome.action, pairs=outcome.pairs)
     v = outcome.verdict
+    if gc.params.fdr == "elond" and gc.params.rule == "sequential":
+        state.gate_fdr = elond_record(state.gate_fdr, gc.params.fdr_level, gc.params.fdr_horizon, discovered=outcome.action == "accept")
+        fdr_fields["fdr_spent"] = state.gate_fdr.spent
+    screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") == "passed" else 0
     gate_fields = dict(gate_run_id=prefix, log_e=v.log_e, log_lr_dir=v.log_lr_dir, wins=v.wins, losses=v.losses, ties=v.ties,
-                       n_pairs=v.n_pairs, rollouts=outcome.rollouts, reason=v.reason)
+                       n_pairs=v.n_pairs, rollouts=outcome.rollouts + screen_rollouts, reason=v.reason, **fdr_fields)
     action = outcome.action
     if action == "probation" and cand.skill_file == DEFAULT_FILE:
         action = "reject"
@@ -209,6 +247,43 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
             task_type=cand.key, skill_file=cand.skill_file, summary=rejected_summary(rec), epoch=gc.epoch, step=gc.step,
             reason=gate_fields["reason"]))
     return step_report_row(**base, **gate_fields, action=action, skills_version_after=sv_before, probation_opened=False)
+
+
+def _gate_level(gc: GateContext, state: Any) -> tuple[GateParams, dict]:
+    """The params this gate runs with and its report fields: under `gate.fdr=elond` the sequential rule's accept
+    threshold is ln(1 / alpha_t), alpha_t from e-LOND over the run (kernel/fdr.py); otherwise gate.lambda."""
+    if gc.params.rule != "sequential":
+        return gc.params, {}
+    if gc.params.fdr == "elond":
+        level = elond_level(state.gate_fdr, gc.params.fdr_level, gc.params.fdr_horizon)
+        fields = {"fdr_level": level, "fdr_test": state.gate_fdr.tests + 1}
+        return dataclasses.replace(gc.params, lambda_accept=level_lambda(level)), fields
+    return gc.params, {"fdr_level": math.exp(-gc.params.lambda_accept)}
+
+
+def screened_qids(gc: GateContext, cand: Candidate) -> list[str]:
+    """The step's own questions of the candidate's task types with a definite step-rollout outcome (screen, GEPA)."""
+    return sorted(q for q, v in gc.batch_outcomes.items() if v is not None and gc.questions[q].task_type in cand.task_types)
+
+
+def _screen(gc: GateContext, cand: Candidate, candidate_view: HarnessTree, prefix: str) -> Optional[ScreenResult]:
+    """The candidate on the step's own questions (fresh sample indices, a `_gate_` run id, so the ladder never
+    sees it), paired with the step rollout's outcomes; None when the step has no question of these task types."""
+    from harness.loop.validate import materialize_candidate
+
+    qids = screened_qids(gc, cand)
+    if not qids:
+        return None
+    run_id = f"{prefix}_screen"
+    start = gate_sample_start(run_id)
+    wsp.record_run(gc.workspace_dir, run_id)
+    cand_dir = materialize_candidate(gc.workspace_dir, candidate_view, f"{cand.task_type}-screen")
+    try:
+        view = HarnessTree.load(cand_dir)
+        got = asyncio.run(gc.rollout(view, [(gc.questions[q], start + i) for i, q in enumerate(qids)], run_id))
+    finally:
+        shutil.rmtree(cand_dir, ignore_errors=True)
+    return screen_verdict([bool(gc.batch_outcomes[q]) for q in qids], list(got), margin=gc.params.screen_margin)
 
 
 def _install(gc: GateContext, state: Any, cand: Candidate, outcome: ValidationOutcome, skills_tree: HarnessTree, *,

@@ -203,6 +203,7 @@ STEP_REPORT_FIELDS = (
     "epoch", "step", "task_type", "skill_file", "action", "reason", "edits_proposed", "edits_applied",
     "gate_run_id", "log_e", "log_lr_dir", "wins", "losses", "ties", "n_pairs", "rollouts",
     "skills_version_before", "skills_version_after", "probation_opened",
+    "fdr_level", "fdr_test", "fdr_spent", "screen",  # issue 13: the level the gate was given, its e-LOND index, run spent so far
 )
 
 

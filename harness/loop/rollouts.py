@@ -28,7 +28,7 @@ TRACE_EXCERPT_CHARS = 2000
 def run_kind(run_id: str) -> str:
     if "_gate_" in run_id:
         return "gate"
-    for suffix, kind in (("_slowR2", "slow_r2"), ("_slowR0", "slow_r0"), ("_slowR", "slow_r")):
+    for suffix, kind in (("_slowR2", "slow_r2"), ("_slowR0", "slow_r0"), ("_slowR", "slow_r"), ("_slowA", "slow_anchor")):
         if run_id.endswith(suffix):
             return kind
     return "holdout" if "_holdout_" in run_id else "step"
@@ -118,8 +118,15 @@ def trace_text(db: Path, run_id: str, qid: str, sample_index: int) -> str:
 
 
 def probation_verdict_fn(ctx: Any):
-    """The kernel's probation settlement (snapshot vs full-validation re-run)."""
-    from harness.kernel.probation import probation_verdict
+    """The kernel's probation settlement: `gate.probation_settlement=snapshot` (snapshot vs full-validation re-run)
+    or `eprocess` (an e-process on fresh anchor-vs-installed pairs; called with the anchor re-run)."""
+    from harness.kernel.probation import probation_settlement, probation_verdict
+
+    if ctx.gate.probation_settlement == "eprocess":
+        def settle(p, rerun, anchor):
+            return probation_settlement(p, anchor, rerun, ctx.gate)
+
+        return settle
 
     def verdict(p, rerun: Mapping[str, bool]):
         return probation_verdict(p, rerun)

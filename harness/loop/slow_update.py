@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
-from harness.agent.prompts import DEFAULT_SKILL, resolve_skill_file, skill_path
+from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
 from harness.kernel.ladder import GatePools
@@ -45,6 +45,7 @@ progress = logging.getLogger("harness.progress")
 
 SLOW_R_INDEX = 2000  # sample index of R is 2000*E (docs/ARCHITECTURE.md "Sample indices")
 HOLDOUT_INDEX = 3_000_000
+PROBATION_ANCHOR_INDEX = 4_000_000  # + E: the anchor version's fresh sample for an e-process settlement
 
 
 def r_run_id(run_name: str, epoch: int) -> str:
@@ -119,6 +120,9 @@ class SlowDeps:
     max_skill_chars: Optional[int] = None
     ema_gamma: float = 0.3
     holdout: bool = True
+    # gate.probation_settlement=eprocess: the anchor version re-answers the affected questions (fresh sample) and
+    # probation_verdict(p, rerun, anchor) settles on those pairs (kernel.probation.probation_settlement)
+    settle_with_anchor: bool = False
 
 
 @dataclass
@@ -160,6 +164,17 @@ def _rollback(deps: SlowDeps, p: Probation) -> str:
     reverted = current.with_files({p.skill_file: anchor.get(p.skill_file)})
     return wsp.promote(ws, "skills", reverted, {"reason": "probation rollback", "skill_file": p.skill_file,
                                                 "anchor": p.anchor_skills_version, "epoch": deps.epoch})
+
+
+def _anchor_rerun(deps: SlowDeps, p: Probation, r_tree: HarnessTree, qids: Sequence[str], log: Any) -> dict[str, Optional[bool]]:
+    """R's harness with this one file at its anchor content, on `qids` at a fresh sample index (never a gate's)."""
+    anchor = read_version_tree(deps.workspace_dir / "skills", p.anchor_skills_version).get(p.skill_file)
+    tree = r_tree.with_files({f"skills/{p.skill_file}": anchor})
+    run_id = f"{deps.run_name}_e{deps.epoch}_{p.task_type}_slowA"
+    wsp.record_run(deps.workspace_dir, run_id)
+    log.record_run(run_id, "slow_anchor", skills_version=p.anchor_skills_version, prompts_version=wsp.read_manifest(deps.workspace_dir).prompts_version)
+    got = _run(deps.rollout(tree, [(deps.questions[q], PROBATION_ANCHOR_INDEX + deps.epoch) for q in qids], run_id))
+    return dict(zip(qids, got))
 
 
 def _affected_qids(deps: SlowDeps, tree: HarnessTree, skill_file: str) -> list[str]:
@@ -204,7 +219,12 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     rollbacks, settled = [], []
     for _, p in sorted(state.probations.items()):
         affected = _affected_qids(deps, r_tree, p.skill_file)
-        verdict = deps.probation_verdict(p, {q: r.correctness[q] for q in affected if q in r.correctness})
+        if deps.settle_with_anchor:
+            anchor = _anchor_rerun(deps, p, r_tree, affected, log)
+            rollouts += len(affected)
+            verdict = deps.probation_verdict(p, {q: r.outcomes.get(q) for q in affected}, anchor)
+        else:
+            verdict = deps.probation_verdict(p, {q: r.correctness[q] for q in affected if q in r.correctness})
         settled.append({"skill_file": p.skill_file, "kind": p.kind, "action": verdict.action, "reason": verdict.reason,
                         "acc_before": verdict.acc_before, "acc_after": verdict.acc_after})
         if verdict.action == "rollback":

@@ -25,7 +25,7 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 
 from harness import workspace as wsp
-from harness.agent.prompts import resolve_skill_file
+from harness.contracts.solver import resolve_skill_file
 from harness.atomic import atomic_write_json
 from harness.checkpoint import Progress, TrainState, load_checkpoint, save_checkpoint
 from harness.evolution.diagnose import run_diagnosis
@@ -38,6 +38,9 @@ from harness.loop.context import StageContext, by_task_type, make_context  # noq
 from harness.loop.gating import Candidate, GateContext, gate_batch_skills, skill_key
 from harness.loop.helpers import _apply_batch_correctness, _decrement_cooldowns, _guard_infra_failures, _should_early_stop
 from harness.loop.observation import write_epoch_report, write_step_report
+from harness.loop.persistence import (
+    DurableBaselineCache, build_or_load_pools, create_baseline_cache_file, load_gate_pools, read_pools, save_gate_pools,
+)
 from harness.loop.slow_update import SlowDeps, slow_update_cycle
 from harness.loop.state import (
     BASELINE_CACHE, CHECKPOINT, GATE_POOLS, REPORT, RUNLOG, WORKSPACE, Lineage, StateError, copy_state, fresh_output,
@@ -71,18 +74,14 @@ def _save_state(ctx: StageContext, out: Path, state: TrainState, prog: Progress)
 
 
 def _pools_json(path: Path) -> dict[str, list[str]]:
-    d = json.loads(Path(path).read_text(encoding="utf-8"))
-    for key in ("test", "validation", "diagnosis"):
-        if key not in d:
-            raise StateError(f"{path}: pools file has no {key!r} list")
-    return d
+    return read_pools(path)
 
 
 def _gate_pools(ctx: StageContext, state_dir: Path, pools: Mapping[str, list[str]]) -> GatePools:
     validation = by_task_type(pools["validation"], ctx.questions())
     from harness.kernel.ladder import pool_fingerprint
 
-    return GatePools.load(state_dir / GATE_POOLS, expected_fingerprint=pool_fingerprint(validation))
+    return load_gate_pools(state_dir / GATE_POOLS, expected_fingerprint=pool_fingerprint(validation))
 
 
 def _pass_through(prev: Path, out: Path, lineage: Lineage, what: str) -> None:
@@ -113,7 +112,7 @@ def stage_prepare(ctx: StageContext, out_questions: Path) -> None:
 
 def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: Path) -> None:
     """test -> validation -> diagnosis split (frozen once written) and the initial state at v0/v0."""
-    from harness.kernel.pools import PoolParams, build_or_load_pools
+    from harness.kernel.pools import PoolParams
 
     qs = ctx.questions(Path(questions))
     pools = build_or_load_pools(Path(out_pools), list(qs.values()), PoolParams.from_config(ctx.cfg.pools)).to_json()
@@ -125,8 +124,8 @@ def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: P
     # `<path>@sha256:<digest>` with the path relative to the project root (state stays relocatable)
     ref = f"{rel_to(ctx.root, qpath)}@sha256:{questions_digest(qpath)}"
     wsp.init_workspace(out / WORKSPACE, skills, prompts, ref, base=ctx.root)
-    GatePools.build(by_task_type(pools["validation"], qs)).save(out / GATE_POOLS)
-    (out / BASELINE_CACHE).write_text("", encoding="utf-8")  # the kernel BaselineCache appends to it
+    save_gate_pools(out / GATE_POOLS, GatePools.build(by_task_type(pools["validation"], qs)))
+    create_baseline_cache_file(out / BASELINE_CACHE)
     state = TrainState(epoch_start_skills=dict(skills.to_dict()))
     _save_state(ctx, out, state, Progress(epoch=1, step=0, phase="epoch_done"))
     write_lineage(out, Lineage())
@@ -304,8 +303,6 @@ def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rol
 
 def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, evolve: Path, out: Path) -> None:
     """Incremental correctness, slow packs, the per-skill gate, cooldown decrement, checkpoint 'in_epoch'."""
-    from harness.kernel.baseline_cache import BaselineCache
-
     prev = require_done(Path(prev_state), "previous step")
     out_dir = fresh_output(Path(out))
     lineage = read_lineage(prev)
@@ -335,7 +332,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
                 pack.examples.setdefault(k, v)
     # -- per-skill gate
     pools = _gate_pools(ctx, out_dir, p)
-    cache = BaselineCache(out_dir / BASELINE_CACHE)  # the copy carried from prev; appends stay in this stage
+    cache = DurableBaselineCache(out_dir / BASELINE_CACHE)  # the copy carried from prev; appends stay in this stage
     log = HarnessLog(out_dir / RUNLOG)
     try:
         gc = GateContext(run_name=ctx.run_name, epoch=epoch, step=step, params=ctx.gate, questions=qs,
@@ -356,7 +353,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     rows.sort(key=lambda r: r["task_type"])
     # -- cooldown decrement (skills that started resting this step keep their full count)
     state.gate_cooldown = _decrement_cooldowns({**cooling, **{k: state.gate_cooldown[k] for k in just_cooled}}, just_cooled)
-    pools.save(out_dir / GATE_POOLS)
+    save_gate_pools(out_dir / GATE_POOLS, pools)
     prog = Progress(epoch=epoch, step=step, phase="in_epoch", global_step=prog.global_step + 1,
                     saved_batches=_saved_batches(ctx, epoch))
     _save_state(ctx, out_dir, state, prog)
@@ -422,6 +419,7 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),
             system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
             max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(ctx.gate.ema_gamma),
+            settle_with_anchor=ctx.gate.probation_settlement == "eprocess",
         )
         result = slow_update_cycle(deps, state, pools, log, step_outcomes, prev_eval)
     finally:
@@ -436,7 +434,7 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
     state.changed_task_types_this_epoch = set()
     state.system_packs = []
     state.tool_packs = {}
-    pools.save(out_dir / GATE_POOLS)
+    save_gate_pools(out_dir / GATE_POOLS, pools)
     _save_state(ctx, out_dir, state, Progress(epoch=epoch, step=prog.step, phase="epoch_done", global_step=prog.global_step,
                                               saved_batches=[]))
     report = dict(result.report)

@@ -20,7 +20,10 @@ pair never reuses the sample that placed its question on the ladder, and a
 re-asked question gets a fresh sample. Baseline samples come from the
 BaselineCache first (samples an earlier gate paid for on the same baseline
 skill and prompts), each used at most once per gate; misses are run and
-stored.
+stored. With `gate.baseline_reuse=none` nothing is served from the cache: an
+earlier gate's outcomes were looked at by its stopping rule (an accept-then-
+rollback leaves outcomes biased against the baseline), so every baseline
+outcome of a gate is a fresh sample.
 
 Only the rows of the terminal block carry a stop reason in the evidence.
 """
@@ -220,7 +223,7 @@ async def validate_skill_local(
                 hit: Optional[bool] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
-                elif baseline_cache is not None:
+                elif baseline_cache is not None and params.baseline_reuse == "gates":
                     # an earlier gate on the same baseline already paid for these samples; each is used once here
                     banned = set(taken) | set(informing.get(item.qid, ()))
                     cached = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)

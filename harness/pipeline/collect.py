@@ -197,6 +197,7 @@ def _gate_decisions(layout: RunLayout, epoch: int) -> list[GateDecision]:
                 wins=_int(row.get("wins")), losses=_int(row.get("losses")), ties=_int(row.get("ties")),
                 n_pairs=_int(row.get("n_pairs")), rollouts=_int(row.get("rollouts")),
                 gate_run_id=row.get("gate_run_id"),
+                fdr_level=_num(row.get("fdr_level")), fdr_test=_int(row.get("fdr_test")), fdr_spent=_num(row.get("fdr_spent")),
             ))
     return out
 

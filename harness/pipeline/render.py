@@ -126,8 +126,9 @@ def _epoch_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
 
 
 def _gate_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
-    header = ["epoch", "step", "task type", "action", "log E", "wins", "losses", "ties", "pairs", "reason"]
-    rows = [[_fmt(v) for v in (g.epoch, g.step, g.task_type, g.action, g.log_e, g.wins, g.losses, g.ties, g.n_pairs, g.reason)]
+    header = ["epoch", "step", "task type", "action", "level", "log E", "wins", "losses", "ties", "pairs", "reason"]
+    rows = [[_fmt(v) for v in (g.epoch, g.step, g.task_type, g.action, None if g.fdr_level is None else f"{g.fdr_level:.3g}",
+                               g.log_e, g.wins, g.losses, g.ties, g.n_pairs, g.reason)]
             for g in summary.gates]
     return header, rows
 

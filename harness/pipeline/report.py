@@ -6,6 +6,8 @@ off once) and by ``stages.train`` (per sweep job, as a child run).
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -120,6 +122,8 @@ def log_to_mlflow(
         tags["mlflow.source.git.commit"] = commit
         tags["harness.git_dirty"] = str(git_dirty(project_root))
     tables = read_tables(layout) if bool(cfg.tracking.log_tables) else {}
+    if tables:  # per gate: the level it was given (e-LOND alpha_t under gate.fdr=elond) next to its decision
+        tables["gate_decisions"] = [dataclasses.asdict(g) for g in summary.gates]
     with tempfile.TemporaryDirectory(prefix="harness-plots-") as tmp:
         accuracy_svg = Path(tmp) / "accuracy_per_epoch.svg"
         evidence_svg = Path(tmp) / "gate_evidence_paths.svg"

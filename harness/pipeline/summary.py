@@ -50,6 +50,9 @@ class GateDecision:
     n_pairs: int | None
     rollouts: int | None
     gate_run_id: str | None
+    fdr_level: float | None = None  # the level the gate was given (e-LOND alpha_t, or exp(-gate.lambda))
+    fdr_test: int | None = None  # its index in the run's e-LOND sequence (None: gate.fdr=none or not an e-value rule)
+    fdr_spent: float | None = None  # the run's e-LOND base budget spent after this gate
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class RunSummary:
             "probation": sum(e.probation for e in self.epochs),
             "rollouts": sum(e.rollouts for e in self.epochs),
             "usd": round(sum(e.usd for e in self.epochs), 6),
+            "fdr_level_spent": max((g.fdr_spent for g in self.gates if g.fdr_spent is not None), default=None),
+            "fdr_tests": max((g.fdr_test for g in self.gates if g.fdr_test is not None), default=None),
         }
         for which, row in sorted(held.items()):
             metrics[f"holdout_{which}_hard_acc"] = row["hard_acc"]

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.kernel.gate import LeakError, pair_block
-from harness.kernel.ladder import GatePools, LeakingRunError, cold_order, load_or_build_gate_pools, plan_blocks, pool_fingerprint
+from harness.kernel.ladder import GatePools, LeakingRunError, cold_order, plan_blocks, pool_fingerprint
 from harness.kernel.types import GateParams
 
 
@@ -99,24 +99,6 @@ def test_plan_blocks_zero_anchor_fraction_and_empty_ladder():
     assert all(item.anchor for b in all_anchor for item in b)
     with pytest.raises(ValueError, match="not in the pool"):
         plan_blocks(["z"], pool, GateParams(), seed=0, first_sample_index=0)
-
-
-def test_save_load_and_fingerprint_mismatch_raises(tmp_path):
-    path = tmp_path / "gate_pools.json"
-    validation = {"t": ["a", "b"], "u": ["c"]}
-    gp = load_or_build_gate_pools(path, validation)
-    gp.update_from_run("x_e1_slowR", [("a", 1, True)], gamma=0.3)
-    gp.save(path)
-    assert not list(tmp_path.glob("*.tmp"))
-    again = load_or_build_gate_pools(path, {"u": ["c"], "t": ["b", "a"]})  # order-free fingerprint
-    assert again.entries("t")[0].p_hat == pytest.approx(2 / 3)
-    with pytest.raises(RuntimeError, match="fingerprint"):
-        load_or_build_gate_pools(path, {"t": ["a", "b", "z"], "u": ["c"]})
-    data = json.loads(path.read_text())
-    data["task_types"]["t"].append({"qid": "sneaky", "p_hat": None, "n_obs": 0, "sources": []})
-    path.write_text(json.dumps(data))
-    with pytest.raises(RuntimeError, match="corrupt"):
-        GatePools.load(path, expected_fingerprint=pool_fingerprint(validation))
 
 
 @settings(max_examples=40, deadline=None)

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from harness.kernel.pools import PoolParams, Pools, build_or_load_pools, split_pools
+from harness.kernel.pools import PoolParams, Pools, split_pools
 
 
 def questions(sizes):
@@ -41,21 +41,6 @@ def test_val_correct_ratio():
     assert sum(known[q] for q in pools.validation) == 5
     with pytest.raises(ValueError, match="correctness"):
         split_pools(questions({"a": 80}), test_size=20, val_size=20, diagnosis_size=10, eval_min_per_class=5, seed=0, val_correct_ratio=0.5)
-
-
-def test_frozen_file_is_reused_and_old_format_rejected(tmp_path):
-    path = tmp_path / "pools.json"
-    qs = questions({"a": 40, "b": 40})
-    params = PoolParams(test_size=20, val_size=20, diagnosis_size=20, eval_min_per_class=5, seed=1)
-    first = build_or_load_pools(path, qs, params)
-    again = build_or_load_pools(path, qs, PoolParams(test_size=30, val_size=10, diagnosis_size=5, eval_min_per_class=2, seed=9))
-    assert again == first  # frozen: new params are not re-applied
-    path.write_text(json.dumps({"validation": [], "diagnosis": []}))
-    with pytest.raises(ValueError, match="no 'test' key"):
-        build_or_load_pools(path, qs, params)
-    path.write_text(json.dumps(first.to_json()))
-    with pytest.raises(ValueError, match="not in the questions"):
-        build_or_load_pools(path, questions({"a": 40}), params)
 
 
 def test_pools_json_roundtrip_and_by_task_type():

@@ -106,9 +106,9 @@ def test_tmp_dir_removed_when_rollout_fails(tmp_path):
 
 
 def test_baseline_cache_samples_reused_once_each(tmp_path):
-    from harness.kernel.baseline_cache import BaselineCache
+    from harness.loop.persistence import DurableBaselineCache
 
-    cache = BaselineCache(tmp_path / "baseline.jsonl")
+    cache = DurableBaselineCache(tmp_path / "baseline.jsonl")
     calls: list = []
 
     def plan(start):  # every question asked twice, fresh indices

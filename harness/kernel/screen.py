@@ -1,0 +1,89 @@
+"""Cheap checks around the gate: the pre-gate screen and futility stopping (DESIGN §5 "Cost").
+
+Screen: before a full gate, the candidate answers the step's own questions
+of its task types once (the minibatch the editor's failures came from,
+failing and passing ones), paired with the step rollout's baseline
+outcomes, which the loop already paid for. GEPA's rule is the filter: the
+candidate goes on to the gate only when it wins strictly more of those pairs
+than it loses. It costs one candidate rollout per step question and no
+baseline rollout.
+
+The screen only ever REJECTS: its samples are not the gate's (the gate uses
+fresh sample indices), so conditional on passing the screen the gate's
+e-process is still an e-value and every per-gate and run-level guarantee
+holds unchanged. Screened-out candidates never reach the gate, so they do
+not consume a level of the run's false-discovery sequence either.
+
+Futility: inside the gate, after at least `min_pairs` pairs, a candidate
+whose wins minus losses is <= `margin` is rejected. Like the direction
+reject it can only turn a would-be accept into a reject, never the
+reverse, so it cannot raise the false-accept rate; it trades power on
+small real edits for rollouts on useless ones (the benchmark reports both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+__all__ = ["ScreenResult", "futility_stop", "screen_verdict"]
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    passed: bool
+    wins: int
+    losses: int
+    ties: int
+    candidate_infra: int  # counted as losses of the candidate (an infra failure cannot buy a pass)
+    reason: str
+
+    @property
+    def n_pairs(self) -> int:
+        return self.wins + self.losses + self.ties
+
+
+def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optional[bool]], *, margin: int = 1) -> ScreenResult:
+    """GEPA's rule as a filter: pass iff wins - losses >= `margin` (1: GEPA's strict rule; 0: not worse).
+
+    `baseline[i]` / `candidate[i]` are the outcomes on the same question
+    (None = infrastructure failure). A pair whose baseline failed is
+    dropped (no evidence, not the candidate's fault); a candidate failure
+    on a question the baseline answered counts as a candidate loss, on one
+    the baseline missed as a tie (conservative either way).
+    """
+    if len(baseline) != len(candidate):
+        raise ValueError(f"screen_verdict: {len(baseline)} baseline outcomes but {len(candidate)} candidate outcomes")
+    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
+        raise ValueError(f"gate.screen_margin must be an integer >= 0, got {margin!r}")
+    wins = losses = ties = infra = 0
+    for base, cand in zip(baseline, candidate):
+        for name, value in (("baseline", base), ("candidate", cand)):
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"screen_verdict: {name} outcome must be bool or None, got {value!r}")
+        if base is None:
+            continue
+        if cand is None:
+            infra += 1
+            cand = False
+        if cand and not base:
+            wins += 1
+        elif base and not cand:
+            losses += 1
+        else:
+            ties += 1
+    passed = wins - losses >= margin
+    reason = (f"screen {'passed' if passed else 'failed'}: {wins} wins, {losses} losses, {ties} ties on the step's questions"
+              f" (need wins - losses >= {margin})" + (f"; {infra} candidate infra failures counted as wrong" if infra else ""))
+    return ScreenResult(passed, wins, losses, ties, infra, reason)
+
+
+def futility_stop(wins: int, losses: int, n_pairs: int, *, min_pairs: int, margin: int = 0) -> bool:
+    """True when the gate should stop for futility: at least `min_pairs` pairs and wins - losses <= margin.
+
+    `min_pairs` <= 0 switches futility off.
+    """
+    if min_pairs <= 0:
+        return False
+    return n_pairs >= min_pairs and wins - losses <= margin
