@@ -171,9 +171,8 @@ def _training(counts: dict[str, int]) -> int:
 def run_one(job: dict) -> dict:
     """Train one (seed, rule) and measure it with the oracle."""
     from harness import workspace as wsp
-    from harness.agent.prompts import resolve_skill_file
-    from harness.bench.factory import build_benchmark
-    from harness.llm.factory import build_provider
+    from harness.compose import build_benchmark, build_provider
+    from harness.contracts.solver import resolve_skill_file
     from harness.loop.runner import Runner, steps_in_epoch
     from harness.loop.state import is_done, read_lineage, resolve_fragments
     from harness.sim.oracle import Oracle

@@ -76,9 +76,9 @@ def _timed(coro_factory, n: int) -> tuple[Timed, object]:
 
 
 def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, object]:
-    from harness.bench.sim import SimBenchmark
+    from harness.compose import build_provider
     from harness.llm.cache import CachedProvider, ResponseCache
-    from harness.llm.factory import build_provider
+    from harness.sim.benchmark import SimBenchmark
     from harness.sim.world import World
 
     world = World.generate(seed=7)
@@ -251,8 +251,8 @@ def _proc_cpu_s(pid: int) -> float:
 
 def memory_child(n_questions: int, keep_traces: bool) -> None:
     """Runs in a fresh process: prints JSON with ru_maxrss before/after run_inference."""
-    from harness.bench.sim import SimBenchmark
-    from harness.llm.factory import build_provider
+    from harness.compose import build_provider
+    from harness.sim.benchmark import SimBenchmark
     from harness.sim.world import World
 
     per_type = -(-n_questions // 11)

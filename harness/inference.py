@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from harness.agent.loop import AgentLoop, AgentResult, TraceStep
-from harness.agent.prompts import resolve_skill_file
 from harness.bench.protocol import Scorer, ToolDispatch
+from harness.contracts.solver import resolve_skill_file
 from harness.llm.protocol import LLMProvider, Usage
 from harness.questions import Question
 from harness.tree import HarnessTree

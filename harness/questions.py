@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LETTERS = "ABCDEFGHIJ"  # same letters as harness/agent/prompts.py; at most 10 choices
+LETTERS = "ABCDEFGHIJ"  # the choice letters of every prompt (harness/contracts/solver.py); at most 10 choices
 REQUIRED_FIELDS = ("qid", "task_type", "question", "answer")
 OPTIONAL_FIELDS = ("choices", "difficulty", "context", "metadata")
 ALL_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS

@@ -25,10 +25,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
-from harness.agent.prompts import DEFAULT_SKILL, SYSTEM_PROMPT_PATH, TOOLS_PREFIX
 from harness.atomic import atomic_write_json
+from harness.contracts.solver import DEFAULT_SKILL, SYSTEM_PROMPT_PATH, TOOLS_PREFIX
 from harness.questions import check_questions_ref
-from harness.store import StoreError, advance_version, list_versions, read_seed, read_version_at, read_version_tree, version_number
+from harness.store import (
+    StoreError,
+    advance_version,
+    list_versions,
+    read_seed,
+    read_version_at,
+    read_version_tree,
+    version_number,
+)
 from harness.tree import HarnessTree, check_relative_path
 
 MANIFEST = "manifest.json"

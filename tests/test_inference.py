@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from harness.bench.sim import SimBenchmark
+from harness.compose import build_provider
 from harness.config.schema import LLMConfig
 from harness.inference import _to_text_field, run_inference
 from harness.llm.cache import CachedProvider, ResponseCache
-from harness.llm.factory import build_provider
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 from harness.log import HarnessLog, RunLogReader
 from harness.questions import Question
+from harness.sim.benchmark import SimBenchmark
 from harness.sim.world import World
 from harness.tree import HarnessTree
 

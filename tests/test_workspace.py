@@ -3,8 +3,13 @@ import threading
 
 import pytest
 
-from harness.agent.prompts import render_system_message, resolve_skill_file
-from harness.questions import Question, QuestionsError, make_questions_ref, write_questions
+from harness.contracts.solver import render_system_message, resolve_skill_file
+from harness.questions import (
+    Question,
+    QuestionsError,
+    make_questions_ref,
+    write_questions,
+)
 from harness.store import init_seed, list_versions, read_version
 from harness.tree import HarnessTree, TreePathError
 from harness.workspace import (
@@ -14,8 +19,8 @@ from harness.workspace import (
     VersionedSkillStore,
     WorkspaceError,
     copy_workspace,
-    drop_empty_run_scratch,
     current_stores,
+    drop_empty_run_scratch,
     harness_view,
     init_workspace,
     init_workspace_from_seed,

@@ -1,7 +1,7 @@
 """AgentLoop: one rollout of the solver on one question under one harness.
 
 system prompt + the task type's skill + tool guides + question (the messages
-of harness/agent/prompts.py) -> zero or more tool calls -> final answer.
+of harness/contracts/solver.py) -> zero or more tool calls -> final answer.
 Every step is kept in the trace. Tool problems (unknown tool, bad
 arguments, an exception in the tool, a malformed tool-call block) are
 recorded and shown to the model as a <tool_result> with an ERROR line; they
@@ -23,16 +23,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.agent.prompts import (
-    ToolCallFormatError,
+from harness.bench.protocol import ToolDispatch, UnknownToolError
+from harness.contracts.solver import (
     parse_answer,
-    parse_tool_call,
     render_question,
     render_system_message,
+)
+from harness.contracts.tool_calls import (
+    ToolCallFormatError,
+    parse_tool_call,
     render_tool_result,
 )
-from harness.bench.protocol import ToolDispatch, UnknownToolError
-from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role, Usage
+from harness.llm.protocol import (
+    ChatMessage,
+    LLMError,
+    LLMProvider,
+    LLMRequest,
+    Role,
+    Usage,
+)
 from harness.questions import Question
 from harness.tree import HarnessTree
 

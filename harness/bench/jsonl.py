@@ -20,10 +20,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.agent.prompts import DEFAULT_SKILL, SYSTEM_PROMPT_PATH, TOOLS_PREFIX, skill_path
-from harness.bench.protocol import Scorer, ToolArgumentError, ToolDispatch, ToolSpec, UnknownToolError, no_tools
+from harness.bench.protocol import (
+    Scorer,
+    ToolArgumentError,
+    ToolDispatch,
+    ToolSpec,
+    UnknownToolError,
+    no_tools,
+)
 from harness.bench.scoring import load_scorer
-from harness.questions import Question, QuestionsError, question_from_record, read_questions
+from harness.contracts.solver import (
+    DEFAULT_SKILL,
+    SYSTEM_PROMPT_PATH,
+    TOOLS_PREFIX,
+    skill_path,
+)
+from harness.questions import (
+    Question,
+    QuestionsError,
+    question_from_record,
+    read_questions,
+)
 from harness.tree import HarnessTree
 
 CONTEXT_TOOL = ToolSpec(

@@ -15,9 +15,10 @@ import re
 import string
 from collections.abc import Callable
 
-from harness.agent.prompts import LETTERS
 from harness.bench.protocol import Scorer
+from harness.contracts.solver import LETTERS
 from harness.questions import Question
+
 BUILTIN_SCORERS = ("exact", "normalized")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

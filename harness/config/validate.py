@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config.errors import ConfigError, Violation
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
-from harness.llm.protocol import Role
+from harness.contracts.roles import Role
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
 
-from .parse import ReplyFormatError
+from harness.contracts.evolution import ReplyFormatError
 from .prompts import format_retry_message
 
 T = TypeVar("T")

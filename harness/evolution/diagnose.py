@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from harness.kernel.types import CaseSample, DiagnosisResult
 from harness.llm.protocol import LLMProvider, Role
 
-from .parse import parse_diagnosis
+from harness.contracts.evolution import parse_diagnosis
 from .ask import ask_parsed
-from .prompts import FORMAT_DIAGNOSIS, diagnosis_messages
+from harness.contracts.evolution import FORMAT_DIAGNOSIS
+from .prompts import diagnosis_messages
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,10 @@ from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, Skil
 from harness.llm.protocol import ChatMessage, LLMProvider, Role
 
 from .apply import apply_edits
-from .parse import EditOps, parse_edit_ops
+from harness.contracts.evolution import EditOps, parse_edit_ops
 from .ask import ask_parsed
-from .prompts import FORMAT_EDIT_OPS, skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
+from harness.contracts.evolution import FORMAT_EDIT_OPS
+from .prompts import skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
 
 SYSTEM_PROMPT_FILE = "system_prompt.md"
 NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was unchanged, so nothing was validated)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
 from harness.llm.protocol import LLMProvider, LLMRequest, Role
 
-from .parse import ReplyFormatError, parse_guidance
+from harness.contracts.evolution import ReplyFormatError, parse_guidance
 from .prompts import format_trace, momentum_messages
 
 MOMENTUM_HEADING = "## Momentum"

@@ -9,7 +9,7 @@ raises: a failed run is a `Rollout` with ``ok=False`` (a "dead" probe).
 `QuestionTaskAdapter` is a task made of a task type and a handful of its
 questions (the simulated world's tasks, or any question set): executing it
 runs the solver through an `LLMProvider` on every question with the
-harness's system message (harness/agent/prompts.py) and the deliverable is
+harness's system message (harness/contracts/solver.py) and the deliverable is
 the list of answers. It never sees the answers' correctness: scoring a tree
 is the caller's business (the sim demo uses the oracle, outside the method).
 """
@@ -21,7 +21,13 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from harness.agent.prompts import ToolCallFormatError, parse_answer, parse_tool_call, render_question, render_tool_result, solver_messages
+from harness.agent.prompts import solver_messages
+from harness.contracts.solver import parse_answer, render_question
+from harness.contracts.tool_calls import (
+    ToolCallFormatError,
+    parse_tool_call,
+    render_tool_result,
+)
 from harness.h2.surfaces import NATIVE, Surface
 from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role
 from harness.questions import Question

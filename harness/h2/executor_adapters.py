@@ -11,7 +11,7 @@
 - `service_roles(...)`: editor, selector, reflector and judge as service
   tasks too. The editor's task bundle is its evidence context under
   `context/` (a file-reading agent edits `context/harness/`); its final reply
-  must use the file-block contract and is parsed by harness/h2/contract.py
+  must use the file-block contract and is parsed by harness/contracts/harness2.py
   with one format retry (`.fmt2`), through the same `roles.edit_with_format_retry` as a chat-model editor.
 
 Idempotency: the recursion hands adapters and roles the full key
@@ -33,7 +33,17 @@ from typing import Any, Mapping, Sequence
 from harness.executors.remote import TaskServiceExecutor, make_bundle
 from harness.executors.types import ExecutionRequest, ExecutionResult
 from harness.h2.adapters import Observation, Rollout
-from harness.h2.roles import EditorReply, EditRequest, EditResult, Judge, Reflector, Reply, Roles, Selector, edit_with_format_retry
+from harness.h2.roles import (
+    EditorReply,
+    EditRequest,
+    EditResult,
+    Judge,
+    Reflector,
+    Reply,
+    Roles,
+    Selector,
+    edit_with_format_retry,
+)
 from harness.h2.surfaces import CODEX, Surface
 from harness.llm.protocol import ChatMessage, LLMError, Role
 from harness.tree import HarnessTree

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from harness.agent.prompts import render_question
+from harness.contracts.solver import render_question
 from harness.h2.adapters import Observation, Rollout
 from harness.h2.surfaces import NATIVE, Surface
 from harness.llm.protocol import LLMProvider, LLMRequest, LLMResponse, Role

@@ -7,25 +7,33 @@ question tasks), ``## Current harness`` (the tree as file blocks, the same
 format the editor answers in), ``## Evidence`` (the context files rendered by
 harness/h2/context.render_context) and, for compositions, ``## Pool``.
 Selector prompts carry ``## Task`` and one ``## Candidate <id>`` section per
-anonymised final. Wording is our own (not upstream's).
+anonymised final. The reply formats are harness/contracts/harness2.py.
+Wording is our own (not upstream's).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
-import re
-
+from harness.contracts.harness2 import (
+    BASE,
+    CHOICE_CONTRACT,
+    EXPERIENCE_CONTRACT,
+    FORMAT_CHOICE,
+    FORMAT_EDITOR,
+    FORMAT_EXPERIENCE,
+    FORMAT_GRADE,
+    GRADE_CONTRACT,
+    OUTPUT_CONTRACT,
+    PROBE,
+    render_file_blocks,
+    rollout_block,
+)
 from harness.h2.context import EVIDENCE_BEGIN, EVIDENCE_END, PoolEntry, render_rollout
-from harness.h2.contract import render_file_blocks
 from harness.h2.surfaces import Surface
 from harness.llm.protocol import ChatMessage
 from harness.tree import HarnessTree
-
-FORMAT_EDITOR = "harness-file-blocks"
-FORMAT_CHOICE = "choice"
-FORMAT_EXPERIENCE = "experience"
-FORMAT_GRADE = "grade"
 
 INV = "inv"
 DOM = "dom"
@@ -59,15 +67,6 @@ STAGE_MISSIONS = {
 
 LEVERS = "Lever preference: skill > script > sub-agent > hook > always-on text (always-on text is paid on every turn)."
 
-OUTPUT_CONTRACT = (
-    "Answer with EITHER the changed files only, each as\n"
-    "=== HARNESS FILE: <relative path> ===\n<the complete new content>\n=== END HARNESS FILE ===\n"
-    "(omitted files are inherited unchanged; delete a file with the single line '=== DELETE HARNESS FILE: <path> ==='),\n"
-    "followed by <notes>what you changed and which evidence supports it</notes>;\n"
-    "OR exactly <no-change>why the current harness should stay</no-change>. Never both."
-)
-
-
 def _system(fmt: str, role_line: str, extra: Sequence[str] = ()) -> ChatMessage:
     lines = [role_line, f"FORMAT: {fmt}", *extra]
     return ChatMessage("system", "\n".join(lines))
@@ -77,18 +76,10 @@ def task_section(task_id: str, task_header: str, prompt: str) -> str:
     return f"## Task\n{task_header.strip()}\nTask id: {task_id}\n\n{prompt.strip()}"
 
 
-ROLLOUT_BEGIN = "----- {kind} ROLLOUT: {label} -----"
-ROLLOUT_END = "----- END {kind} ROLLOUT -----"
-BASE = "BASE"
-PROBE = "PROBE"
 _EVIDENCE_BLOCK = re.compile(
     re.escape(EVIDENCE_BEGIN).replace(r"\{path\}", r"(?P<path>.+?)") + r"\n(?P<body>.*?)\n" + re.escape(EVIDENCE_END) + r"\n?",
     re.S,
 )
-
-
-def rollout_block(kind: str, label: str, rendered: str) -> str:
-    return f"{ROLLOUT_BEGIN.format(kind=kind, label=label)}\n{rendered.rstrip()}\n{ROLLOUT_END.format(kind=kind)}"
 
 
 def _rollout_label(path: str) -> str | None:
@@ -208,7 +199,7 @@ def selector_messages(*, task_id: str, task_header: str, prompt: str, candidates
         "You pick the best deliverable for the task among anonymous candidates. You do not edit or merge them.",
         [
             NO_ORACLE,
-            "Answer with a fenced block ```choice\\n<candidate id>\\n``` followed by <why>your reason</why>.",
+            CHOICE_CONTRACT,
         ],
     )
     parts = [task_section(task_id, task_header, prompt)]
@@ -225,9 +216,7 @@ def reflector_messages(*, task_id: str, task_header: str, prompt: str, base: Har
         "You write down one reusable lesson from an adopted harness change, for later tasks of the same domain.",
         [
             NO_ORACLE,
-            'Answer <experience>{"cue": "when this applies", "lesson": "what to do", "evidence": "what in the rollouts shows it", '
-            '"confidence": 0.0-1.0}</experience> and optionally <edits>the harness edits that carry it</edits>. '
-            "Leave cue, lesson or evidence empty when there is no lesson with evidence.",
+            EXPERIENCE_CONTRACT,
         ],
     )
     diff = base.unified_diff(adopted) or "(the adopted harness equals the base)"
@@ -245,7 +234,7 @@ def judge_messages(*, task_id: str, task_header: str, prompt: str, deliverable: 
     system = _system(
         FORMAT_GRADE,
         "You grade one deliverable for the task on a 0.0-1.0 scale.",
-        ["Answer <grade>number between 0.0 and 1.0</grade> then <why>reason</why>."],
+        [GRADE_CONTRACT],
     )
     user = f"{task_section(task_id, task_header, prompt)}\n\n## Deliverable\n{deliverable.rstrip()}"
     return [system, ChatMessage("user", user)]

@@ -19,16 +19,26 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable, Protocol, Sequence
+from typing import Awaitable, Callable, Protocol
 
+from harness.contracts.harness2 import (
+    EditorFormatError,
+    EditorOutput,
+    parse_choice,
+    parse_editor_output,
+    parse_experience_block,
+    parse_grade,
+)
 from harness.h2.context import PoolEntry, render_context
-from harness.h2.contract import EditorFormatError, EditorOutput, parse_editor_output
 from harness.h2.library import Experience
-from harness.h2.prompts import editor_messages, judge_messages, reflector_messages, selector_messages
+from harness.h2.prompts import (
+    editor_messages,
+    judge_messages,
+    reflector_messages,
+    selector_messages,
+)
 from harness.h2.surfaces import Surface
 from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role
 from harness.tree import HarnessTree
@@ -172,10 +182,6 @@ class Editor:
 
 # ---------------------------------------------------------------- selector
 
-_CHOICE_RE = re.compile(r"```choice[ \t]*\n\s*(.*?)\s*\n?```", re.S)
-_WHY_RE = re.compile(r"<why>(.*?)</why>", re.S)
-
-
 @dataclass(frozen=True)
 class SelectResult:
     choice: str | None  # None: failure or non-answer (see error)
@@ -183,19 +189,6 @@ class SelectResult:
     call: Call | None
     error: str | None = None
     raw: str = ""
-
-
-def parse_choice(text: str, ids: Sequence[str]) -> tuple[str | None, str, str | None]:
-    """(choice, why, error): the choice block must name exactly one of `ids`."""
-    m = _CHOICE_RE.search(text or "")
-    why_m = _WHY_RE.search(text or "")
-    why = why_m.group(1).strip() if why_m else ""
-    if not m:
-        return None, why, "no ```choice block in the selector's reply"
-    choice = m.group(1).strip().strip("`").strip()
-    if choice not in ids:
-        return None, why, f"choice {choice!r} is not one of the candidates {list(ids)}"
-    return choice, why, None
 
 
 @dataclass
@@ -215,10 +208,6 @@ class Selector:
 
 # ---------------------------------------------------------------- reflector
 
-_EXPERIENCE_RE = re.compile(r"<experience>(.*?)</experience>", re.S)
-_EDITS_RE = re.compile(r"<edits>(.*?)</edits>", re.S)
-
-
 @dataclass(frozen=True)
 class ReflectResult:
     experience: Experience | None
@@ -228,18 +217,9 @@ class ReflectResult:
 
 
 def parse_experience(text: str) -> tuple[Experience | None, str | None]:
-    m = _EXPERIENCE_RE.search(text or "")
-    if not m:
-        return None, "no <experience> block"
-    try:
-        data = json.loads(m.group(1).strip())
-    except json.JSONDecodeError as exc:
-        return None, f"<experience> is not JSON: {exc}"
-    if not isinstance(data, dict):
-        return None, "<experience> must be a JSON object"
-    edits = _EDITS_RE.search(text)
-    if edits and not data.get("edits"):
-        data["edits"] = edits.group(1).strip()
+    data, error = parse_experience_block(text)
+    if data is None:
+        return None, error
     exp = Experience.from_mapping(data)
     if exp is None:
         return None, "cue, lesson or evidence is empty"
@@ -266,9 +246,6 @@ class Reflector:
 
 # ---------------------------------------------------------------- judge
 
-_GRADE_RE = re.compile(r"<grade>\s*([0-9]*\.?[0-9]+)\s*</grade>")
-
-
 @dataclass(frozen=True)
 class GradeResult:
     grade: float | None  # None = ungraded (never zero)
@@ -288,11 +265,8 @@ class Judge:
         except LLMError as exc:
             return GradeResult(None, "", None, f"judge call failed: {exc}")
         call = Call(key, Role.JUDGE.value, reply.usd, counted=False)
-        m = _GRADE_RE.search(reply.text or "")
-        why_m = _WHY_RE.search(reply.text or "")
-        if not m or not 0.0 <= float(m.group(1)) <= 1.0:
-            return GradeResult(None, why_m.group(1).strip() if why_m else "", call, "no <grade> in 0..1 in the judge's reply")
-        return GradeResult(float(m.group(1)), why_m.group(1).strip() if why_m else "", call)
+        grade, why, error = parse_grade(reply.text)
+        return GradeResult(grade, why, call, error)
 
 
 @dataclass

@@ -6,7 +6,7 @@ against a character cap) and which are loaded *on demand* (skills,
 sub-agents, scripts, hooks, plugins). Anything off the surface is rejected
 by the validator. Three substrates:
 
-- ``native`` — this project's solver (harness/agent/prompts.py):
+- ``native`` — this project's solver (harness/contracts/solver.py):
   always-on ``system_prompt.md`` and ``tools/<name>.md``; on demand
   ``skills/<task_type>/SKILL.md`` (routed by task type, so no trigger lines
   and no frontmatter are required).

@@ -9,19 +9,12 @@ re-run of the same work hits the response cache.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from harness.contracts.roles import Role
 
-class Role(str, enum.Enum):
-    SOLVER = "solver"
-    DIAGNOSER = "diagnoser"
-    EDITOR = "editor"
-    SELECTOR = "selector"
-    REFLECTOR = "reflector"
-    JUDGE = "judge"
-    PROBE = "probe"  # Harness² probe rollouts (an agent run on a candidate tree)
+__all__ = ["ChatMessage", "LLMError", "LLMProvider", "LLMRequest", "LLMResponse", "Role", "Usage"]
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ class StageContext:
         if self.bench_override is not None:
             return self.bench_override
         if self._bench is None:
-            from harness.bench.factory import build_benchmark
+            from harness.compose import build_benchmark
 
             self._bench = build_benchmark(self.cfg.benchmark, self.root)
         return self._bench
@@ -95,8 +95,8 @@ class StageContext:
         if self.llm_override is not None:
             return self.llm_override
         if self._llm is None:
+            from harness.compose import build_provider
             from harness.llm.cache import ResponseCache
-            from harness.llm.factory import build_provider
 
             cache_dir = Path(str(self.cfg.llm.cache_dir))
             self._cache = ResponseCache(cache_dir if cache_dir.is_absolute() else self.root / cache_dir)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
-from harness.agent.prompts import DEFAULT_SKILL
+from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
 from harness.kernel.fdr import elond_level, elond_record, level_lambda
 from harness.kernel.ladder import GatePools, plan_blocks

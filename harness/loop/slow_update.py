@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
-from harness.agent.prompts import DEFAULT_SKILL, resolve_skill_file, skill_path
+from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
 from harness.kernel.ladder import GatePools

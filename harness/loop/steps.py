@@ -25,7 +25,7 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 
 from harness import workspace as wsp
-from harness.agent.prompts import resolve_skill_file
+from harness.contracts.solver import resolve_skill_file
 from harness.atomic import atomic_write_json
 from harness.checkpoint import Progress, TrainState, load_checkpoint, save_checkpoint
 from harness.evolution.diagnose import run_diagnosis

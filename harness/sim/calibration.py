@@ -22,12 +22,14 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.agent.prompts import parse_answer, parse_tool_call, render_tool_result, resolve_skill_file, solver_messages
-from harness.bench.sim import SimBenchmark
+from harness.agent.prompts import solver_messages
+from harness.contracts.solver import parse_answer, resolve_skill_file
+from harness.contracts.tool_calls import parse_tool_call, render_tool_result
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill, rejected_summary
 from harness.kernel.types import CaseSample, RejectedEdit
 from harness.llm.protocol import ChatMessage, LLMRequest, Role
+from harness.sim.benchmark import SimBenchmark
 from harness.tree import HarnessTree
 
 from .oracle import Oracle

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from harness.h2.prompts import BASE, PROBE, ROLLOUT_BEGIN, ROLLOUT_END
+from harness.contracts.harness2 import BASE, PROBE, ROLLOUT_BEGIN, ROLLOUT_END
 
 HFILE = re.compile(r"=== HARNESS FILE: (.+?) ===\n(.*?)\n?=== END HARNESS FILE ===[ \t]*", re.DOTALL)
 _CONFIDENCE = re.compile(r"^Confidence:\s*(high|low)\s*$", re.MULTILINE | re.IGNORECASE)

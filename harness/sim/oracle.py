@@ -5,7 +5,7 @@ no module under harness/loop, harness/evolution or harness/kernel imports
 this one (tests/sim/test_no_oracle_import.py enforces it).
 
 It renders the exact system message the solver would read for each question
-(harness/agent/prompts.render_system_message) and averages the solver's
+(harness/contracts/solver.render_system_message) and averages the solver's
 P(correct), so it agrees with the mean of many sampled rollouts.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from harness.agent.prompts import render_system_message, resolve_skill_file
+from harness.contracts.solver import render_system_message, resolve_skill_file
 from harness.evolution.apply import apply_edits
 from harness.kernel.types import Edit
 from harness.tree import HarnessTree

@@ -1,7 +1,7 @@
 """`SimProvider`: the simulated world behind the real `LLMProvider` protocol.
 
 Routing: a system message that contains the solver protocol section
-(harness/agent/prompts.py) is a solver/probe call; otherwise the system
+(harness/contracts/solver.py) is a solver/probe call; otherwise the system
 message's `FORMAT: <name>` line picks the role handler (harness/sim/roles.py).
 A request that is neither raises `LLMError("bad_request")` naming what was
 expected. Usage is counted as chars/4; cost comes from `llm.prices`
@@ -14,15 +14,14 @@ import re
 import time
 from typing import Any
 
-from harness.agent.prompts import PROTOCOL_TEXT
+from harness.contracts.solver import PROTOCOL_HEAD, question_text_of
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 
 from .roles import HANDLERS, stream_for
-from .solver import SolverModel, question_text_of, render_solver_reply
+from .solver import SolverModel, render_solver_reply
 from .world import World
 
 _FORMAT = re.compile(r"^FORMAT:\s*([A-Za-z0-9_\-]+)\s*$", re.MULTILINE)
-_PROTOCOL_HEAD = PROTOCOL_TEXT.split("\n", 2)[1]  # "To call a tool, reply with exactly one block:"
 
 
 class SimProvider:
@@ -58,7 +57,7 @@ class SimProvider:
         if not messages or messages[0].role != "system":
             raise LLMError("bad_request", "sim provider: the first message must be the system message", role=request.role)
         system = messages[0].content
-        if _PROTOCOL_HEAD in system:
+        if PROTOCOL_HEAD in system:
             return self._solve(request)
         m = _FORMAT.search(system)
         if not m:

@@ -20,8 +20,15 @@ import json
 import re
 from collections.abc import Sequence
 
+from harness.contracts.evolution import (
+    FILE_CLOSE,
+    FILE_OPEN,
+    H_COMPARISON,
+    H_CURRENT_FILE,
+    H_PREVIOUS_GUIDANCE,
+    H_REJECTED,
+)
 from harness.evolution.apply import apply_edits
-from harness.evolution.prompts import FILE_CLOSE, FILE_OPEN, H_COMPARISON, H_CURRENT_FILE, H_PREVIOUS_GUIDANCE, H_REJECTED
 from harness.kernel.types import Edit
 from harness.llm.protocol import ChatMessage
 

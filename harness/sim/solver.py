@@ -1,6 +1,6 @@
 """The simulated solver: reads the real solver prompt, answers in the real format.
 
-The system message (harness/agent/prompts.py) is parsed once per distinct
+The system message (harness/contracts/solver.py) is parsed once per distinct
 text and cached: its content hash, the world rules it states, and the length
 of its always-on part (system prompt + tool guides). A sample is a pure
 function of (world seed, qid, content hash, sample index), so re-asking the
@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from harness.agent.prompts import LETTERS, SECTION_SKILL, SECTION_TOOLS
+from harness.contracts.solver import LETTERS, SECTION_SKILL, SECTION_TOOLS
 
 from .matching import normalize
 from .world import World
@@ -149,14 +149,6 @@ def _tool_names(always_on: str) -> tuple[str, ...]:
         return ()
     names = [line[3:].strip() for line in always_on[start:].splitlines() if line.startswith("## ")]
     return tuple(n for n in names if n)
-
-
-def question_text_of(user_message: str) -> str | None:
-    """The question text of a `render_question` message (first line after 'Question: ')."""
-    if not user_message.startswith("Question:"):
-        return None
-    first = user_message.split("\n\nChoices:", 1)[0]
-    return first[len("Question:") :].strip()
 
 
 def render_solver_reply(draw: SolverDraw, first_turn: bool, tool: str | None, qid: str) -> str:

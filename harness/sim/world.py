@@ -25,7 +25,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
-from harness.agent.prompts import DEFAULT_SKILL, LETTERS, SYSTEM_PROMPT_PATH, skill_path
+from harness.contracts.solver import (
+    DEFAULT_SKILL,
+    LETTERS,
+    SYSTEM_PROMPT_PATH,
+    skill_path,
+)
 from harness.questions import Question
 from harness.tree import HarnessTree
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from harness.agent.loop import STEP_STRIDE, AgentLoop, step_sample_index
-from harness.agent.prompts import PROTOCOL_TEXT
 from harness.bench.protocol import ToolArgumentError
+from harness.contracts.solver import PROTOCOL_TEXT
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 from harness.questions import Question
 from harness.tree import HarnessTree

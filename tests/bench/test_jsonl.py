@@ -7,10 +7,16 @@ import sys
 
 import pytest
 
-from harness.bench.factory import build_benchmark
 from harness.bench.jsonl import JsonlBenchmark, read_user_questions
 from harness.bench.protocol import BenchmarkAdapter, ToolArgumentError, UnknownToolError
-from harness.bench.scoring import load_scorer, normalize_text, predicted_letter, score_exact, score_normalized
+from harness.bench.scoring import (
+    load_scorer,
+    normalize_text,
+    predicted_letter,
+    score_exact,
+    score_normalized,
+)
+from harness.compose import build_benchmark
 from harness.config.schema import BenchmarkConfig
 from harness.questions import Question, QuestionsError, write_questions
 
@@ -156,7 +162,8 @@ def test_task_type_filter_and_harness_dir(tmp_path):
         build_benchmark(BenchmarkConfig(name="mmlu"), tmp_path)
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 
 @settings(max_examples=60, deadline=None)

@@ -2,9 +2,23 @@ import asyncio
 
 import pytest
 
-from harness.evolution.evolve import NO_APPLIED_EDIT_SUMMARY, evolve_single_skill, evolve_single_tool, evolve_system_prompt, rejected_summary
-from harness.evolution.prompts import H_REJECTED
-from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord, RejectedEdit, SkillCasePack, ToolCasePack
+from harness.contracts.evolution import H_REJECTED
+from harness.evolution.evolve import (
+    NO_APPLIED_EDIT_SUMMARY,
+    evolve_single_skill,
+    evolve_single_tool,
+    evolve_system_prompt,
+    rejected_summary,
+)
+from harness.kernel.types import (
+    CaseSample,
+    Edit,
+    EditApplication,
+    EvolutionRecord,
+    RejectedEdit,
+    SkillCasePack,
+    ToolCasePack,
+)
 from harness.llm.protocol import Role
 from harness.sim.provider import SimProvider
 from harness.sim.world import World

@@ -16,11 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.agent.prompts import skill_path
+from harness.contracts.solver import skill_path
 from harness.h2.adapters import Observation, QuestionTaskAdapter, Rollout
 from harness.h2.context import PoolEntry, build_context, render_context
 from harness.h2.prompts import COMPOSE, STAGE_MISSIONS, editor_messages
-from harness.h2.roles import EditRequest, Editor, ProviderResponder
+from harness.h2.roles import Editor, EditRequest, ProviderResponder
 from harness.h2.surfaces import NATIVE
 from harness.sim import composer
 from harness.sim.provider import SimProvider

@@ -62,9 +62,8 @@ class FrozenEditor:
 
 def make_runner(root: Path, cfg, die_after: int | None = None, wrap=None):
     """A Runner whose provider is CachedProvider(CountingProvider(SimProvider)) over root/.cache/llm."""
-    from harness.bench.factory import build_benchmark
+    from harness.compose import build_benchmark, build_provider
     from harness.llm.cache import CachedProvider, ResponseCache
-    from harness.llm.factory import build_provider
     from harness.loop.runner import Runner
 
     bench = build_benchmark(cfg.benchmark, root)

@@ -1,7 +1,7 @@
 import pytest
 
 from harness.bench.protocol import BenchmarkAdapter, ToolArgumentError, UnknownToolError
-from harness.bench.sim import SimBenchmark
+from harness.sim.benchmark import SimBenchmark
 from harness.sim.world import World
 
 

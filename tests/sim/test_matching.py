@@ -1,4 +1,4 @@
-from harness.agent.prompts import render_system_message, skill_path
+from harness.contracts.solver import render_system_message, skill_path
 from harness.sim.matching import normalize
 from harness.sim.solver import SolverModel
 from harness.sim.world import World

@@ -2,7 +2,8 @@ import asyncio
 import math
 import random
 
-from harness.agent.prompts import parse_answer, skill_path, solver_messages
+from harness.agent.prompts import solver_messages
+from harness.contracts.solver import parse_answer, skill_path
 from harness.llm.protocol import LLMRequest, Role
 from harness.sim.matching import normalize
 from harness.sim.oracle import CLASSIFY_THRESHOLD, Oracle

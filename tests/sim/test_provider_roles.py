@@ -5,11 +5,27 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.contracts.evolution import (
+    ReplyFormatError,
+    parse_diagnosis,
+    parse_edit_ops,
+    parse_guidance,
+)
+from harness.contracts.harness2 import EditorFormatError, parse_editor_output
 from harness.evolution.momentum import ComparisonPair, format_comparison_pairs
-from harness.evolution.parse import ReplyFormatError, parse_diagnosis, parse_edit_ops, parse_guidance
-from harness.evolution.prompts import diagnosis_messages, momentum_messages, skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
-from harness.h2.contract import EditorFormatError, parse_editor_output
-from harness.h2.prompts import editor_messages, judge_messages, reflector_messages, selector_messages
+from harness.evolution.prompts import (
+    diagnosis_messages,
+    momentum_messages,
+    skill_editor_messages,
+    system_prompt_editor_messages,
+    tool_editor_messages,
+)
+from harness.h2.prompts import (
+    editor_messages,
+    judge_messages,
+    reflector_messages,
+    selector_messages,
+)
 from harness.h2.roles import parse_choice, parse_experience
 from harness.h2.surfaces import NATIVE
 from harness.kernel.types import CaseSample, ToolCasePack

@@ -2,7 +2,9 @@ import asyncio
 
 import pytest
 
-from harness.agent.prompts import parse_answer, parse_tool_call, render_tool_result, skill_path, solver_messages
+from harness.agent.prompts import solver_messages
+from harness.contracts.solver import parse_answer, skill_path
+from harness.contracts.tool_calls import parse_tool_call, render_tool_result
 from harness.llm.protocol import ChatMessage, LLMError, LLMRequest, Role
 from harness.sim.oracle import Oracle
 from harness.sim.provider import SimProvider

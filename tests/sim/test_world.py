@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.agent.prompts import DEFAULT_SKILL, skill_path
+from harness.contracts.solver import DEFAULT_SKILL, skill_path
 from harness.sim.world import TASK_TYPE_NAMES, World, WorldParams
 
 

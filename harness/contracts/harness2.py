@@ -1,6 +1,11 @@
-"""The editor's output contract (seed 002) and its parser.
+"""Harness² reply formats (seeds 002/003): editor file blocks, selector choice, reflector experience, judge grade.
 
-An editor answers with exactly one of:
+Every Harness² system message carries one line ``FORMAT: <name>`` naming the
+reply format below; the prompts (harness/h2/prompts.py), the parsers
+(harness/h2/roles.py) and the simulated world (harness/sim) import them from
+here.
+
+The editor answers with exactly one of:
 
 1. changed files, each as a block (only changed files; an omitted file is
    inherited unchanged from the tree the editor started from)::
@@ -22,16 +27,59 @@ no-change marker, a path off the surface or unsafe, an unclosed block, a
 path given twice, an empty no-change reason, and a reply with neither blocks
 nor the marker (including notes that claim changes without any block). The
 caller retries once with the error as feedback, then records a fallback.
+
+Probe and base rollouts are quoted in composition prompts between
+``ROLLOUT_BEGIN`` / ``ROLLOUT_END`` lines (kind BASE or PROBE).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, Sequence
 
-from harness.h2.surfaces import Surface
 from harness.tree import HarnessTree, TreePathError, check_relative_path
+
+FORMAT_EDITOR = "harness-file-blocks"
+FORMAT_CHOICE = "choice"
+FORMAT_EXPERIENCE = "experience"
+FORMAT_GRADE = "grade"
+
+OUTPUT_CONTRACT = (
+    "Answer with EITHER the changed files only, each as\n"
+    "=== HARNESS FILE: <relative path> ===\n<the complete new content>\n=== END HARNESS FILE ===\n"
+    "(omitted files are inherited unchanged; delete a file with the single line '=== DELETE HARNESS FILE: <path> ==='),\n"
+    "followed by <notes>what you changed and which evidence supports it</notes>;\n"
+    "OR exactly <no-change>why the current harness should stay</no-change>. Never both."
+)
+CHOICE_CONTRACT = "Answer with a fenced block ```choice\\n<candidate id>\\n``` followed by <why>your reason</why>."
+EXPERIENCE_CONTRACT = (
+    'Answer <experience>{"cue": "when this applies", "lesson": "what to do", "evidence": "what in the rollouts shows it", '
+    '"confidence": 0.0-1.0}</experience> and optionally <edits>the harness edits that carry it</edits>. '
+    "Leave cue, lesson or evidence empty when there is no lesson with evidence."
+)
+GRADE_CONTRACT = "Answer <grade>number between 0.0 and 1.0</grade> then <why>reason</why>."
+
+ROLLOUT_BEGIN = "----- {kind} ROLLOUT: {label} -----"
+ROLLOUT_END = "----- END {kind} ROLLOUT -----"
+BASE = "BASE"
+PROBE = "PROBE"
+
+
+def rollout_block(kind: str, label: str, rendered: str) -> str:
+    return f"{ROLLOUT_BEGIN.format(kind=kind, label=label)}\n{rendered.rstrip()}\n{ROLLOUT_END.format(kind=kind)}"
+
+
+class EditableSurface(Protocol):
+    """What the editor parser needs of a surface (harness/h2/surfaces.Surface): its name and path classifier."""
+
+    name: str
+
+    def classify(self, path: str) -> Any: ...
+
+    def editable_paths_text(self) -> str: ...
+
 
 BEGIN_RE = re.compile(r"^=== HARNESS FILE: (?P<path>.*?) ===[ \t]*$")
 END_RE = re.compile(r"^=== END HARNESS FILE ===[ \t]*$")
@@ -68,7 +116,7 @@ def render_file_blocks(files: Mapping[str, str]) -> str:
     return "\n".join(out)
 
 
-def _check_path(raw: str, surface: Surface | None, line_no: int) -> str:
+def _check_path(raw: str, surface: EditableSurface | None, line_no: int) -> str:
     try:
         path = check_relative_path(raw.strip())
     except TreePathError as exc:
@@ -80,7 +128,7 @@ def _check_path(raw: str, surface: Surface | None, line_no: int) -> str:
     return path
 
 
-def parse_editor_output(text: str, surface: Surface | None = None) -> EditorOutput:
+def parse_editor_output(text: str, surface: EditableSurface | None = None) -> EditorOutput:
     """Parse an editor reply; raise EditorFormatError naming the line and the rule broken."""
     if not text or not text.strip():
         raise EditorFormatError("the reply is empty; answer with file blocks or <no-change>reason</no-change>")
@@ -137,3 +185,52 @@ def parse_editor_output(text: str, surface: Surface | None = None) -> EditorOutp
             )
         raise EditorFormatError("the reply has neither '=== HARNESS FILE: path ===' blocks nor a <no-change>reason</no-change> marker")
     return EditorOutput(changes=changes, notes=notes, no_change=None)
+
+
+# ---------------------------------------------------------------- selector, reflector, judge replies
+
+_CHOICE_RE = re.compile(r"```choice[ \t]*\n\s*(.*?)\s*\n?```", re.S)
+_WHY_RE = re.compile(r"<why>(.*?)</why>", re.S)
+_EXPERIENCE_RE = re.compile(r"<experience>(.*?)</experience>", re.S)
+_EDITS_RE = re.compile(r"<edits>(.*?)</edits>", re.S)
+_GRADE_RE = re.compile(r"<grade>\s*([0-9]*\.?[0-9]+)\s*</grade>")
+
+
+def parse_choice(text: str, ids: Sequence[str]) -> tuple[str | None, str, str | None]:
+    """(choice, why, error): the choice block must name exactly one of `ids`."""
+    m = _CHOICE_RE.search(text or "")
+    why_m = _WHY_RE.search(text or "")
+    why = why_m.group(1).strip() if why_m else ""
+    if not m:
+        return None, why, "no ```choice block in the selector's reply"
+    choice = m.group(1).strip().strip("`").strip()
+    if choice not in ids:
+        return None, why, f"choice {choice!r} is not one of the candidates {list(ids)}"
+    return choice, why, None
+
+
+def parse_experience_block(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the <experience> JSON object with `edits` filled from an <edits> block, error); error when absent or not an object."""
+    m = _EXPERIENCE_RE.search(text or "")
+    if not m:
+        return None, "no <experience> block"
+    try:
+        data = json.loads(m.group(1).strip())
+    except json.JSONDecodeError as exc:
+        return None, f"<experience> is not JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, "<experience> must be a JSON object"
+    edits = _EDITS_RE.search(text)
+    if edits and not data.get("edits"):
+        data["edits"] = edits.group(1).strip()
+    return data, None
+
+
+def parse_grade(text: str) -> tuple[float | None, str, str | None]:
+    """(grade in 0..1, why, error): None and an error when there is no <grade> in 0..1."""
+    m = _GRADE_RE.search(text or "")
+    why_m = _WHY_RE.search(text or "")
+    why = why_m.group(1).strip() if why_m else ""
+    if not m or not 0.0 <= float(m.group(1)) <= 1.0:
+        return None, why, "no <grade> in 0..1 in the judge's reply"
+    return float(m.group(1)), why, None

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.compose import build_provider
 from harness.config.schema import LLMConfig
 from harness.llm.cache import CachedProvider, ResponseCache
-from harness.llm.factory import build_provider
 from harness.llm.openai_provider import OpenAIProvider
 from harness.llm.protocol import LLMProvider, Role
 from harness.llm.roles import model_for_role

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.h2.contract import EditorFormatError, parse_editor_output, render_file_blocks
+from harness.contracts.harness2 import (
+    EditorFormatError,
+    parse_editor_output,
+    render_file_blocks,
+)
 from harness.h2.surfaces import CODEX, NATIVE
 from harness.tree import HarnessTree
 

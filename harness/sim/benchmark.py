@@ -13,7 +13,12 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from harness.bench.protocol import ToolArgumentError, ToolDispatch, ToolSpec, UnknownToolError
+from harness.bench.protocol import (
+    ToolArgumentError,
+    ToolDispatch,
+    ToolSpec,
+    UnknownToolError,
+)
 from harness.bench.scoring import choice_match
 from harness.questions import Question
 from harness.sim.world import STEM_OBJECTS, TOOL_GUIDES, World

@@ -1,6 +1,11 @@
 import pytest
 
-from harness.evolution.parse import ReplyFormatError, parse_diagnosis, parse_edit_ops, parse_guidance
+from harness.contracts.evolution import (
+    ReplyFormatError,
+    parse_diagnosis,
+    parse_edit_ops,
+    parse_guidance,
+)
 
 
 def test_parse_diagnosis():

@@ -1,4 +1,19 @@
-"""Parsers of the diagnoser, editor and momentum replies (shared by sim and real LLMs).
+"""The reflective loop's reply formats: diagnoser, editor (edit ops) and momentum replies, and the prompt headings.
+
+Each role's system message carries one `FORMAT: <name>` line naming its reply
+format (the simulated provider routes on it); the user message is built from
+the headings below, which both real LLMs and the simulated world read:
+
+  Target file: <path>          the file being edited
+  Task type: <task_type>       (skill editor, diagnoser, momentum)
+  Edit budget: <n>             (editors)
+  ## Current file              the file between <file> and </file>
+  ## Failure cases             `### Case i · qid <qid> · Task type: <t>` blocks
+  ## Diagnoses                 one bullet per diagnosis
+  ## Rejected edits            applied edits a gate already rejected
+  ## Tool usage                (tool editor)
+  ## Comparison                (momentum) outcomes grouped by category
+  ## Previous guidance         (momentum)
 
 Each parser returns data or raises `ReplyFormatError` with a message that says
 what was expected, so callers can retry once with that feedback and then
@@ -11,6 +26,37 @@ import re
 from dataclasses import dataclass, field
 
 from harness.kernel.types import Edit
+
+FORMAT_DIAGNOSIS = "diagnosis"
+FORMAT_EDIT_OPS = "edit-ops"
+FORMAT_MOMENTUM = "momentum"
+
+H_CURRENT_FILE = "## Current file"
+H_FAILURES = "## Failure cases"
+H_DIAGNOSES = "## Diagnoses"
+H_REJECTED = "## Rejected edits"
+H_TOOL_USAGE = "## Tool usage"
+H_COMPARISON = "## Comparison"
+H_PREVIOUS_GUIDANCE = "## Previous guidance"
+FILE_OPEN, FILE_CLOSE = "<file>", "</file>"
+TRACE_OPEN, TRACE_CLOSE = "<trace>", "</trace>"
+
+EDIT_OPS_CONTRACT = f"""FORMAT: {FORMAT_EDIT_OPS}
+Reply with zero or more edit blocks, nothing else is applied:
+<edit op="add"><new>one rule sentence</new><why>short reason</why></edit>
+<edit op="replace"><old>exact text now in the file</old><new>replacement text</new><why>short reason</why></edit>
+<edit op="delete"><old>exact text now in the file</old><why>short reason</why></edit>
+or, when no edit is worth making, exactly <no-change>reason</no-change>.
+Use at most the edit budget. `add` appends a bullet to the file's rules; replace/delete must quote text that exists."""
+
+DIAGNOSIS_CONTRACT = f"""FORMAT: {FORMAT_DIAGNOSIS}
+Reply with exactly one block: <diagnosis>one paragraph</diagnosis>"""
+
+MOMENTUM_CONTRACT = f"""FORMAT: {FORMAT_MOMENTUM}
+Reply with exactly one block: <guidance>
+- bullet
+- bullet
+</guidance>"""
 
 
 class ReplyFormatError(ValueError):
