@@ -19,7 +19,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from harness.pipeline.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir
+from harness.loop.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir
 from harness.tracking.progress import PROGRESS_LOGGER, configure_logging
 
 log = logging.getLogger(PROGRESS_LOGGER)
@@ -57,7 +57,7 @@ def run_stage(
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
     from harness.loop.state import StateError
-    from harness.loop.steps import make_context
+    from harness.loop.context import make_context
 
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)
