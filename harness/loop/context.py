@@ -84,6 +84,17 @@ class StageContext:
     def paths(self) -> StatePaths:
         return StatePaths(self.root, str(self.cfg.train.state_dir), str(self.cfg.benchmark.questions_path), str(self.cfg.pools.path))
 
+    def config_dict(self) -> dict[str, Any]:
+        """The whole resolved config as plain data (what a checkpoint fingerprints; also under a stage's KeyView)."""
+        from omegaconf import OmegaConf
+
+        from harness.config.key_view import KeyView
+
+        cfg = self.cfg
+        if isinstance(cfg, KeyView):
+            return cfg.resume_metadata()
+        return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)  # type: ignore[return-value]
+
     @property
     def gate(self) -> GateParams:
         return gate_params(self.cfg.gate)
