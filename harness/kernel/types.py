@@ -8,7 +8,7 @@ adding a field is a format change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 GateAction = Literal["accept", "reject", "continue", "probation", "infra"]  # "infra": INFRA guard aborted the gate
 
@@ -91,6 +91,28 @@ class GateParams:
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
     probation_settlement: str = "snapshot"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
+
+
+# GateParams field -> config key where they differ (`lambda` is a Python keyword)
+GATE_CONFIG_KEY: dict[str, str] = {"lambda_accept": "lambda"}
+
+
+def gate_params_from_config(gate_cfg: Any) -> GateParams:
+    """GateParams from the `gate` config group (a mapping or attribute object): every field, by name.
+
+    A missing key is an error naming it; values are coerced to the field's type (YAML `3` for a float field)."""
+    import dataclasses
+
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(GateParams):
+        key = GATE_CONFIG_KEY.get(f.name, f.name)
+        try:
+            raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
+        except (KeyError, AttributeError) as exc:
+            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
+        default = f.default
+        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
+    return GateParams(**values)
 
 
 @dataclass(frozen=True)

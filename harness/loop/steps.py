@@ -250,13 +250,16 @@ def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_d
 
 
 def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
-    """Diagnosis of the step rollout's failures, slow case packs, and one candidate per skill file of the batch."""
+    """The evolve stage: the proposer of `evolve.method` (registry harness.config.registries.PROPOSERS)."""
+    from harness.config.registries import PROPOSERS
+
+    return PROPOSERS.get(str(ctx.cfg.evolve.method))(ctx, epoch, step, prev_state, rollout, out)
+
+
+def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
+    """Reflective proposer: diagnosis of the step rollout's failures, slow case packs, one candidate per skill file."""
     from harness.kernel.budget import edit_budget_at
 
-    if str(ctx.cfg.evolve.method) == "h2":  # Harness² proposes; the gate below validates it like any edit
-        from harness.loop.evolve_h2 import stage_evolve_h2
-
-        return stage_evolve_h2(ctx, epoch, step, prev_state, rollout, out)
     begun = begin_evolve(prev_state, rollout, out, stopped_doc={})
     if begun is None:
         return
