@@ -307,6 +307,13 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
         low = c.value("gate.accept_prior_low")
         c.check("gate.accept_prior_high", lambda v: v >= low, f"must be >= gate.accept_prior_low = {low}")
     c.positive_int("gate.accept_prior_points")
+    c.check("gate.importance_floor", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < importance_floor <= 1 (1 = uniform order)")
+    c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
+    bet_low_ok = c.check("gate.bet_low", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
+    if c.check("gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)") and bet_low_ok:
+        bet_low = c.value("gate.bet_low")
+        c.check("gate.bet_high", lambda v: v >= bet_low, f"must be >= gate.bet_low = {bet_low}")
+    c.positive_int("gate.bet_points")
     c.check("gate.adaptive_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < adaptive_top_fraction <= 1")
     c.positive_int("gate.ladder_prior_obs", minimum=0)
     c.positive_int("gate.ladder_drop_min_obs")
