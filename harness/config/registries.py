@@ -2,7 +2,7 @@
 
 `gate.rule` and `gate.ladder` are kernel registries (objects); `evolve.method`
 (the proposer) lives in the loop, so its registry holds lazy "module:function"
-paths that only the loop resolves (`harness.loop.evolve_stage`); config load
+paths that only the loop resolves (`harness.loop.stages.evolve`); config load
 reads the names without importing the loop.
 """
 
@@ -16,7 +16,7 @@ from harness.kernel.rules import RULES
 
 # evolve.method -> stage function (ctx, epoch, step, prev_state, rollout, out) -> None
 PROPOSERS: Registry[Callable[..., Any]] = Registry("evolve.method", {
-    "reflective": "harness.loop.steps:stage_evolve_reflective",
+    "reflective": "harness.loop.stages.evolve:stage_evolve_reflective",
     "h2": "harness.loop.evolve_h2:stage_evolve_h2",
 })
 
