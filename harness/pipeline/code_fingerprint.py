@@ -4,8 +4,10 @@ A stage's code is the import closure of its entry module (`stages.<name>`):
 every first-party module reachable through `import` / `from ... import`
 statements anywhere in a module's source (function-local imports included,
 since the stages import their heavy modules inside the stage call), through
-`importlib.import_module("<literal>")`, and through `"-m", "<module>"`
-argument pairs (worker processes started as `python -m <module>`), plus the
+`importlib.import_module("<literal>")`, through `"pkg.module:attr"` string
+constants (the lazy entries of a strategy registry), and through
+`"-m", "<module>"` argument pairs (worker processes started as
+`python -m <module>`), plus the
 `__init__.py` of every package on the way. First-party means the module
 resolves to a file under the project root; third-party imports are left out
 (their versions are the environment's business, not the pipeline's).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -99,7 +102,12 @@ def referenced_modules(path: Path, module: str, is_package: bool) -> set[str]:
                 names.add(node.args[0].value)
         elif isinstance(node, (ast.List, ast.Tuple)):
             names.update(_dash_m_modules(node.elts))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _ENTRY_REF.match(node.value):
+            names.add(node.value.partition(":")[0])  # "pkg.module:attr", a registry's lazily imported entry
     return {n for n in names if n}
+
+
+_ENTRY_REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 
 def _absolute(name: str | None, level: int, package: str, path: Path) -> str:
