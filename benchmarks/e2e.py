@@ -111,7 +111,7 @@ class TradeoffProvider:
         m = re.search(r"ANSWER:\s*([A-J])\s*$", response.text)
         if not m:
             return response
-        from harness.sim.solver import question_text_of
+        from harness.contracts.solver import question_text_of
 
         qid = self.world.qid_by_text.get(question_text_of(msgs[1].content) or "")
         if qid is None:

@@ -31,9 +31,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from harness.identity import GATE_MARK
 from harness.kernel.types import BlockItem, GateParams
 
-GATE_RUN_MARKER = "_gate_"
+GATE_RUN_MARKER = GATE_MARK
 FORMAT_VERSION = 1
 
 

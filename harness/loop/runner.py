@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
+from harness.identity import EVAL_INDEX, eval_run_id
 from harness.checkpoint import check_resume, config_fingerprint, load_checkpoint
 from harness.log import HarnessLog, RunLogReader
 from harness.loop import rollouts as ro
@@ -172,9 +173,9 @@ class Runner:
         pools = json.loads(self.paths.pools.read_text(encoding="utf-8"))
         if pool not in pools:
             raise KeyError(f"unknown pool {pool!r}; expected one of {sorted(pools)}")
-        run_id = run_id or f"{self.ctx.run_name}_eval_{pool}_{sv}_{pv}"
+        run_id = run_id or eval_run_id(self.ctx.run_name, pool, sv, pv)
         log_path = ws.parent / "runs" / f"{run_id}.sqlite"
-        result = self.infer(pools[pool], run_id=run_id, skills_version=sv, prompts_version=pv, sample_index=4_000_000,
+        result = self.infer(pools[pool], run_id=run_id, skills_version=sv, prompts_version=pv, sample_index=EVAL_INDEX,
                             state_dir=ws.parent, log_path=log_path)
         log = HarnessLog(log_path)
         try:

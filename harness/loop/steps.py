@@ -25,6 +25,7 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 
 from harness import workspace as wsp
+from harness.identity import HOLDOUT_INDEX, STEP_INDEX, holdout_run_id, step_run_id
 from harness.contracts.solver import resolve_skill_file
 from harness.atomic import atomic_write_json
 from harness.checkpoint import Progress, TrainState, load_checkpoint, save_checkpoint
@@ -51,13 +52,6 @@ from harness.store import read_version_tree
 from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
-
-STEP_INDEX = 1000  # step rollouts use sample index 1000*E + S
-
-
-def step_run_id(run_name: str, epoch: int, step: int) -> str:
-    return f"{run_name}_e{epoch}_s{step}"
-
 
 def _cfg_dict(ctx: StageContext) -> dict:
     cfg = ctx.cfg
@@ -454,7 +448,6 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
 def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) -> None:
     """Deliver best (its tree under out/delivered) and evaluate base and delivered on the test pool."""
     from harness.loop.observation import write_holdout_eval
-    from harness.loop.slow_update import HOLDOUT_INDEX, holdout_run_id
 
     prev = require_done(Path(final_state), "final state")
     out_dir = fresh_output(Path(out))

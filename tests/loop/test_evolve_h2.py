@@ -11,16 +11,10 @@ import pytest
 from conftest import tiny_cfg
 
 from harness import workspace as wsp
-from harness.agent.loop import STEP_STRIDE
+from harness.identity import STEP_STRIDE
 from harness.checkpoint import load_checkpoint
-from harness.h2.loop_bridge import (
-    PROBE_INDEX_BASE,
-    PROBE_RUN_KIND,
-    AsRole,
-    SkillStepTask,
-    probe_sample_index,
-    restrict_to,
-)
+from harness.h2.loop_bridge import AsRole, PROBE_RUN_KIND, restrict_to, SkillStepTask
+from harness.identity import PROBE_INDEX_BASE, probe_sample_index
 from harness.h2.roles import Editor, FunctionResponder, Roles
 from harness.h2.run import improve_task
 from harness.kernel.types import EditApplication

@@ -12,7 +12,8 @@ from harness.kernel.gate import LeakError
 from harness.kernel.types import GateParams
 from harness.kernel.ladder import plan_blocks
 from harness.kernel.types import BlockItem
-from harness.loop.validate import GATE_SAMPLE_BASE, gate_sample_start, validate_skill_local
+from harness.identity import GATE_SAMPLE_BASE, gate_sample_start
+from harness.loop.validate import validate_skill_local
 from harness.questions import Question
 from harness.tree import HarnessTree
 
