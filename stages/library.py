@@ -1,6 +1,6 @@
-"""library: fingerprint the training library's sources (one dependency for every training stage).
+"""library: one code fingerprint per stage entry point, from its import closure (harness/pipeline/code_fingerprint.py).
 
-    python -m stages.library --out state/library.json harness/agent harness/bench ... harness/workspace.py
+    python -m stages.library --out-dir state/library prepare pools batches ...   # -> state/library/<stage>.json
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stages.library", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("paths", nargs="+", type=Path, help="library files and directories (relative to the project root)")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("stages", nargs="+", help="entry points stages.<name> to fingerprint")
     args = parser.parse_args(argv)
     from harness.atomic import atomic_write_json
-    from harness.pipeline.code_fingerprint import fingerprint
+    from harness.pipeline.code_fingerprint import stage_fingerprints
 
-    atomic_write_json(args.out, fingerprint(args.paths, Path.cwd()))
+    for stage, print_ in stage_fingerprints(args.stages, Path.cwd()).items():
+        atomic_write_json(args.out_dir / f"{stage}.json", print_)
     return 0
 
 

@@ -10,9 +10,10 @@ resolved, in `params.yaml`):
 
 Item layout (docs/ARCHITECTURE.md, "Pipeline state"): step 1 of epoch 1
 starts from `<state>/init`, step S>1 from the previous step's gate output,
-step 1 of epoch E>1 from the previous epoch's slow update. Items carry only
-what `dvc.yaml` cannot interpolate (the numbers and `prev`); the directories
-follow from them (`harness.loop.state.StatePaths` is the same layout in code):
+step 1 of epoch E>1 from the previous epoch's slow update. The schedule and
+the layout are derived once, in `harness.kernel.schedule`, which these
+resolvers, the in-process runner and `harness.loop.state.StatePaths` call.
+Items carry only what `dvc.yaml` cannot interpolate (the numbers and `prev`):
 DVC parses `params.yaml` once per stage at every status check, so every
 scalar here is paid ~60 times per `dvc repro`.
 
@@ -29,6 +30,8 @@ from typing import Any
 
 from omegaconf import ListConfig, OmegaConf
 
+from harness.kernel import schedule
+
 NAMESPACE = "ht"
 
 
@@ -44,45 +47,31 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 def ceil_div(numerator: Any, denominator: Any) -> int:
-    """ceil(numerator / denominator) for positive integers."""
+    """ceil(numerator / denominator) for positive integers (train.steps_per_epoch: harness.kernel.schedule.steps_per_epoch)."""
     num = _positive_int("numerator", numerator)
     den = _positive_int("denominator", denominator)
-    return -(-num // den)
+    return schedule.steps_per_epoch(num, den)
 
 
-def _state(state_dir: str, *parts: str) -> str:
-    base = str(state_dir).rstrip("/")
-    if not base:
+def _state_dir(value: Any) -> str:
+    if not str(value).rstrip("/"):
         raise ValueError("ht resolver: train.state_dir must not be empty")
-    return "/".join((base, *parts))
+    return str(value)
 
 
 def step_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> list[dict[str, Any]]:
-    """One item {epoch, step, prev} per (epoch, step), in execution order (plain data)."""
+    """One item {epoch, step, prev} per (epoch, step), in execution order (harness.kernel.schedule.step_items)."""
     n_epochs = _positive_int("train.epochs", epochs)
     n_steps = _positive_int("train.steps_per_epoch", steps_per_epoch)
-    items: list[dict[str, Any]] = []
-    for epoch in range(1, n_epochs + 1):
-        for step in range(1, n_steps + 1):
-            if step > 1:
-                prev = _state(state_dir, f"e{epoch}", f"s{step - 1}", "gate")
-            elif epoch > 1:
-                prev = _state(state_dir, f"e{epoch - 1}", "slow")
-            else:
-                prev = _state(state_dir, "init")
-            items.append({"epoch": epoch, "step": step, "prev": prev})
-    return items
+    return schedule.step_items(n_epochs, n_steps, _state_dir(state_dir))
 
 
 def epoch_schedule_items(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> list[dict[str, Any]]:
-    """One item {epoch, prev} per epoch: where the epoch starts (steps_per_epoch is only validated;
-    the epoch's last gate is `<state>/e<E>/s<steps_per_epoch>/gate`)."""
+    """One item {epoch, prev} per epoch: where the epoch starts (harness.kernel.schedule.epoch_items; the
+    epoch's last gate is `<state>/e<E>/s<steps_per_epoch>/gate`)."""
     n_epochs = _positive_int("train.epochs", epochs)
-    _positive_int("train.steps_per_epoch", steps_per_epoch)
-    return [
-        {"epoch": epoch, "prev": _state(state_dir, "init") if epoch == 1 else _state(state_dir, f"e{epoch - 1}", "slow")}
-        for epoch in range(1, n_epochs + 1)
-    ]
+    n_steps = _positive_int("train.steps_per_epoch", steps_per_epoch)
+    return schedule.epoch_items(n_epochs, n_steps, _state_dir(state_dir))
 
 
 def _schedule(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state") -> ListConfig:

@@ -119,9 +119,12 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             c.positive_int("benchmark.n_task_types")
             c.positive_int("benchmark.questions_per_type")
             c.positive_int("benchmark.n_choices", minimum=2)
-        else:
-            c.check("benchmark.path", lambda v: isinstance(v, str) and v.strip() != "",
-                    "benchmark=jsonl needs the questions file: benchmark.path=<file.jsonl|file.parquet>")
+            c.non_empty_str("benchmark.source")
+        elif c.check("benchmark.path", lambda v: isinstance(v, str) and v.strip() != "",
+                     "benchmark=jsonl needs the questions file: benchmark.path=<file.jsonl|file.parquet>"):
+            path = c.value("benchmark.path")
+            c.check("benchmark.source", lambda v: v == path, f"must be benchmark.path ({path}) for benchmark=jsonl: "
+                    "dvc.yaml's prepare stage depends on it")
     c.check("benchmark.scorer", lambda v: v in BUILTIN_SCORERS or _SCORER_REF.match(v) is not None,
             f"must be one of {', '.join(BUILTIN_SCORERS)} or '<module>:<function>'")
     c.check("benchmark.task_types", lambda v: len(set(v)) == len(v) and all(isinstance(t, str) and t for t in v),

@@ -27,6 +27,7 @@ class BlockItem:
     qid: str
     sample_index: int
     anchor: bool = False  # drawn uniformly from the whole validation pool, not from the ladder
+    weight: float = 1.0  # importance weight 1 / (N pi) of a randomised plan (kernel/importance_plan.py); 1 = uniform
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class PairResult:
     candidate: Optional[bool]
     sample_index: int = 0  # the candidate sample used in this pair
     anchor: bool = False  # drawn from the anchor stratum
+    weight: float = 1.0  # importance weight of its slot (BlockItem.weight)
 
     @property
     def infra(self) -> bool:

@@ -1,6 +1,6 @@
 """Pure helpers of the training loop (seed 000 §15 "辅助函数"): no self, explicit arguments.
 
-Re-exported by harness/loop/runner.py; each is tested on its own.
+Each is tested on its own (tests/loop/test_helpers.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import Optional
 
 from harness.evolution.evolve import rejected_summary
 from harness.kernel.types import EvolutionRecord, GateParams, Probation
-from harness.loop.state import resume_plan  # noqa: F401  (re-export: part of the helper set)
 from harness.loop.validate import guard_infra_failures
 
 def _guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:

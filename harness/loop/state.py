@@ -20,7 +20,6 @@ files plus DONE.json. `copy_state` copies a predecessor's carried files
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
 from harness.workspace import drop_empty_run_scratch
 
 DONE = "DONE.json"
@@ -148,40 +148,21 @@ def resolve_fragments(root: Path, lineage: Lineage) -> list[Path]:
     return [p if p.is_absolute() else root / p for p in (Path(f) for f in lineage.fragments)]
 
 
-# --- the schedule -------------------------------------------------------------
-
-
-def steps_per_epoch(diagnosis_size: int, batch_size: int) -> int:
-    if batch_size <= 0:
-        raise ValueError(f"batching.batch_size must be > 0, got {batch_size}")
-    return max(1, math.ceil(diagnosis_size / batch_size))
-
-
-@dataclass(frozen=True)
-class StageItem:
-    """One stage invocation of the unrolled loop, with its input/output paths (relative to the state dir's parent)."""
-
-    kind: str  # prepare | pools | batches | rollout | evolve | gate | slow | holdout
-    epoch: int = 0
-    step: int = 0
-
-    @property
-    def name(self) -> str:
-        if self.kind in ("rollout", "evolve", "gate"):
-            return f"{self.kind}@e{self.epoch}.s{self.step}"
-        if self.kind in ("batches", "slow"):
-            return f"{self.kind}@e{self.epoch}"
-        return self.kind
+# --- the pipeline state under a project root ------------------------------------
 
 
 @dataclass(frozen=True)
 class StatePaths:
-    """Paths of the pipeline state under a root (see docs/ARCHITECTURE.md 'Pipeline state')."""
+    """Paths of the pipeline state under a root: harness.kernel.schedule.StateLayout anchored at `root`."""
 
     root: Path
     state_dir: str = "state"
     questions_path: str = "data/questions.parquet"
     pools_path: str = "data/pools.json"
+
+    @property
+    def layout(self) -> StateLayout:
+        return StateLayout(self.state_dir)
 
     @property
     def state(self) -> Path:
@@ -197,64 +178,54 @@ class StatePaths:
 
     @property
     def init(self) -> Path:
-        return self.state / "init"
+        return self.root / self.layout.init
 
     def batches(self, epoch: int) -> Path:
-        return self.state / f"e{epoch}" / "batches.json"
+        return self.root / self.layout.batches(epoch)
+
+    def epoch_dir(self, epoch: int) -> Path:
+        return self.root / self.layout.epoch_dir(epoch)
 
     def step_dir(self, epoch: int, step: int) -> Path:
-        return self.state / f"e{epoch}" / f"s{step}"
+        return self.root / self.layout.step_dir(epoch, step)
 
     def rollout(self, epoch: int, step: int) -> Path:
-        return self.step_dir(epoch, step) / "rollout"
+        return self.root / self.layout.of_step("rollout", epoch, step)
 
     def evolve(self, epoch: int, step: int) -> Path:
-        return self.step_dir(epoch, step) / "evolve"
+        return self.root / self.layout.of_step("evolve", epoch, step)
 
     def gate(self, epoch: int, step: int) -> Path:
-        return self.step_dir(epoch, step) / "gate"
+        return self.root / self.layout.of_step("gate", epoch, step)
 
     def slow(self, epoch: int) -> Path:
-        return self.state / f"e{epoch}" / "slow"
+        return self.root / self.layout.slow(epoch)
 
     @property
     def holdout(self) -> Path:
-        return self.state / "holdout"
+        return self.root / self.layout.holdout
 
     def prev_of_step(self, epoch: int, step: int) -> Path:
         """State a step starts from: previous step's gate, or the previous epoch's slow state, or init."""
-        if step > 1:
-            return self.gate(epoch, step - 1)
-        return self.slow(epoch - 1) if epoch > 1 else self.init
+        return self.root / self.layout.prev_of_step(epoch, step)
 
     def prev_of_epoch(self, epoch: int) -> Path:
-        return self.slow(epoch - 1) if epoch > 1 else self.init
+        return self.root / self.layout.prev_of_epoch(epoch)
 
     def output_of(self, item: StageItem) -> Path:
-        return {
-            "prepare": lambda: self.questions,
-            "pools": lambda: self.init,
-            "batches": lambda: self.batches(item.epoch),
-            "rollout": lambda: self.rollout(item.epoch, item.step),
-            "evolve": lambda: self.evolve(item.epoch, item.step),
-            "gate": lambda: self.gate(item.epoch, item.step),
-            "slow": lambda: self.slow(item.epoch),
-            "holdout": lambda: self.holdout,
-        }[item.kind]()
-
-
-def full_schedule(epochs: int, n_steps: int) -> list[StageItem]:
-    """prepare → pools → [batches@e → (rollout → evolve → gate)* → slow@e]* → holdout."""
-    if epochs < 1:
-        raise ValueError(f"train.epochs must be >= 1, got {epochs}")
-    items = [StageItem("prepare"), StageItem("pools")]
-    for e in range(1, epochs + 1):
-        items.append(StageItem("batches", e))
-        for s in range(1, n_steps + 1):
-            items += [StageItem("rollout", e, s), StageItem("evolve", e, s), StageItem("gate", e, s)]
-        items.append(StageItem("slow", e))
-    items.append(StageItem("holdout"))
-    return items
+        if item.kind == "prepare":
+            return self.questions
+        if item.kind == "pools":
+            return self.init
+        if item.kind == "batches":
+            return self.batches(item.epoch)
+        if item.kind in STEP_KINDS:
+            return self.root / self.layout.of_step(item.kind, item.epoch, item.step)
+        if item.kind == "slow":
+            return self.slow(item.epoch)
+        if item.kind == "holdout":
+            return self.holdout
+        raise ValueError(f"unknown stage kind {item.kind!r}")
 
 
 def stage_done(paths: StatePaths, item: StageItem) -> bool:

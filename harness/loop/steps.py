@@ -35,7 +35,7 @@ from harness.kernel.ladder import GatePools
 from harness.kernel.types import CaseSample, EditApplication, Edit, EvolutionRecord, SkillCasePack, SystemCasePack, ToolCasePack
 from harness.log import HarnessLog, RunLogReader
 from harness.loop import rollouts as ro
-from harness.loop.context import StageContext, by_task_type, make_context  # noqa: F401  (make_context re-exported)
+from harness.loop.context import StageContext, by_task_type
 from harness.loop.gating import Candidate, GateContext, gate_batch_skills, skill_key
 from harness.loop.helpers import _apply_batch_correctness, _decrement_cooldowns, _guard_infra_failures, _should_early_stop
 from harness.loop.observation import write_epoch_report, write_step_report

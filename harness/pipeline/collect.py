@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.identity import epoch_of_run
+from harness.kernel.schedule import StateLayout
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
 from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
@@ -49,21 +50,25 @@ class RunLayout:
     def state(self) -> Path:
         return self.root / self.state_dir
 
+    @property
+    def _layout(self) -> StateLayout:
+        return StateLayout(self.state_dir)
+
     def epoch_dir(self, epoch: int) -> Path:
-        return self.state / f"e{epoch}"
+        return self.root / self._layout.epoch_dir(epoch)
 
     def slow(self, epoch: int) -> Path:
-        return self.epoch_dir(epoch) / "slow"
+        return self.root / self._layout.slow(epoch)
 
     def gate(self, epoch: int, step: int) -> Path:
-        return self.epoch_dir(epoch) / f"s{step}" / "gate"
+        return self.root / self._layout.of_step("gate", epoch, step)
 
     def evolve(self, epoch: int, step: int) -> Path:
-        return self.epoch_dir(epoch) / f"s{step}" / "evolve"
+        return self.root / self._layout.of_step("evolve", epoch, step)
 
     @property
     def holdout(self) -> Path:
-        return self.state / "holdout"
+        return self.root / self._layout.holdout
 
     @property
     def final_state(self) -> Path:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.pipeline.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir
+from harness.loop.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir
 from harness.tracking.progress import PROGRESS_LOGGER, configure_logging
 
 log = logging.getLogger(PROGRESS_LOGGER)
@@ -51,7 +51,7 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.loop.state import StateError
-    from harness.loop.steps import make_context
+    from harness.loop.context import make_context
 
     started = time.monotonic()
     ctx = make_context(cfg, project_root)

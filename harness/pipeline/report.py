@@ -17,7 +17,7 @@ from typing import Any
 from harness.pipeline.collect import RunLayout, collect_run, read_tables
 from harness.pipeline.render import accuracy_chart, gate_evidence_chart, write_reports
 from harness.pipeline.summary import RunSummary
-from harness.pipeline.telemetry import per_epoch_cache, stage_names, telemetry_dir
+from harness.loop.telemetry import per_epoch_cache, stage_names, telemetry_dir
 
 log = logging.getLogger("harness.progress")
 

@@ -1,5 +1,5 @@
 """One `python -m stages.train` job: rebase the state under the job's directory,
-run the whole chain in process, write the job's reports and log an MLflow run
+run the whole schedule in process (harness/loop/runner.py `train`, resuming a finished part), write the job's reports and log an MLflow run
 (a child of the sweep's parent run under a multirun).
 
 Paths of outputs (``train.state_dir``, ``benchmark.questions_path``,
@@ -42,11 +42,11 @@ def run_training_job(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from harness.config.load import finalize_config
-    from harness.loop.steps import make_context
-    from harness.pipeline.chain import run_chain
+    from harness.loop.context import make_context
+    from harness.loop.runner import train
     from harness.pipeline.collect import RunLayout
     from harness.pipeline.report import make_report
-    from harness.pipeline.telemetry import telemetry_dir
+    from harness.loop.telemetry import telemetry_dir
     from harness.tracking.hydra_callback import parent_run_id_for_job
 
     hydra_cfg = HydraConfig.get()
@@ -60,7 +60,7 @@ def run_training_job(cfg: DictConfig) -> float | None:
     ctx = make_context(frozen, project_root)
     telemetry = telemetry_dir(project_root, str(frozen.train.state_dir))
     try:
-        run_chain(ctx, frozen, telemetry=telemetry)
+        train(ctx, telemetry=telemetry)
     finally:
         ctx.close()
     run_name = str(frozen.train.run_name)

@@ -54,7 +54,7 @@ def test_block_barrier():
 
 
 def test_accept_reject_and_undecided_per_config():
-    params = GateParams(block_size=20, max_pairs=400)
+    params = GateParams(block_size=20, max_pairs=400, undecided="probation")
     accept = gate_decision(pairs_from([1] * 20), params, final=False)
     assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_accept(20, 0, params))
     uniform = gate_decision(pairs_from([1] * 20), GateParams(accept_prior="uniform"), final=False)
@@ -66,7 +66,7 @@ def test_accept_reject_and_undecided_per_config():
     assert gate_decision(middle, params, final=True).action == "probation"
     assert gate_decision(middle, GateParams(undecided="reject"), final=True).action == "reject"
     # reaching max_pairs makes the look final
-    assert gate_decision(middle, GateParams(block_size=20, max_pairs=20), final=False).action == "probation"
+    assert gate_decision(middle, GateParams(block_size=20, max_pairs=20, undecided="probation"), final=False).action == "probation"
 
 
 def test_infra_guard_judged_only_from_min_denominator():
@@ -134,7 +134,8 @@ def test_vectorised_benchmark_path_agrees_with_gate_decision():
     sequential_first_decision = load_gate_benchmark().sequential_first_decision
 
     rng = np.random.default_rng(3)
-    for params in (GateParams(max_pairs=400), GateParams(max_pairs=400, accept_within_block=False, accept_prior="uniform")):
+    for params in (GateParams(max_pairs=400, undecided="probation"),
+                   GateParams(max_pairs=400, accept_within_block=False, accept_prior="uniform", undecided="probation")):
         for _ in range(30):
             signs = np.where(rng.random(400) < 0.3, np.where(rng.random(400) < 0.62, 1, -1), 0)
             pairs = pairs_from(signs.tolist())

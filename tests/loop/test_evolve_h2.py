@@ -52,9 +52,9 @@ def first_step(root: Path, *overrides: str):
     """prepare .. gate@e1.s1 of train=tiny evolve=h2 (real stage functions); returns (ctx, recorder)."""
     from harness.compose import build_benchmark, build_provider
     from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.kernel.schedule import full_schedule
     from harness.loop.context import make_context
     from harness.loop.runner import run_stage_item, steps_in_epoch
-    from harness.loop.state import full_schedule
 
     cfg = tiny_cfg("evolve=h2", *overrides)
     bench = build_benchmark(cfg.benchmark, root)
@@ -64,7 +64,7 @@ def first_step(root: Path, *overrides: str):
     n = steps_in_epoch(cfg)
     try:
         for item in full_schedule(int(cfg.train.epochs), n):
-            run_stage_item(ctx, ctx.paths, item, n)
+            run_stage_item(ctx, item)
             if item.kind == "gate":
                 break
     finally:

@@ -92,7 +92,7 @@ def test_accept_reject_bookkeeping(ws):
 
 def test_default_strategy_never_on_probation(ws):
     calls: list = []
-    gc, pools = _ctx(ws, calls, max_pairs=20, lambda_dir=-50.0)  # one block, no direction reject: undecided
+    gc, pools = _ctx(ws, calls, max_pairs=20, lambda_dir=-50.0, undecided="probation")  # one block, no direction reject: undecided
     state = TrainState()
     cand = Candidate("gamma", ["gamma"], "default-strategy/SKILL.md", _record("default-strategy/SKILL.md", "default\n", "default\n- neutral\n"))
     rows, _ = gate_batch_skills(gc, state, [cand], pools, None)
@@ -107,7 +107,7 @@ def test_default_strategy_never_on_probation(ws):
 
 def test_undecided_goes_to_probation_and_stale_candidates_skip(ws):
     calls: list = []
-    gc, pools = _ctx(ws, calls, max_pairs=20, lambda_dir=-50.0)  # one block, no direction reject: undecided
+    gc, pools = _ctx(ws, calls, max_pairs=20, lambda_dir=-50.0, undecided="probation")  # one block, no direction reject: undecided
     state = TrainState()
     first = Candidate("alpha", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- neutral\n"))
     stale = Candidate("alpha2", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- other\n"))

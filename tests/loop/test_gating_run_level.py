@@ -37,7 +37,7 @@ def test_elond_sets_each_gates_level_and_the_state_carries_the_sequence(ws):
 
 
 def test_without_fdr_the_level_is_gate_lambda(ws):
-    gc, pools = _ctx(ws, [], max_pairs=400)
+    gc, pools = _ctx(ws, [], max_pairs=400, fdr="none")
     state = TrainState()
     rows, _ = gate_batch_skills(gc, state, [_cand("alpha", "GOOD")], pools, None)
     assert math.isclose(rows[0]["fdr_level"], math.exp(-3.0)) and rows[0]["fdr_test"] is None

@@ -10,7 +10,8 @@ from harness.loop.helpers import (
     _should_early_stop,
 )
 from harness.loop.slow_update import ladder_sources
-from harness.loop.state import StageItem, StatePaths, full_schedule, mark_done, resume_plan
+from harness.kernel.schedule import StageItem, full_schedule
+from harness.loop.state import StatePaths, mark_done, resume_plan
 from harness.loop.validate import InfraFailureError
 
 

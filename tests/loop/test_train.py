@@ -12,7 +12,8 @@ from conftest import Interrupt, make_runner, tiny_cfg
 from harness import workspace as wsp
 from harness.checkpoint import load_checkpoint
 from harness.kernel.ladder import GatePools
-from harness.loop.state import full_schedule, is_done, read_lineage
+from harness.kernel.schedule import full_schedule
+from harness.loop.state import is_done, read_lineage
 
 
 def _runs(db: Path) -> set[str]:
@@ -125,21 +126,6 @@ def test_resume_after_any_interruption_repeats_no_call(tiny_run, tmp_path):
     assert result["delivered"] == tiny_run["result"]["delivered"]
     assert result["test"] == tiny_run["result"]["test"]
     assert paid == tiny_run["calls"]
-
-
-def test_runner_eval_and_promote_outside_the_pipeline_state(tiny_run, tmp_path):
-    """eval records its run (versions filled back) on a copy of the state; promote builds a seed from it."""
-    root, runner = tiny_run["root"], tiny_run["runner"]
-    before = sorted(p.name for p in (root / "state" / "holdout").iterdir())
-    best = wsp.read_best(root / "state" / "e2" / "slow" / "workspace")
-    result = runner.eval(best.skills, best.prompts, pool="validation", state_dir=root / "state" / "e2" / "slow")
-    assert result.n == len(json.loads((root / "data" / "pools.json").read_text())["validation"])
-    seed = runner.promote(best.skills, result.run_id, "tiny-best", seeds_dir=tmp_path / "seeds", state_dir=root / "state" / "e2" / "slow")
-    assert seed.meta["skills_version"] == best.skills and seed.meta["eval_run_id"] == result.run_id
-    assert (tmp_path / "seeds" / "tiny-best").is_dir()
-    assert sorted(p.name for p in (root / "state" / "holdout").iterdir()) == before
-    m = wsp.read_manifest(root / "state" / "e2" / "slow" / "workspace")
-    assert result.run_id not in m.history  # the pipeline's state was not touched
 
 
 def _digest_tree(root: Path) -> dict[str, str]:

@@ -46,7 +46,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-PARAMS = GateParams(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2)
+PARAMS = GateParams(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2, baseline_reuse="gates")
 
 
 def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1_s1_gate_t", cache=None, infra_every=0, **kw):

@@ -1,4 +1,5 @@
-"""The library fingerprint changes exactly when a listed source byte changes."""
+"""A stage's code is the import closure of its entry module; its fingerprint changes exactly when a byte of
+that closure changes."""
 
 from __future__ import annotations
 
@@ -6,30 +7,96 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline.code_fingerprint import fingerprint
+from harness.pipeline.code_fingerprint import (
+    ModuleIndex, closure_files, fingerprint, module_graph, package_graph, stage_fingerprints,
+)
+from tests.pipeline.support import REPO_ROOT
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def _tree(root: Path) -> None:
-    (root / "pkg" / "sub").mkdir(parents=True)
-    (root / "pkg" / "a.py").write_text("A = 1\n")
-    (root / "pkg" / "sub" / "b.py").write_text("B = 2\n")
-    (root / "single.py").write_text("S = 3\n")
+    _write(root, {
+        "stages/__init__.py": "",
+        "stages/one.py": "import os\nfrom pkg import top\n\ndef main():\n    from pkg.sub import lazy\n",
+        "stages/two.py": "import pkg.other\n",
+        "pkg/__init__.py": "",
+        "pkg/top.py": "from . import sibling\nfrom .sub import *\n",
+        "pkg/sibling.py": "import importlib\nM = importlib.import_module('pkg.dynamic')\n",
+        "pkg/dynamic.py": "ARGV = ['python', '-m', 'pkg.worker']\n",
+        "pkg/worker.py": "X = 1\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/lazy.py": "from ..top import sibling\n",
+        "pkg/other.py": "O = 1\n",
+        "pkg/unused.py": "U = 1\n",
+    })
 
 
-def test_fingerprint_tracks_content_not_bytecode(tmp_path: Path) -> None:
+def _names(root: Path, files: list[Path]) -> list[str]:
+    return [f.relative_to(root).as_posix() for f in files]
+
+
+def test_closure_follows_local_relative_dynamic_and_dash_m_imports(tmp_path: Path) -> None:
     _tree(tmp_path)
-    paths = [Path("pkg"), Path("single.py")]
-    first = fingerprint(paths, tmp_path)
-    assert sorted(first["files"]) == ["pkg/a.py", "pkg/sub/b.py", "single.py"]
+    assert _names(tmp_path, closure_files(["stages.one"], tmp_path)) == [
+        "pkg/__init__.py", "pkg/dynamic.py", "pkg/sibling.py", "pkg/sub/__init__.py", "pkg/sub/lazy.py",
+        "pkg/top.py", "pkg/worker.py", "stages/__init__.py", "stages/one.py",
+    ]  # os is third-party (no file under root); pkg/other.py and pkg/unused.py are not imported by one
+    assert _names(tmp_path, closure_files(["stages.two"], tmp_path)) == ["pkg/__init__.py", "pkg/other.py",
+                                                                         "stages/__init__.py", "stages/two.py"]
+
+
+def test_stage_fingerprint_changes_only_with_its_closure(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    first = stage_fingerprints(["one", "two"], tmp_path)
     (tmp_path / "pkg" / "__pycache__").mkdir()
-    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00")
-    assert fingerprint(paths, tmp_path) == first  # imports create byte-code: no change
-    (tmp_path / "pkg" / "sub" / "b.py").write_text("B = 3\n")
-    changed = fingerprint(paths, tmp_path)
-    assert changed["digest"] != first["digest"]
-    assert changed["files"]["pkg/a.py"] == first["files"]["pkg/a.py"]
+    (tmp_path / "pkg" / "__pycache__" / "top.cpython-311.pyc").write_bytes(b"\x00")
+    (tmp_path / "pkg" / "unused.py").write_text("U = 2\n")
+    assert stage_fingerprints(["one", "two"], tmp_path) == first
+    (tmp_path / "pkg" / "sub" / "lazy.py").write_text("from ..top import sibling  # edited\n")
+    changed = stage_fingerprints(["one", "two"], tmp_path)
+    assert changed["one"]["digest"] != first["one"]["digest"]
+    assert changed["one"]["files"]["pkg/top.py"] == first["one"]["files"]["pkg/top.py"]
+    assert changed["two"] == first["two"]
 
 
-def test_missing_path_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nope"):
-        fingerprint([Path("nope")], tmp_path)
+def test_a_new_module_enters_the_closure_when_imported(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    before = stage_fingerprints(["two"], tmp_path)["two"]
+    _write(tmp_path, {"pkg/added.py": "A = 1\n", "pkg/other.py": "def f():\n    from pkg import added\n"})
+    after = stage_fingerprints(["two"], tmp_path)["two"]
+    assert "pkg/added.py" in after["files"] and "pkg/added.py" not in before["files"]
+
+
+def test_unknown_entry_and_unparsable_module_are_errors(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    with pytest.raises(ModuleNotFoundError, match="stages.nope"):
+        stage_fingerprints(["nope"], tmp_path)
+    (tmp_path / "pkg" / "other.py").write_text("def broken(:\n")
+    with pytest.raises(SyntaxError, match="pkg/other.py"):
+        stage_fingerprints(["two"], tmp_path)
+    with pytest.raises(FileNotFoundError, match="gone.py"):
+        fingerprint([tmp_path / "gone.py"], tmp_path)
+
+
+def test_training_stages_closure_includes_harness2_and_the_entry_point() -> None:
+    """The gap the hand-written list had: every training stage reaches harness/h2 (evolve.method=h2)."""
+    index = ModuleIndex(REPO_ROOT)
+    for stage in ("rollout", "evolve", "gate", "slow"):
+        files = _names(REPO_ROOT, closure_files([f"stages.{stage}"], REPO_ROOT, index))
+        assert f"stages/{stage}.py" in files
+        assert any(f.startswith("harness/h2/") for f in files), stage
+        assert "harness/pipeline/code_fingerprint.py" not in files  # the fingerprinting is not a stage's code
+
+
+def test_package_graph_folds_modules_to_packages(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    graph = module_graph(tmp_path, packages=("pkg", "stages"))
+    assert graph["pkg.sub.lazy"] == {"pkg.top"}  # `from ..top import sibling`: a name in pkg.top, not a module
+    folded = package_graph(graph, depth=1)
+    assert folded["stages"] == {"pkg"} and folded["pkg"] == set()

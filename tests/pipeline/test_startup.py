@@ -36,7 +36,7 @@ def test_entry_points_do_not_import_mlflow() -> None:
         "import sys\n"
         "import stages.prepare, stages.pools, stages.batches, stages.rollout, stages.evolve, stages.gate\n"
         "import stages.slow, stages.holdout, stages.report, stages.library\n"
-        "import harness.pipeline.entry, harness.pipeline.chain, harness.pipeline.report, harness.tracking.hydra_callback\n"
+        "import harness.pipeline.entry, harness.loop.runner, harness.pipeline.report, harness.tracking.hydra_callback\n"
         + _heavy_check(HEAVY)
     )
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.kernel.schedule import full_schedule
 
 _EPOCH = re.compile(r"@e(\d+)")
 
@@ -74,13 +75,7 @@ def per_epoch_cache(directory: Path, stages: list[str]) -> dict[int, tuple[int, 
 
 def stage_names(epochs: int, steps_per_epoch: int) -> list[str]:
     """Every stage name of the unrolled loop (matches the names the entry points record)."""
-    names = ["prepare", "pools"]
-    for e in range(1, epochs + 1):
-        names.append(f"batches@e{e}")
-        for s in range(1, steps_per_epoch + 1):
-            names += [f"rollout@e{e}.s{s}", f"evolve@e{e}.s{s}", f"gate@e{e}.s{s}"]
-        names.append(f"slow@e{e}")
-    return names + ["holdout"]
+    return [item.name for item in full_schedule(epochs, steps_per_epoch)]
 
 
 def _file_name(stage: str) -> str:

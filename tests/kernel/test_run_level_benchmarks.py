@@ -1,0 +1,64 @@
+"""Helpers of benchmarks/fdr.py and the aggregation of benchmarks/e2e.py (the parts that are pure)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str):
+    key = f"{name}_benchmark_under_test"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def test_shift_hits_the_stated_pool_points():
+    fdr = _load("fdr")
+    p = fdr.make_pool(np.random.default_rng(0))
+    for points in (-5.0, 5.0, 10.0):
+        assert float(np.mean(fdr.shifted(p, points)) - np.mean(p)) == pytest.approx(points / 100, abs=1e-9)
+    assert np.array_equal(fdr.shifted(p, 0.0), p)
+
+
+def test_follow_up_gate_serves_the_earlier_gates_samples_first():
+    fdr = _load("fdr")
+    rng = np.random.default_rng(1)
+    p = np.zeros(60)  # a fresh baseline sample is always wrong ...
+    cached = {q: [True] * 10 for q in range(60)}  # ... an earlier gate's cached ones always right
+    action, n, fresh = fdr.run_gate(rng, p, np.full(60, 0.5), fdr.BASE, cached=cached)
+    assert fresh == {} and action == "reject"  # every baseline outcome came from the cache: the candidate never wins a pair
+    action, _, fresh = fdr.run_gate(rng, p, np.full(60, 0.5), fdr.BASE)
+    assert fresh and action == "accept"
+
+
+def _run(rule, seed, edits, curve, tradeoff=False, **extra):
+    return {"seed": seed, "rule": rule, "tradeoff": tradeoff, "base_test": 0.5, "delivered_test": curve[-1]["best_test"],
+            "curve": curve, "edits": edits, "gates": len(edits), "gate_rollouts": 10 * len(edits), **extra}
+
+
+def test_e2e_summary_counts_harmful_null_and_reach():
+    e2e = _load("e2e")
+    edit = lambda effect, epoch=1: {"epoch": epoch, "step": 1, "action": "accept", "skill_file": "x", "effect": effect,  # noqa: E731
+                                    "tradeoff": False, "rollouts": 10}
+    runs = [
+        _run("sequential", 7, [edit(0.05), edit(0.0), edit(-0.02)],
+             [{"epoch": 1, "rollouts": 100, "best_test": 0.6}, {"epoch": 2, "rollouts": 300, "best_test": 0.7}]),
+        _run("gepa", 7, [edit(0.05)], [{"epoch": 1, "rollouts": 150, "best_test": 0.65}, {"epoch": 2, "rollouts": 400, "best_test": 0.8}]),
+    ]
+    text, summary = e2e.summarize(runs, quick=True, wall=1.0, cmd="x")
+    s = summary["sequential"]
+    assert (s["installed"], s["hurt"], s["null"], s["helped"]) == (3, 1, 1, 1)
+    assert s["bad_share"] == pytest.approx(2 / 3)
+    reach = summary["reach_gepa"]["sequential"][0]
+    assert reach["gepa_acc"] == 0.65 and reach["rule_rollouts"] == 300 and reach["ratio"] == pytest.approx(2.0)
+    assert "NOT met" in text
