@@ -31,9 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inference",),
     ("h2",),
     ("sim",),
-    ("compose",),
+    ("compose", "tracking"),
     ("loop",),
-    ("tracking",),
     ("pipeline",),
     ("stages",),
 )
