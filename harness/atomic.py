@@ -2,13 +2,16 @@
 
 A reader (or a crash) sees either the old content or the new one, never a
 partial file. The temp file lives in the same directory so `os.replace` is
-a rename on one filesystem.
+a rename on one filesystem. The new file gets the permissions a plain
+``open(path, "w")`` would give it: the existing file's mode when it is
+replaced, else 0666 less the umask (mkstemp alone would make it 0600).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -49,6 +53,27 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | N
     """
     text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False)
     return atomic_write_text(path, text + "\n")
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """The process umask (read from /proc where possible: setting it to query it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:

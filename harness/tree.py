@@ -3,8 +3,9 @@
 A `HarnessTree` is an immutable mapping. It is what the skill/prompt stores
 version, what the loop's editor changes, what Harness² proposes and what the
 simulated solver reads. Paths are validated on construction (no absolute
-paths, no `..`, no empty segments, no backslashes), so a tree can never
-escape the root it is saved under.
+paths, no `..`, no empty segments, no backslashes, no control characters,
+no path that is both a file and a directory), so a tree can never escape the
+root it is saved under and always saves as it is.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import errno
 import hashlib
 import logging
 import os
+import stat
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -35,8 +38,9 @@ def check_relative_path(path: str) -> str:
         raise TreePathError(f"harness path must be a non-empty string, got {path!r}")
     if "\\" in path:
         raise TreePathError(f"harness path {path!r} contains a backslash; use '/'")
-    if "\x00" in path:
-        raise TreePathError(f"harness path {path!r} contains a NUL byte")
+    control = next((c for c in path if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise TreePathError(f"harness path {path!r} contains the control character {control!r}")
     if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
         raise TreePathError(f"harness path {path!r} is absolute; paths must be relative to the harness root")
     parts = path.split("/")
@@ -78,6 +82,7 @@ class HarnessTree(Mapping[str, str]):
             if not isinstance(text, str):
                 raise TypeError(f"harness file {norm!r}: content must be str, got {type(text).__name__}")
             clean[norm] = text
+        _check_no_file_directory_conflict(clean)
         self._files = dict(sorted(clean.items()))
         self._fingerprint: str | None = None
 
@@ -171,7 +176,11 @@ class HarnessTree(Mapping[str, str]):
     # Disk I/O
     @classmethod
     def load(cls, root: str | os.PathLike[str]) -> HarnessTree:
-        """Read every regular file under `root` (UTF-8). Symlinks are refused."""
+        """Read every regular file under `root` (UTF-8).
+
+        Symlinks are refused; FIFOs, sockets and devices are refused naming
+        the file, without opening them (a FIFO would block the read forever).
+        """
         root_path = Path(root)
         if not root_path.is_dir():
             _restore_interrupted_save(root_path)
@@ -188,12 +197,7 @@ class HarnessTree(Mapping[str, str]):
                 rel = full.relative_to(root_path).as_posix()
                 if is_ignored(rel):
                     continue
-                if full.is_symlink():
-                    raise TreePathError(f"harness file {full} is a symlink; symlinks are not allowed in a harness tree")
-                try:
-                    files[rel] = full.read_text(encoding="utf-8")
-                except UnicodeDecodeError as exc:
-                    raise TreePathError(f"harness file {full} is not UTF-8 text: {exc}") from exc
+                files[rel] = _read_regular_text(full)
         return cls(files)
 
     def save(self, root: str | os.PathLike[str]) -> None:
@@ -205,6 +209,8 @@ class HarnessTree(Mapping[str, str]):
         renames, and `load` puts the old tree back if a crash fell between them.
         """
         root_path = Path(root)
+        if root_path.is_symlink():  # save into the directory the link names; the link keeps pointing at it
+            root_path = Path(os.path.realpath(root_path))
         root_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = root_path.with_name(f".{root_path.name}.tmp-{os.getpid()}")
         old = root_path.with_name(f".{root_path.name}.old-{os.getpid()}")
@@ -273,5 +279,43 @@ def _restore_interrupted_save(root: Path) -> None:
 def _rmtree(path: Path) -> None:
     import shutil
 
-    if path.exists():
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
         shutil.rmtree(path)
+
+
+def _check_no_file_directory_conflict(files: Mapping[str, str]) -> None:
+    """Refuse a path that is also a directory of another path (``a`` and ``a/b``): it could never be saved."""
+    for path in files:
+        parts = path.split("/")
+        for end in range(1, len(parts)):
+            prefix = "/".join(parts[:end])
+            if prefix in files:
+                raise TreePathError(f"harness paths {prefix!r} and {path!r} conflict: {prefix!r} cannot be both a file and a directory")
+
+
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def _read_regular_text(full: Path) -> str:
+    """The UTF-8 text of `full`, refusing anything but a regular file (checked before and after opening)."""
+    mode = os.lstat(full).st_mode
+    if not stat.S_ISREG(mode):
+        raise TreePathError(f"harness file {full} is {_kind(mode)}; only regular files are allowed in a harness tree")
+    # O_NONBLOCK: a file swapped for a FIFO after the check must not block the open; O_NOFOLLOW: nor a symlink
+    fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise TreePathError(f"harness file {full} is {_kind(mode)}; only regular files are allowed in a harness tree")
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TreePathError(f"harness file {full} is not UTF-8 text: {exc}") from exc

@@ -1,5 +1,6 @@
 import json
 import os
+import stat
 
 import pytest
 
@@ -52,3 +53,34 @@ def test_failure_during_replace_removes_temp_and_keeps_old(tmp_path, monkeypatch
     monkeypatch.undo()
     assert target.read_text() == "old"
     assert sorted(os.listdir(tmp_path)) == ["f.txt"]
+
+
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_new_files_get_the_mode_a_plain_open_would_give(tmp_path, umask, expected):
+    old = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "new.txt", "x")
+        with open(tmp_path / "plain.txt", "w") as handle:
+            handle.write("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == expected
+    assert stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == expected
+
+
+def test_replacing_a_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "params.yaml"
+    target.write_text("a: 1\n")
+    os.chmod(target, 0o640)
+    atomic_write_text(target, "a: 2\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640 and target.read_text() == "a: 2\n"
+
+
+def test_current_umask_reads_the_process_umask():
+    from harness.atomic import current_umask
+
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027
+    finally:
+        os.umask(old)

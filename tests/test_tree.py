@@ -1,4 +1,8 @@
 import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +23,7 @@ BASE = {"system_prompt.md": "be careful", "skills/count/SKILL.md": "count", "too
         ("a/./b", "empty or '.'"),
         ("a/", "empty"),
         ("", "non-empty"),
-        ("a\x00b", "NUL"),
+        ("a\x00b", "control character"),
     ],
 )
 def test_unsafe_paths_refused(path, match):
@@ -204,3 +208,68 @@ def test_crash_between_the_fallback_renames_is_repaired_on_load(tmp_path, monkey
     assert "interrupted save" in caplog.text and root.is_dir()
     with pytest.raises(FileNotFoundError):
         HarnessTree.load(tmp_path / "never-saved")
+
+
+@pytest.mark.parametrize("char", ["\n", "\r", "\t", "\x1b", "\x7f", "\x85", "\x00"])
+def test_control_characters_in_paths_are_refused(char):
+    with pytest.raises(TreePathError, match="control character"):
+        HarnessTree({f"skills/a{char}b.md": "x"})
+    with pytest.raises(TreePathError, match="control character"):
+        HarnessTree({"a.md": "x"}).with_files({f"dir{char}/b.md": "y"})
+
+
+def test_file_directory_conflict_is_refused_at_construction():
+    with pytest.raises(TreePathError, match="'skills/ocr' and 'skills/ocr/SKILL.md' conflict"):
+        HarnessTree({"skills/ocr": "a file", "skills/ocr/SKILL.md": "a file below it"})
+    tree = HarnessTree({"skills/ocr/SKILL.md": "x"})
+    with pytest.raises(TreePathError, match="conflict"):
+        tree.with_files({"skills": "now a file"})
+    with pytest.raises(TreePathError, match="conflict"):
+        tree.merged({"skills/ocr/SKILL.md/deeper": "y"})
+
+
+def test_load_refuses_a_fifo_without_blocking(tmp_path):
+    root = tmp_path / "h"
+    HarnessTree({"skills/a.md": "x"}).save(root)
+    os.mkfifo(root / "skills" / "pipe.md")
+    # a read of a FIFO with no writer blocks forever: run load in a child process and bound the wait
+    code = (
+        "import sys; from harness.tree import HarnessTree, TreePathError\n"
+        "try:\n    HarnessTree.load(sys.argv[1])\nexcept TreePathError as e:\n    print(e); sys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 3, done.stderr
+    assert f"{root / 'skills' / 'pipe.md'} is a FIFO" in done.stdout
+
+
+def test_load_refuses_a_device(tmp_path):
+    root = tmp_path / "h"
+    HarnessTree({"a.md": "x"}).save(root)
+    try:
+        os.mknod(root / "null.md", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's numbers
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    with pytest.raises(TreePathError, match=r"null\.md is a character device; only regular files"):
+        HarnessTree.load(root)
+
+
+def test_save_onto_a_symlinked_root_keeps_the_link_and_leaves_no_temp_dir(tmp_path):
+    real = tmp_path / "real"
+    HarnessTree({"old.md": "old"}).save(real)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    HarnessTree({"new.md": "new"}).save(link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert HarnessTree.load(link).to_dict() == {"new.md": "new"}
+    assert HarnessTree.load(real).to_dict() == {"new.md": "new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_saved_files_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        HarnessTree({"d/a.md": "x"}).save(tmp_path / "h")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "h" / "d" / "a.md").stat().st_mode) == 0o644

@@ -16,6 +16,7 @@ structures; this module is the only place that reads or writes them:
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,8 @@ from harness.kernel.baseline_cache import BaselineCache, BaselineRow, decode_row
 from harness.kernel.ladder import GatePools, pool_fingerprint
 from harness.kernel.pools import PoolParams, Pools, QuestionLike, check_frozen_pools, split_pools
 from harness.loop.state import StateError
+
+log = logging.getLogger(__name__)
 
 POOL_NAMES = ("test", "validation", "diagnosis")
 
@@ -50,6 +53,8 @@ class DurableBaselineCache(BaselineCache):
             except (ValueError, KeyError, TypeError) as error:
                 if number == len(lines):  # torn final write (no trailing newline): the put never returned
                     os.truncate(self.path, self.path.stat().st_size - len(line.encode("utf-8")))
+                    log.warning("%s:%d: cut off a torn last line (%d bytes, a write interrupted by a crash)",
+                                self.path, number, len(line.encode("utf-8")))
                     break
                 raise ValueError(f"{self.path}:{number}: corrupt baseline cache line ({error})") from None
             self.add({key: correct})

@@ -45,13 +45,15 @@ def test_disk_before_memory(tmp_path, monkeypatch):
     assert cache.get("t", "h", "v", "q", 1) is None
 
 
-def test_torn_last_line_is_cut_and_corrupt_middle_line_named(tmp_path):
+def test_torn_last_line_is_cut_and_corrupt_middle_line_named(tmp_path, caplog):
     path = tmp_path / "b.jsonl"
     cache = BaselineCache(path)
     cache.put("t", "h", "v", "q", 1, True)
     with open(path, "a") as handle:
         handle.write('{"task_type": "t", "sk')
-    reopened = BaselineCache(path)
+    with caplog.at_level("WARNING", logger="harness.loop.persistence"):
+        reopened = BaselineCache(path)
+    assert [r.getMessage() for r in caplog.records] == [f"{path}:2: cut off a torn last line (22 bytes, a write interrupted by a crash)"]
     reopened.put("t", "h", "v", "q", 2, False)
     assert BaselineCache(path).samples("t", "h", "v", "q") == {1: True, 2: False}
     path.write_text('garbage\n' + path.read_text())
