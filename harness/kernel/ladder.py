@@ -25,8 +25,8 @@ sample that placed its question on the ladder (rule 2).
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field

@@ -41,14 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from harness.identity import h2_probe_run_prefix
 from harness.h2.loop_bridge import AsRole, SkillStepTask, rollout_of
 from harness.h2.roles import Roles
 from harness.h2.surfaces import NATIVE
 from harness.h2.validator import validate_tree
+from harness.identity import h2_probe_run_prefix
 from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord
-from harness.log import HarnessLog, RunLogReader
 from harness.llm.protocol import Role
+from harness.log import HarnessLog, RunLogReader
 from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, SkippedDoc, write_document
 from harness.loop.state import RUNLOG, mark_done
 from harness.tree import HarnessTree

@@ -39,14 +39,14 @@ from typing import Any, Optional
 from harness import workspace as wsp
 from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
+from harness.identity import gate_run_prefix, gate_sample_start
 from harness.kernel.fdr import elond_level, elond_record, level_lambda
 from harness.kernel.ladder import GatePools, plan_blocks
 from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.helpers import _merge_probation
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
-from harness.identity import gate_run_prefix, gate_sample_start
-from harness.loop.validate import RolloutFn, validate_skill_local, ValidationOutcome
+from harness.loop.validate import RolloutFn, ValidationOutcome, validate_skill_local
 from harness.questions import Question
 from harness.store import read_version_tree
 from harness.tree import HarnessTree

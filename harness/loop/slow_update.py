@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
+from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
+from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
+from harness.evolution.momentum import ComparisonPair, run_momentum
 from harness.identity import (
     HOLDOUT_INDEX,
     PROBATION_ANCHOR_INDEX,
@@ -40,9 +43,6 @@ from harness.identity import (
     r2_run_id,
     r_run_id,
 )
-from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
-from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
-from harness.evolution.momentum import ComparisonPair, run_momentum
 from harness.kernel.ladder import GatePools
 from harness.kernel.types import Probation
 from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate

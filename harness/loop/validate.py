@@ -44,7 +44,6 @@ from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
 
-
 # (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure)
 RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Awaitable[list[Optional[bool]]]]
 

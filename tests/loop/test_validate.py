@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from pathlib import Path
 
 import pytest
 
-from harness.kernel.gate import LeakError
-from harness.kernel.types import GateParams
-from harness.kernel.ladder import plan_blocks
-from harness.kernel.types import BlockItem
 from harness.identity import GATE_SAMPLE_BASE, gate_sample_start
+from harness.kernel.gate import LeakError
+from harness.kernel.ladder import plan_blocks
+from harness.kernel.types import BlockItem, GateParams
 from harness.loop.validate import validate_skill_local
 from harness.questions import Question
 from harness.tree import HarnessTree
