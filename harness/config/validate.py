@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.errors import ConfigError, Violation
+from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
 from harness.contracts.answers import ANSWER_PARSING_MODES

@@ -41,7 +41,7 @@ from typing import Optional, Protocol
 from harness.identity import GATE_MARK
 from harness.kernel.gate import gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
-from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
+from harness.kernel.types import GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
 
