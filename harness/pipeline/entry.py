@@ -56,8 +56,8 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
-    from harness.loop.state import StateError
     from harness.loop.context import make_context
+    from harness.loop.state import StateError
 
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline.code_fingerprint import (
-    ModuleIndex, closure_files, fingerprint, layers, module_graph, package_graph, stage_fingerprints, strongly_connected,
+    ModuleIndex,
+    closure_files,
+    fingerprint,
+    layers,
+    module_graph,
+    package_graph,
+    stage_fingerprints,
+    strongly_connected,
 )
 from tests.pipeline.support import REPO_ROOT
 
