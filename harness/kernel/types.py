@@ -8,7 +8,7 @@ adding a field is a format change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 GateAction = Literal["accept", "reject", "continue", "probation", "infra"]  # "infra": INFRA guard aborted the gate
 
@@ -64,7 +64,7 @@ class GateParams:
     block_size: int = 20
     anchor_fraction: float = 0.25
     max_pairs: int = 400
-    undecided: str = "probation"  # "probation" | "reject"
+    undecided: str = "reject"  # "probation" | "reject"
     p_low: float = 0.02
     p_high: float = 0.98
     ema_gamma: float = 0.3
@@ -84,23 +84,45 @@ class GateParams:
     ladder_prior_obs: int = 4  # the adaptive ladder counts the pre-gate p_hat as at most this many observations
     ladder_drop_min_obs: int = 8  # drop a question from ladder slots when p outside [p_low, p_high] after this many observations
     # run-level gate (issue 13; harness/kernel/fdr.py, screen.py, rule_skillopt.py, rule_cap_evolve.py)
-    fdr: str = "none"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
+    fdr: str = "elond"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
     fdr_level: float = 0.1  # e-LOND: target false discovery rate over the run's installs
     fdr_horizon: int = 50  # e-LOND: gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
-    screen: bool = False  # run the candidate on the step's own questions first; GEPA's rule filters
-    screen_margin: int = 1  # screen passes when wins - losses >= this
+    screen: bool = True  # run the candidate on the step's own questions first; GEPA's rule filters
+    screen_margin: int = 0  # screen passes when wins - losses >= this
     futility_min_pairs: int = 0  # futility stop once this many pairs are in (0 = off)
     futility_margin: int = 0  # ... when wins - losses <= this
-    baseline_reuse: str = "gates"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
+    baseline_reuse: str = "none"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
-    probation_settlement: str = "snapshot"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
+    probation_settlement: str = "eprocess"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
     # population-valid gate (issue 13; harness/kernel/importance_plan.py, betting.py)
     importance_floor: float = 0.5  # importance plan: pi_i >= floor / N, so importance weights <= 1 / floor (1 = uniform random order)
     reject_margin: float = 0.03  # betting rule: reject once the e-process for "gain >= margin" crosses exp(-lambda_dir)
     bet_low: float = 0.125  # betting rule: equally weighted constant bets, geometric from bet_low to bet_high (Kelly bets of
     bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
     bet_points: int = 3
+
+
+# GateParams field -> config key where they differ (`lambda` is a Python keyword)
+GATE_CONFIG_KEY: dict[str, str] = {"lambda_accept": "lambda"}
+
+
+def gate_params_from_config(gate_cfg: Any) -> GateParams:
+    """GateParams from the `gate` config group (a mapping or attribute object): every field, by name.
+
+    A missing key is an error naming it; values are coerced to the field's type (YAML `3` for a float field)."""
+    import dataclasses
+
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(GateParams):
+        key = GATE_CONFIG_KEY.get(f.name, f.name)
+        try:
+            raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
+        except (KeyError, AttributeError) as exc:
+            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
+        default = f.default
+        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
+    return GateParams(**values)
 
 
 @dataclass(frozen=True)
