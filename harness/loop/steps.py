@@ -200,7 +200,7 @@ def _record_from_json(d: Mapping[str, Any]) -> EvolutionRecord:
     report = [EditApplication(edit=Edit(**a["edit"]), status=a["status"], detail=a["detail"]) for a in d["apply_report"]]
     return EvolutionRecord(task_type=d["task_type"], skill_file=d["skill_file"], old_text=d["old_text"], new_text=d["new_text"],
                            edits=edits, apply_report=report, no_change_reason=d["no_change_reason"], parse_error=d["parse_error"],
-                           usd=d["usd"])
+                           usd=d["usd"], reply_format=d.get("reply_format", ""))
 
 
 @dataclass(frozen=True)
