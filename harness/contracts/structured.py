@@ -30,8 +30,8 @@ JSON_OBJECT_SCHEMA = "json_object_schema"
 REPLY_FORMATS: tuple[str, ...] = (TEXT, JSON_SCHEMA, JSON_OBJECT_SCHEMA)
 STRUCTURED_FORMATS: tuple[str, ...] = (JSON_OBJECT_SCHEMA, JSON_SCHEMA)  # the order the probe tries them
 
-MAX_FIELD_CHARS = 400  # bounds a constrained model's strings (it may otherwise fill max_tokens)
-MAX_DIAGNOSIS_CHARS = 800
+MAX_FIELD_CHARS = 160  # bounds a constrained model's strings (a grammar-constrained reply may take a token per character)
+MAX_DIAGNOSIS_CHARS = 400
 EDIT_OPS = ("add", "replace", "delete")
 
 # the probe's schema admits one value no model writes unasked: only a server that enforces the schema returns it
@@ -78,7 +78,7 @@ EDIT_OPS_JSON_INSTRUCTION = (
     "Reply with one JSON object instead of <edit> blocks: "
     '{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}. '
     '"op" is add, replace or delete; replace and delete quote "old" exactly as it is in the file; '
-    'when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
+    '"no_change" is read only when "edits" is empty: when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
 )
 DIAGNOSIS_JSON_INSTRUCTION = 'Reply with one JSON object instead of the <diagnosis> block: {"diagnosis": "one paragraph"}.'
 
@@ -120,15 +120,16 @@ def parse_diagnosis_json(text: str) -> str:
 
 
 def parse_edit_ops_json(text: str) -> EditOps:
-    """`EditOps` of a `{"edits": [...], "no_change": "..."}` reply; ReplyFormatError names the faulty edit."""
+    """`EditOps` of a `{"edits": [...], "no_change": "..."}` reply; ReplyFormatError names the faulty edit.
+
+    With edits, "no_change" is ignored; without, it must give the reason.
+    """
     obj = _json_object(text)
     edits_value = obj.get("edits", [])
     if not isinstance(edits_value, list):
         raise ReplyFormatError(f'"edits" must be a list, got {type(edits_value).__name__}')
     no_change = _text_field(obj, "no_change", "editor reply")
-    if edits_value and no_change:
-        raise ReplyFormatError('reply has both edits and a "no_change" reason; give one or the other')
-    if not edits_value:
+    if not edits_value:  # "no_change" is read only when there is no edit (the schema makes both fields required)
         if no_change:
             return EditOps(edits=[], no_change=no_change)
         raise ReplyFormatError('expected edits or a "no_change" reason, found neither')

@@ -5,8 +5,8 @@ where the provider enforces a JSON schema, and use the text formats otherwise.
 `reply_format_of` decides that once per (provider, role) with a probe: one
 short request per structured dialect whose schema admits a single value no
 model writes unasked; the first dialect answered with exactly that value is
-the provider's, and a refusal (`bad_request` / `bad_response`) or any other
-reply means "text". The choice is logged and recorded on every
+the provider's, and a refusal (`bad_request` / `bad_response` / `server`) or
+any other reply means "text"; a timeout or a refused connection propagates. The choice is logged and recorded on every
 EvolutionRecord / DiagnosisResult (`reply_format`).
 """
 
@@ -34,8 +34,10 @@ from .prompts import format_retry_message
 T = TypeVar("T")
 log = logging.getLogger("harness.evolution")
 
-PROBE_MAX_TOKENS = 24
-_REFUSALS = frozenset({"bad_request", "bad_response"})  # the provider does not take the request: not structured
+PROBE_MAX_TOKENS = 64  # a constrained reply may take a token per character
+# the provider does not take the request: not structured (llama-cpp-python answers an unknown
+# response_format type with HTTP 500, so a persistent "server" error counts as a refusal here)
+_REFUSALS = frozenset({"bad_request", "bad_response", "server"})
 _FORMATS: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()
 
 
