@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.kernel.types import GateParams
+from harness.kernel.types import GateParams, gate_params_from_config
 from harness.llm.protocol import LLMProvider
 from harness.loop.state import StatePaths
 from harness.questions import Question
@@ -24,23 +24,9 @@ from harness.questions import Question
 progress = logging.getLogger("harness.progress")
 
 
-_GATE_KEY = {"lambda_accept": "lambda"}  # GateParams field -> config key (`gate.lambda` is a real key)
-
-
 def gate_params(gate_cfg: Any) -> GateParams:
-    """GateParams from the `gate` config group: every field, by name; a missing key is an error naming it."""
-    import dataclasses
-
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(GateParams):
-        key = _GATE_KEY.get(f.name, f.name)
-        try:
-            raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
-        except (KeyError, AttributeError) as exc:
-            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
-        default = f.default
-        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
-    return GateParams(**values)
+    """GateParams from the `gate` config group (kernel `gate_params_from_config`)."""
+    return gate_params_from_config(gate_cfg)
 
 
 class Throttle:
@@ -75,6 +61,13 @@ class StageContext:
     @property
     def paths(self) -> StatePaths:
         return StatePaths(self.root, str(self.cfg.train.state_dir), str(self.cfg.benchmark.questions_path), str(self.cfg.pools.path))
+
+    def config_dict(self) -> dict[str, Any]:
+        """The resolved config as plain data (what a checkpoint fingerprints)."""
+        from omegaconf import OmegaConf
+
+        cfg = self.cfg
+        return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)  # type: ignore[return-value]
 
     @property
     def gate(self) -> GateParams:
