@@ -36,14 +36,14 @@ from harness.bench.jsonl import JsonlBenchmark, read_user_questions  # noqa: E40
 from harness.bench.scoring import load_scorer  # noqa: E402
 from harness.config.schema import LLMConfig  # noqa: E402
 from harness.contracts.answers import ANSWER_MODES, STRICT  # noqa: E402
+from harness.contracts.roles import Role  # noqa: E402
+from harness.contracts.solver import DEFAULT_SKILL, skill_path  # noqa: E402
 from harness.contracts.structured import TEXT  # noqa: E402
 from harness.evolution.ask import probe_reply_format  # noqa: E402
 from harness.evolution.diagnose import run_diagnosis  # noqa: E402
 from harness.evolution.evolve import evolve_single_skill  # noqa: E402
 from harness.inference import run_inference  # noqa: E402
 from harness.kernel.types import CaseSample  # noqa: E402
-from harness.contracts.roles import Role  # noqa: E402
-from harness.contracts.solver import DEFAULT_SKILL, skill_path  # noqa: E402
 from harness.llm.local_server import LlamaServer  # noqa: E402
 from harness.llm.openai_provider import OpenAIProvider  # noqa: E402
 from harness.log import HarnessLog  # noqa: E402

@@ -14,11 +14,10 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from harness.kernel.types import CaseSample, DiagnosisResult
-from harness.llm.protocol import LLMProvider, Role
-
 from harness.contracts.evolution import FORMAT_DIAGNOSIS, parse_diagnosis
 from harness.contracts.structured import DIAGNOSIS_JSON_INSTRUCTION, DIAGNOSIS_SCHEMA, parse_diagnosis_json
+from harness.kernel.types import CaseSample, DiagnosisResult
+from harness.llm.protocol import LLMProvider, Role
 
 from .ask import ReplyContract, ask_parsed, reply_format_of
 from .prompts import diagnosis_messages

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
-from harness.llm.protocol import ChatMessage, LLMProvider, Role
-
 from harness.contracts.evolution import FORMAT_EDIT_OPS, EditOps, parse_edit_ops
 from harness.contracts.structured import EDIT_OPS_JSON_INSTRUCTION, edit_ops_schema, parse_edit_ops_json
+from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
+from harness.llm.protocol import ChatMessage, LLMProvider, Role
 
 from .apply import apply_edits
 from .ask import ReplyContract, ask_parsed

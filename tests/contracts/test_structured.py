@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from harness.contracts.evolution import ReplyFormatError
+from harness.contracts.roles import Role
 from harness.contracts.structured import (
     JSON_OBJECT_SCHEMA,
     JSON_SCHEMA,
@@ -16,7 +17,6 @@ from harness.contracts.structured import (
     parse_edit_ops_json,
     response_format,
 )
-from harness.contracts.roles import Role
 from harness.evolution.ask import probe_reply_format
 from harness.sim.provider import SimProvider
 from harness.sim.world import World
