@@ -30,12 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = "kills"
 
 # A child that logs one run (113 params: two param batches, like a real training run). It prints "ready" once
-# mlflow is imported, so the parent's kill lands in database creation or logging, not in interpreter start-up.
+# mlflow, alembic and pandas are imported, so the parent's kill lands in database creation or logging, not in
+# interpreter start-up.
 CHILD = r"""
 import sys, time
 from pathlib import Path
-import mlflow.tracking, pandas
+import mlflow.entities, mlflow.tracking, pandas, pyarrow
+from mlflow.store.db.utils import _get_latest_schema_revision
 from harness.tracking.mlflow_log import log_tracked_run
+_get_latest_schema_revision()  # imports alembic's scripts: start-up, not creation
 sys.path.insert(0, sys.argv[3])
 from test_mlflow_kills import tracked_run
 db, name = Path(sys.argv[1]), sys.argv[2]
@@ -98,23 +101,28 @@ def template_db(tmp_path_factory) -> Path:
 def test_kill_at_random_points_then_relog_leaves_one_finished_run(tmp_path: Path, template_db: Path) -> None:
     trials = int(os.environ.get("HT_MLFLOW_KILL_TRIALS", "10"))
     rng = random.Random(int(os.environ.get("HT_MLFLOW_KILL_SEED", "15")))
-    # calibration: how long creation + logging takes on this machine now (fresh database)
-    (tmp_path / "calibration").mkdir()
-    calib = _child(tmp_path / "calibration" / "mlflow.db", "calibration")
-    _wait_ready(calib)
-    out, err = calib.communicate(timeout=600)
-    assert calib.returncode == 0, err
-    span = float(out.split()[-1])
-    figures = {"trials": trials, "span_s": span, "survived": 0, "duplicates": 0, "zombies": 0, "killed_in": {}}
+    # calibration: how long creation + logging (fresh database) and logging alone take on this machine now
+    spans = {}
+    for kind in ("fresh", "existing"):
+        (tmp_path / kind).mkdir()
+        if kind == "existing":
+            shutil.copy2(template_db, tmp_path / kind / "mlflow.db")
+        calib = _child(tmp_path / kind / "mlflow.db", "calibration")
+        _wait_ready(calib)
+        out, err = calib.communicate(timeout=600)
+        assert calib.returncode == 0, err
+        spans[kind] = float(out.split()[-1])
+    figures = {"trials": trials, "span_s": spans, "survived": 0, "duplicates": 0, "zombies": 0, "killed_in": {}}
     for trial in range(trials):
         workdir = tmp_path / f"trial{trial}"
         workdir.mkdir()
         db = workdir / "mlflow.db"
-        if trial % 2:  # odd trials: the database exists, so the kill lands in logging
+        kind = "existing" if trial % 2 else "fresh"  # odd trials: the database exists, so the kill lands in logging
+        if kind == "existing":
             shutil.copy2(template_db, db)
         child = _child(db, "run")
         _wait_ready(child)
-        time.sleep(rng.uniform(0, span * (1.1 if trial % 2 == 0 else 0.8)))
+        time.sleep(rng.uniform(0, spans[kind]))
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=60)
         state = _state_after_kill(db)
