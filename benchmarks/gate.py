@@ -57,6 +57,9 @@ from harness.kernel.adaptive import AdaptiveBlockPlanner  # noqa: E402
 from harness.kernel.stats import kl_bernoulli_half, log_e_accept, log_lr_direction, mcnemar_one_sided_p  # noqa: E402
 from harness.kernel.types import BlockItem, GateParams  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gate_betting  # noqa: E402
+
 D_VALUES = (0.1, 0.2, 0.4)
 DELTA_POINTS = (-5, -2, 0, 2, 5, 10)
 ALPHA = 0.05
@@ -497,15 +500,20 @@ def same_population_nulls(rng, p: np.ndarray, runs: int, pre_gate_obs: int, caps
     return rows
 
 
-def ladder_nulls(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int, caps):
-    """False accepts of static vs adaptive ordering in population null cells, plus the leak negative control."""
-    populations = (
+def section5_populations(rng, n_questions: int, sd: float):
+    """The null populations of section 5, drawn in this order from `rng`."""
+    return (
         ("identical candidate (q = p, Δ = 0)", Population(*(lambda p: (p, p))(expit(rng.normal(0.0, sd, n_questions))))),
         ("uniform log-odds −2 points", uniform_log_odds_population(rng, n_questions, sd, -2.0)),
         ("uniform log-odds −5 points", uniform_log_odds_population(rng, n_questions, sd, -5.0)),
         ("heterogeneous null (per-question logit effects N(0, 1.5²), Δ = 0)", heterogeneous_null_population(rng, n_questions, sd)),
         ("partial-fix null (hard → ½, mid broken, Δ = 0), no pre-gate prior", partial_fix_null_population(rng, n_questions, sd)),
     )
+
+
+def ladder_nulls(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int, caps):
+    """False accepts of static vs adaptive ordering in population null cells, plus the leak negative control."""
+    populations = section5_populations(rng, n_questions, sd)
     rows = []
     for name, pop in populations:
         # the leak control runs without a pre-gate prior so that the in-gate feed alone drives the order
@@ -674,6 +682,7 @@ def write_report(path: Path, command: str, elapsed: float, sections: dict, setti
         lines.append(f"| {r['label']} | {r['cap']} | {r['fa']:.3f} ± {r['se']:.3f} | {r['mean_pairs']:.0f} | {r['runs']} |")
     lines += [""]
     lines += efficiency_vs_safety_lines(sections, settings)
+    lines += betting_lines(sections["betting"], settings["betting"])
     lines += ["", "## Targets", ""]
     lines += sections["targets"]
     lines += ["", NOTES]
@@ -681,6 +690,142 @@ def write_report(path: Path, command: str, elapsed: float, sections: dict, setti
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return text
+
+
+def _res_cells(res: dict, caps, key="p_accept") -> str:
+    return " | ".join(f"{res[c][key]:.3f} ± {res[c]['se']:.3f}" if key == "p_accept" else f"{res[c][key]:.3f}" for c in caps)
+
+
+def betting_lines(b: dict, bs: dict) -> list[str]:
+    """Sections 8-12: the importance plan + betting e-process (benchmarks/gate_betting.py)."""
+    params = GateParams()
+    caps = bs["caps"]
+    caps_txt = " / ".join(str(c) for c in caps)
+    bets = gate_betting.accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points)
+    lines = [
+        "",
+        "## 8. Importance plan + betting e-process: population nulls (issue 13 item 1)",
+        "",
+        f"Rule `betting` on plan `importance` (GateParams defaults: floor {params.importance_floor}, so importance weights ≤ {1 / params.importance_floor:g}; "
+        f"accept bets {', '.join(f'{x:g}' for x in bets)} capped at 0.95 of 1/bound; reject when the e-process for \"gain ≥ {params.reject_margin}\" "
+        f"reaches e^{-params.lambda_dir}; block {params.block_size}; α = e^-{params.lambda_accept}). Every question of a slot is an independent draw "
+        f"from π (π ∝ √posterior E[p(1−p)] from the pre-gate p̂ of {bs['pre_gate_obs']} non-gate runs per question, floor π ≥ floor/N); "
+        "the e-process bets on Z = (C − B)/(N π), whose mean is the pool's accuracy gain whatever π. Every accept below is a false accept. "
+        "Populations: the trade-off null of section 6 and the nulls of section 5 (the same draws), plus three strata mixes chosen before any run of the rule.",
+        "",
+        f"| population | pop. Δ pts | FA cap {caps[0]} ± SE | FA cap {caps[-1]} ± SE | P(reject) cap {caps[-1]} | mean pairs cap {caps[-1]} | runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in b["validity"]:
+        a, z = r["result"][caps[0]], r["result"][caps[-1]]
+        lines.append(f"| {r['population']} | {r['delta'] * 100:+.2f} | {a['p_accept']:.3f} ± {a['se']:.3f} | {z['p_accept']:.3f} ± {z['se']:.3f} | "
+                     f"{z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
+    eff = b["efficiency"]
+    ref = eff[0]["accept_only"]
+    rand_bet = next((e["accept_only"] for e in eff if e["overrides"].get("importance_floor") == 1.0), None)
+    lines += [
+        "",
+        f"## 9. Importance plan: pairs to accept a uniform +5-point effect (section 4's population), block sizes, correlated arms",
+        "",
+        f"Accept e-process alone (no reject), cap {bs['eff_cap']}; saving vs uniform random order with today's sign statistic (row 1) and vs uniform "
+        "random order with the betting e-process (floor 1); SE by the delta method. Correlated arms: with probability `coupling` a pair's two "
+        "outcomes come from one common uniform (same difficulty draw), which lowers discordance; the plan and e-process are unchanged. "
+        "Last columns: the product rule (accept + reject) at cap 400.",
+        "",
+        f"| plan / statistic | mean pairs to accept ± SE | power within {bs['eff_cap']} | saving vs random, signs | saving vs random, betting | P(accept) cap 400 | P(reject) cap 400 | runs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in eff:
+        o = e["accept_only"]
+        sv = saving_vs_random(o["mean"], o["se"], ref["mean"], ref["se"])
+        sb = saving_vs_random(o["mean"], o["se"], rand_bet["mean"], rand_bet["se"]) if rand_bet else (float("nan"), float("nan"))
+        if e["coupling"]:  # correlated rows compare with the correlated random-signs row
+            same = next((x["accept_only"] for x in eff if x["plan"] == "random-signs" and x["coupling"] == e["coupling"]), None)
+            sv = saving_vs_random(o["mean"], o["se"], same["mean"], same["se"]) if same else sv
+            sb = (float("nan"), float("nan"))
+        pr = e["product"]
+        lines.append(f"| {e['label']} | {o['mean']:.0f} ± {o['se']:.0f} | {o['power']:.3f} | {sv[0]:.1%} ± {sv[1]:.1%} | "
+                     + (f"{sb[0]:.1%} ± {sb[1]:.1%}" if not math.isnan(sb[0]) else "–") + f" | {pr['p_accept']:.3f} | {pr['p_reject']:.3f} | {o['runs']} |")
+    lines += [
+        "",
+        "Correlated rows: the saving column compares with uniform random order + signs under the same coupling.",
+        "",
+        "## 10. Power and the reject side (issue 13 item 6): homogeneous cells",
+        "",
+        f"Every question alike (discordance d, gain Δ; the plan is then uniform, weight 1). `betting` = the new rule (reject: e-process for gain ≥ "
+        f"{params.reject_margin}); `sequential` = today's rule (reject: fixed θ1 = {params.theta1} log-LR ≤ {params.lambda_dir}). Cap {caps_txt}.",
+        "",
+        f"| d | Δ pts | rule | P(accept) cap {caps[0]} ± SE | P(reject) cap {caps[0]} | P(undecided) cap {caps[0]} | mean pairs cap {caps[0]} | "
+        f"P(accept) cap {caps[-1]} | P(reject) cap {caps[-1]} | mean pairs cap {caps[-1]} | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in b["power"]:
+        a, z = r["result"][caps[0]], r["result"][caps[-1]]
+        lines.append(f"| {r['d']:.2f} | {r['delta']:+d} | {r['rule']} | {a['p_accept']:.3f} ± {a['se']:.3f} | {a['p_reject']:.3f} | {a['p_undecided']:.3f} | "
+                     f"{a['mean_pairs']:.0f} | {z['p_accept']:.3f} | {z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
+    lines += [
+        "",
+        "## 11. Infrastructure failures missing not at random (issue 13 item 5)",
+        "",
+        "Strong null (candidate = baseline, section 4's baseline accuracies); infrastructure failures fall ONLY on the candidate's wrong answers. "
+        "`betting` imputes a missing candidate outcome as wrong (so here it sees exactly the outcome that was lost); today's `sequential` on "
+        f"uniform random order drops the pair. The INFRA guard (> {params.infra_max_ratio:.0%} of pairs after {params.infra_min_denominator}) aborts "
+        "in both (column P(infra abort)); an abort installs nothing.",
+        "",
+        f"| share of the candidate's wrong answers lost | infra rate of pairs | rule / plan | FA cap {caps[0]} ± SE | FA cap {caps[-1]} ± SE | P(infra abort) cap {caps[-1]} | runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in b["infra"]:
+        a, z = r["result"][caps[0]], r["result"][caps[-1]]
+        label = "betting / importance (impute against)" if r["plan"] == "importance" else "sequential / random order (drop)"
+        lines.append(f"| {r['share']:.2f} | {r['infra_rate']:.1%} | {label} | {a['p_accept']:.3f} ± {a['se']:.3f} | {z['p_accept']:.3f} ± {z['se']:.3f} | "
+                     f"{z['p_infra']:.3f} | {z['runs']} |")
+    cc = b["cross_check"]
+    lines += [
+        "",
+        "## 12. Cross-check through the production path",
+        "",
+        f"{cc['runs']} gates on section 4's +5 population run end to end through `ImportancePlanner.next_block` → `pair_block` (LeakError guard on "
+        "the planner's informing samples) → `betting_look` at every block end (product default max_pairs): the vectorised decision of sections 8–11 "
+        f"on the same outcomes agreed in {cc['agree']} of {cc['runs']}; {cc['accepts']} accepts, each recorded with the log E that triggered it "
+        f"(≥ λ in {cc['trigger_at_or_above_lambda']} of {cc['accepts']}).",
+    ]
+    return lines
+
+
+def betting_targets(b: dict, bs: dict) -> list[str]:
+    caps = bs["caps"]
+    alpha = math.exp(-GateParams().lambda_accept)
+    worst = max(b["validity"], key=lambda r: max(r["result"][c]["p_accept"] - 2 * r["result"][c]["se"] for c in caps))
+    worst_cell = max(((r, c) for r in b["validity"] for c in caps), key=lambda rc: rc[0]["result"][rc[1]]["p_accept"])
+    ok_all = all(r["result"][c]["p_accept"] - 2 * r["result"][c]["se"] <= alpha for r in b["validity"] for c in caps)
+    eff = b["efficiency"]
+    ref = eff[0]["accept_only"]
+    default = next(e for e in eff if e["plan"] == "importance" and e["overrides"].get("importance_floor") == GateParams().importance_floor)
+    rand_bet = next((e["accept_only"] for e in eff if e["overrides"].get("importance_floor") == 1.0), None)
+    sv = saving_vs_random(default["accept_only"]["mean"], default["accept_only"]["se"], ref["mean"], ref["se"])
+    sb = saving_vs_random(default["accept_only"]["mean"], default["accept_only"]["se"], rand_bet["mean"], rand_bet["se"]) if rand_bet else (float("nan"), 0.0)
+    plus5 = [r for r in b["power"] if r["rule"] == "betting" and r["delta"] == 5]
+    worst_rej = max(r["result"][c]["p_reject"] for r in plus5 for c in caps)
+    infra = [r for r in b["infra"] if r["plan"] == "importance"]
+    infra_worst = max(r["result"][c]["p_accept"] for r in infra for c in caps)
+    infra_worst_se = max(r["result"][c]["se"] for r in infra for c in caps)
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    r0, c0 = worst_cell
+    return [
+        f"- Item 1, betting rule on the importance plan, false accepts ≤ α = {alpha:.4f} (within 2 SE) in every population null of section 8 at caps {caps[0]} and {caps[-1]}: "
+        f"worst {r0['population']} cap {c0}: {r0['result'][c0]['p_accept']:.3f} ± {r0['result'][c0]['se']:.3f} — {mark(ok_all)}.",
+        f"- Item 1, default plan ≥ 20 % fewer pairs than uniform random order (+5 uniform log-odds): {sv[0]:.1%} ± {sv[1]:.1%} vs random order with "
+        f"today's sign statistic — {mark(sv[0] >= 0.2)}; {sb[0]:.1%} ± {sb[1]:.1%} vs random order with the same betting e-process — {mark(sb[0] >= 0.2)}.",
+        f"- Item 5, strong null with up to ~20 % infra failures on the candidate's wrong answers: worst FA {infra_worst:.3f} (SE ≤ {infra_worst_se:.3f}) — "
+        f"{mark(infra_worst <= alpha + 2 * infra_worst_se)}.",
+        f"- Item 6, +5 points rejected in ≤ 20 % of gates at d = 0.2 and 0.4: worst {worst_rej:.3f} — {mark(worst_rej <= 0.2)}; P(accept within the cap) "
+        + "; ".join(f"d {r['d']} Δ {r['delta']:+d}: {r['result'][caps[0]]['p_accept']:.3f} / {r['result'][caps[-1]]['p_accept']:.3f}"
+                    for r in b["power"] if r["rule"] == "betting" and r["delta"] in (5, 10)) + f" (cap {caps[0]} / {caps[-1]}).",
+    ]
 
 
 NOTES = """Notes.
@@ -883,6 +1028,19 @@ def targets(sections: dict, settings: dict) -> list[str]:
     return out
 
 
+def betting_populations(seed: int, uplift: Population, n_questions: int, sd: float) -> dict:
+    """Sections 8-12: the trade-off null of section 6 and the nulls of section 5 re-drawn from their own streams (the same
+    populations), the own strata mixes (stream [seed, 13]), section 4's +5 population and its strong null."""
+    nulls = {"trade-off null of section 6 (helps mid, breaks easy)": trade_off_population(np.random.default_rng([seed, 6]), n_questions, sd)}
+    for name, pop in section5_populations(np.random.default_rng([seed, 5]), n_questions, sd):
+        nulls[name.replace(", no pre-gate prior", "")] = pop
+    out = {name: (pop.p, pop.q) for name, pop in nulls.items()}
+    mix_rng = np.random.default_rng([seed, 13])
+    for label, strata in gate_betting.OWN_MIXES:
+        out[label] = gate_betting.strata_population(mix_rng, n_questions, strata)
+    return {"nulls": out, "uplift": (uplift.p, uplift.q), "strong_null": (uplift.p, uplift.p.copy())}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few runs per cell (CI smoke run, seconds)")
@@ -908,6 +1066,11 @@ def main(argv: list[str] | None = None) -> int:
         same_pop_nulls=dict(runs=args.ladder_runs or args.pop_runs or (8 if quick else 800), caps=(400, 4000)),
         ladder_nulls=dict(runs=pop_runs, caps=(400, 4000)),
         trade_off=dict(runs=pop_runs, n_questions=200, sd=2.5, pre_gate_obs=4, caps=(400, 4000)),
+        betting=dict(
+            caps=(400, 4000), pre_gate_obs=4, null_runs=30 if quick else 1000, eff_runs=30 if quick else 1000, eff_cap=4000,
+            floors=(1.0, 0.5, 0.35, 0.25), blocks=(10, 40), couplings=(0.5,), power_runs=60 if quick else 2000,
+            infra_shares=(0.08, 0.2, 0.36, 0.4), infra_runs=30 if quick else 1000, cross_runs=5 if quick else 100,
+        ),
         seed=args.seed,
         quick=quick,
     )
@@ -933,10 +1096,12 @@ def main(argv: list[str] | None = None) -> int:
     timed("same_pop_nulls", lambda: same_population_nulls(np.random.default_rng([args.seed, 4]), pop.p, sn["runs"], lv["pre_gate_obs"], sn["caps"], keys=tuple(dict.fromkeys(("static", best)))))
     timed("ladder_nulls", lambda: ladder_nulls(np.random.default_rng([args.seed, 5]), settings["ladder_nulls"]["runs"], lv["n_questions"], lv["sd"], lv["pre_gate_obs"], settings["ladder_nulls"]["caps"]))
     timed("trade_off", lambda: trade_off(np.random.default_rng([args.seed, 6]), to["runs"], to["n_questions"], to["sd"], to["pre_gate_obs"], to["caps"]))
+    timed("betting", lambda: gate_betting.timed_sections(lambda k: np.random.default_rng([args.seed, k]), settings["betting"],
+                                                         betting_populations(args.seed, pop, lv["n_questions"], lv["sd"])))
     settings["section_seconds"] = timings
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     settings["cpu_seconds"] = round(sum(u.ru_utime + u.ru_stime for u in usage))
-    sections["targets"] = targets(sections, settings)
+    sections["targets"] = targets(sections, settings) + betting_targets(sections["betting"], settings["betting"])
     command = "python benchmarks/gate.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     text = write_report(args.out, command.strip(), time.time() - started, sections, {k: v for k, v in settings.items()})
     print(text)

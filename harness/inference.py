@@ -79,6 +79,7 @@ class PredictionRecord:
     evidence: str | None = None
     reasoning: str | None = None
     skill_hash: str | None = None
+    parse_mode: str | None = None  # the answer extractor's rule (contracts/answers.ANSWER_MODES); None: no final reply
     trace: tuple[TraceStep, ...] = field(default=(), repr=False)
 
     @property
@@ -108,6 +109,7 @@ class PredictionRecord:
             "evidence": self.evidence,
             "reasoning": self.reasoning,
             "skill_hash": self.skill_hash,
+            "parse_mode": self.parse_mode,
         }
 
     def trace_rows(self) -> list[dict[str, Any]]:
@@ -132,6 +134,7 @@ class InferenceResult:
     usage: Usage
     wall_s: float
     stop_reasons: dict[str, int] = field(default_factory=dict)
+    parse_modes: dict[str, int] = field(default_factory=dict)  # answer-extractor rule -> rollouts (infra rollouts left out)
 
     @property
     def tokens(self) -> int:
@@ -158,8 +161,11 @@ def _aggregate_results(run_id: str, records: list[PredictionRecord], wall_s: flo
     judged = [r for r in records if r.correct is not None]
     n_correct = sum(1 for r in judged if r.correct)
     stop_reasons: dict[str, int] = {}
+    parse_modes: dict[str, int] = {}
     for r in records:
         stop_reasons[r.stop_reason] = stop_reasons.get(r.stop_reason, 0) + 1
+        if r.correct is not None and r.parse_mode is not None:
+            parse_modes[r.parse_mode] = parse_modes.get(r.parse_mode, 0) + 1
     return InferenceResult(
         run_id=run_id,
         records=by_key,
@@ -172,6 +178,7 @@ def _aggregate_results(run_id: str, records: list[PredictionRecord], wall_s: flo
         usage=Usage(sum(r.prompt_tokens for r in records), sum(r.completion_tokens for r in records)),
         wall_s=wall_s,
         stop_reasons=stop_reasons,
+        parse_modes=parse_modes,
     )
 
 
@@ -257,6 +264,7 @@ def _record_from(base: Mapping[str, Any], skill_hash: str | None, result: AgentR
         evidence=_to_text_field(list(result.evidence)) if result.evidence else None,
         reasoning=_to_text_field(result.reasoning),
         skill_hash=skill_hash,
+        parse_mode=result.parse_mode,
         trace=result.trace,
     )
 
@@ -277,6 +285,7 @@ async def run_inference(
     run_kind: str = "inference",
     keep_traces: bool = True,
     flush_every: int = DEFAULT_FLUSH_EVERY,
+    answer_parsing: str = "lenient",
 ) -> InferenceResult:
     """Run, score and log one rollout per (question, sample index).
 
@@ -289,6 +298,7 @@ async def run_inference(
       times with different indices; records are keyed by (qid, sample_index)).
     params: LLM params of every solver call (temperature, max_tokens...; part of the cache key).
     keep_traces: keep each rollout's trace on its in-memory record (always written to `traces`).
+    answer_parsing: "strict" | "lenient" (`benchmark.answer_parsing`, harness/contracts/answers.py).
     """
     if not isinstance(run_id, str) or not run_id.strip():
         raise ValueError("run_inference: run_id is required (got an empty run_id)")
@@ -298,7 +308,7 @@ async def run_inference(
         raise ValueError(f"run_inference: flush_every must be >= 1, got {flush_every}")
     pairs = _expand_samples(questions, sample_indices)
     tree_for = _harness_lookup(harness_tree_for)
-    agent = AgentLoop(llm, max_steps=max_steps, params=params)
+    agent = AgentLoop(llm, max_steps=max_steps, params=params, answer_parsing=answer_parsing)
     semaphore = asyncio.Semaphore(concurrency)
     buffer = _LogBuffer(log, flush_every)
     skill_hashes: dict[tuple[str, str], str] = {}

@@ -59,6 +59,7 @@ INFERENCE_TABLES_SQL: dict[str, str] = {
     reasoning TEXT,
     skill_hash TEXT,
     created_at TEXT NOT NULL DEFAULT {_NOW},
+    parse_mode TEXT,
     PRIMARY KEY (run_id, qid, sample_index)
 )""",
     "traces": """CREATE TABLE IF NOT EXISTS traces (
@@ -99,6 +100,11 @@ INFERENCE_TABLES_SQL: dict[str, str] = {
 }
 
 PREDICTION_KEY = ("run_id", "qid", "sample_index")
+# columns added after a table's first release: (table, column, type); a writer adds them to an older file,
+# readers see them missing in older files (rows then lack the key)
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("predictions", "parse_mode", "TEXT"),  # the answer extractor's rule (harness/contracts/answers.py)
+)
 
 
 class RunLogError(RuntimeError):
@@ -132,6 +138,10 @@ class HarnessLog:
             try:
                 for ddl in INFERENCE_TABLES_SQL.values():
                     self._conn.execute(ddl)
+                for table, column, kind in ADDED_COLUMNS:  # a log written before the column existed
+                    present = {r["name"] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in present:
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")

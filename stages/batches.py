@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_batches
+        from harness.loop.stages.batches import stage_batches
 
         stage_batches(ctx, args.epoch, args.prev, args.pools, args.out)
 

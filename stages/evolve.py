@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_evolve
+        from harness.loop.stages.evolve import stage_evolve
 
         stage_evolve(ctx, args.epoch, args.step, args.prev, args.rollout, args.out)
 

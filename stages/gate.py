@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_gate
+        from harness.loop.stages.gate import stage_gate
 
         stage_gate(ctx, args.epoch, args.step, args.prev, args.rollout, args.evolve, args.out)
 

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_holdout
+        from harness.loop.stages.holdout import stage_holdout
 
         stage_holdout(ctx, args.final, args.pools, args.out)
 

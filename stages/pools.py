@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_pools
+        from harness.loop.stages.pools import stage_pools
 
         stage_pools(ctx, args.questions, args.out_pools, args.out_init)
 

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_prepare
+        from harness.loop.stages.prepare import stage_prepare
 
         stage_prepare(ctx, args.out)
 

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_rollout
+        from harness.loop.stages.rollout import stage_rollout
 
         stage_rollout(ctx, args.epoch, args.step, args.prev, args.batches, args.out)
 

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def call(ctx, cfg) -> None:
-        from harness.loop.steps import stage_slow
+        from harness.loop.stages.slow import stage_slow
 
         rollouts = [args.epoch_dir / f"s{step}" / "rollout" for step in range(1, int(cfg.train.steps_per_epoch) + 1)]
         stage_slow(ctx, args.epoch, args.last_gate, rollouts, args.out)

@@ -191,3 +191,20 @@ def test_closed_log_refuses(tmp_path):
     lg.close()  # idempotent
     with pytest.raises(RunLogError, match="closed"):
         lg.query("SELECT 1")
+
+
+def test_a_log_written_before_parse_mode_stays_readable_and_gets_the_column(tmp_path):
+    old = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(old)
+    old_ddl = INFERENCE_TABLES_SQL["predictions"].replace("    parse_mode TEXT,\n", "")
+    assert "parse_mode" not in old_ddl
+    conn.execute(old_ddl)
+    conn.execute("INSERT INTO predictions (run_id, qid, sample_index, predicted) VALUES ('r', 'q1', 0, 'B')")
+    conn.commit()
+    conn.close()
+    [row] = RunLogReader(old).predictions()
+    assert row["predicted"] == "B" and "parse_mode" not in row  # the reader never changes an old file
+    with HarnessLog(old) as log:  # a resumed writer adds the column
+        log.insert("predictions", [{"run_id": "r", "qid": "q2", "sample_index": 0, "predicted": "C", "parse_mode": "leading_letter"}])
+    rows = RunLogReader(old).predictions()
+    assert [(r["qid"], r["parse_mode"]) for r in rows] == [("q1", None), ("q2", "leading_letter")]

@@ -8,6 +8,12 @@ recorded and shown to the model as a <tool_result> with an ERROR line; they
 never raise. A failed LLM call ends the rollout with stop_reason "error"
 and `infra=True` (it says nothing about the harness).
 
+Answers are read by harness/contracts/answers.py: an `ANSWER:` line ends the
+rollout at once (even next to a tool call); a reply with neither an ANSWER
+line nor a tool call is read by the fallback rules when `answer_parsing` is
+"lenient" and is no answer under "strict". `AgentResult.parse_mode` names the
+rule that read the final reply.
+
 Sample indices: LLM call k (0-based) of sample s uses `step_sample_index(s, k)
 = s * STEP_STRIDE + k`, so every call of a rollout is a distinct,
 reproducible sample and a new s gives fresh samples at every step.
@@ -24,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.bench.protocol import ToolDispatch, UnknownToolError
+from harness.contracts.answers import NONE, STRICT, extract_answer
 from harness.contracts.solver import (
-    parse_answer,
     render_question,
     render_system_message,
 )
@@ -87,14 +93,18 @@ class AgentResult:
     infra: bool  # the rollout failed for infrastructure reasons: no evidence about the harness
     reasoning: str | None = None  # the last assistant message
     evidence: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # tool calls and their results
+    parse_mode: str | None = None  # the extractor's rule for the final reply (contracts/answers.ANSWER_MODES); None: no reply
 
 
 class AgentLoop:
     """Runs the solver; holds only configuration, so one instance serves concurrent rollouts."""
 
-    def __init__(self, llm: LLMProvider, *, max_steps: int = 4, params: Mapping[str, Any] | None = None, role: Role = Role.SOLVER):
+    def __init__(self, llm: LLMProvider, *, max_steps: int = 4, params: Mapping[str, Any] | None = None, role: Role = Role.SOLVER,
+                 answer_parsing: str = "lenient"):
         if not 1 <= max_steps < STEP_STRIDE:
             raise ValueError(f"max_steps must be in [1, {STEP_STRIDE}), got {max_steps}")
+        extract_answer("", (), answer_parsing)  # a bad mode fails here, not in the first rollout
+        self.answer_parsing = answer_parsing
         self.llm = llm
         self.max_steps = max_steps
         self.params = dict(params or {})
@@ -134,7 +144,8 @@ class AgentLoop:
         def note(kind: str, content: str) -> None:
             trace.append(TraceStep(len(trace), kind, content))
 
-        def finish(stop_reason: StopReason, n_steps: int, *, answer: str | None = None, error: str | None = None) -> AgentResult:
+        def finish(stop_reason: StopReason, n_steps: int, *, answer: str | None = None, error: str | None = None,
+                   parse_mode: str | None = None) -> AgentResult:
             return AgentResult(
                 answer=answer,
                 trace=tuple(trace),
@@ -147,6 +158,7 @@ class AgentLoop:
                 infra=stop_reason == "error",
                 reasoning=reasoning,
                 evidence=tuple(evidence),
+                parse_mode=parse_mode,
             )
 
         for step in range(self.max_steps):
@@ -170,9 +182,9 @@ class AgentLoop:
             note(ASSISTANT, text)
             messages.append(ChatMessage("assistant", text))
 
-            answer = parse_answer(text)
-            if answer is not None:  # a final answer ends the rollout, even next to a tool call
-                return finish("answer", step + 1, answer=answer)
+            strict = extract_answer(text, question.choices, STRICT)
+            if strict.mode != NONE:  # an ANSWER line ends the rollout, even next to a tool call
+                return finish("answer" if strict.answered else "no_answer", step + 1, answer=strict.answer, parse_mode=strict.mode)
             try:
                 call = parse_tool_call(text)
             except ToolCallFormatError as exc:
@@ -180,13 +192,14 @@ class AgentLoop:
                 note(TOOL_ERROR, str(exc))
                 evidence.append({"tool": None, "error": str(exc)})
             else:
-                if call is None:
-                    return finish("no_answer", step + 1)
+                if call is None:  # neither an ANSWER line nor a tool call: the fallback rules may read it
+                    read = extract_answer(text, question.choices, self.answer_parsing)
+                    return finish("answer" if read.answered else "no_answer", step + 1, answer=read.answer, parse_mode=read.mode)
                 name = call.name
                 note(TOOL_CALL, json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, default=str))
                 result_text = await self._dispatch(tool_dispatch, call.name, call.arguments, note, evidence)
             messages.append(ChatMessage("user", render_tool_result(name, result_text)))
-        return finish("max_steps", self.max_steps)
+        return finish("max_steps", self.max_steps, parse_mode=NONE)
 
     async def _dispatch(self, tool_dispatch: ToolDispatch | None, name: str, arguments: dict[str, Any], note, evidence: list) -> str:
         """Run one tool call; any failure becomes an ERROR result (recorded, never raised)."""

@@ -1,35 +1,26 @@
 """Scoring a predicted answer against a question's answer.
 
 Multiple choice: the predicted text is reduced to a choice letter ("B",
-"(B)", "B.", "B) text", or the exact text of a choice) and compared with the
-answer letter. Free form: "exact" (surrounding whitespace ignored) or
-"normalized" (SQuAD-style: case, punctuation, articles, whitespace). A
-custom scorer is named by import path "package.module:function" and called
-as `function(question, predicted) -> bool`.
+"(B)", "B.", "B) text", or the exact text of a choice) by the answer
+extractor's `designated_letter` and compared with the answer letter. Free
+form: "exact" (surrounding whitespace ignored) or "normalized" (SQuAD-style:
+case, punctuation, articles, whitespace). A custom scorer is named by import
+path "package.module:function" and called as `function(question, predicted) -> bool`.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
-import string
 from collections.abc import Callable
 
 from harness.bench.protocol import Scorer
-from harness.contracts.solver import LETTERS
+from harness.contracts.answers import designated_letter, normalize_text
 from harness.questions import Question
 
 BUILTIN_SCORERS = ("exact", "normalized")
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
-_LETTER_FORMS = re.compile(r"^\(?\s*([A-Za-z])\s*(?:[).:]|$)(.*)$", re.DOTALL)
-
-
-def normalize_text(text: str) -> str:
-    """Lower case, punctuation removed, articles removed, whitespace collapsed."""
-    lowered = text.lower().translate(_PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", lowered).split())
+# which choice a predicted text designates is the answer extractor's rule (harness/contracts/answers.py)
+predicted_letter = designated_letter
 
 
 def exact_match(predicted: str | None, answer: str) -> bool:
@@ -38,20 +29,6 @@ def exact_match(predicted: str | None, answer: str) -> bool:
 
 def normalized_match(predicted: str | None, answer: str) -> bool:
     return predicted is not None and normalize_text(predicted) == normalize_text(answer)
-
-
-def predicted_letter(predicted: str | None, choices: tuple[str, ...]) -> str | None:
-    """The choice letter `predicted` designates, or None when it designates none."""
-    if predicted is None:
-        return None
-    text = predicted.strip()
-    valid = LETTERS[: len(choices)]
-    match = _LETTER_FORMS.match(text)
-    if match and match.group(1).upper() in valid:
-        return match.group(1).upper()
-    wanted = normalize_text(text)
-    hits = [LETTERS[i] for i, choice in enumerate(choices) if normalize_text(choice) == wanted]
-    return hits[0] if len(hits) == 1 else None
 
 
 def choice_match(question: Question, predicted: str | None) -> bool:

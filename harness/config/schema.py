@@ -29,6 +29,7 @@ class BenchmarkConfig:
     scorer: str = "exact"  # "exact" | "normalized" | "<module>:<function>"
     task_types: list[str] = field(default_factory=list)  # empty = take the task types found in the file
     questions_path: str = "data/questions.parquet"
+    answer_parsing: str = "lenient"  # "strict" (ANSWER: line only) | "lenient" (+ fallbacks, harness/contracts/answers.py)
     # the file the questions come from, prepare's DVC dependency: ${benchmark.path} (jsonl), the conf file (sim)
     source: Optional[str] = None
 

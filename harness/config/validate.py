@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config.errors import ConfigError, Violation
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
+from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
 
 BENCHMARKS = ("sim", "jsonl")
@@ -129,6 +130,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.check("benchmark.task_types", lambda v: len(set(v)) == len(v) and all(isinstance(t, str) and t for t in v),
             "task types must be distinct non-empty strings")
     c.non_empty_str("benchmark.questions_path")
+    c.one_of("benchmark.answer_parsing", ANSWER_PARSING_MODES)
     # llm
     c.one_of("llm.provider", PROVIDERS)
     c.non_empty_str("llm.model")

@@ -17,9 +17,9 @@ editor writes.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from harness.contracts.answers import parse_answer  # noqa: F401  (the ANSWER line is read by the answer extractor)
 from harness.questions import LETTERS
 
 SYSTEM_PROMPT_PATH = "system_prompt.md"
@@ -44,7 +44,6 @@ PROTOCOL_HEAD = PROTOCOL_TEXT.split("\n", 2)[1]  # "To call a tool, reply with e
 QUESTION_PREFIX = "Question: "
 CHOICES_HEADING = "Choices:"
 
-_ANSWER_RE = re.compile(r"^\s*ANSWER\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 
 
 def skill_path(task_type: str) -> str:
@@ -92,8 +91,3 @@ def question_text_of(user_message: str) -> str | None:
     first = user_message.split(f"\n\n{CHOICES_HEADING}", 1)[0]
     return first[len(QUESTION_PREFIX.rstrip()) :].strip()
 
-
-def parse_answer(text: str) -> str | None:
-    """The last `ANSWER:` line's value, or None when there is none."""
-    matches = _ANSWER_RE.findall(text or "")
-    return matches[-1].strip() if matches else None

@@ -36,7 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Optional
 
 from harness.kernel.gate import LeakError
-from harness.kernel.ladder import GatePools, anchors_per_block, check_block_params
+from harness.kernel.ladder import GatePools, anchors_per_block, check_block_params, order_key
 from harness.kernel.types import BlockItem, GateParams
 
 __all__ = ["AdaptiveBlockPlanner"]
@@ -168,7 +168,7 @@ class AdaptiveBlockPlanner:
             for q in self._ladder_pool
             if self._n_obs[q] < p.ladder_drop_min_obs or p.p_low <= self.posterior_mean(q) <= p.p_high
         ]
-        return sorted(kept, key=lambda q: -self.score(q))
+        return sorted(kept, key=lambda q: -order_key(self.score(q)))  # exact ties keep pool order
 
     # -- the plan ----------------------------------------------------------------------------
     def next_block(self, baseline_outcomes_so_far: Sequence[Optional[bool]]) -> Optional[list[BlockItem]]:

@@ -32,12 +32,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
+from harness.kernel.types import PairResult
+
 __all__ = [
+    "BettingLook",
     "accept_bets",
+    "betting_look",
     "bet_limit",
     "conservative_difference",
     "log_wealth_path",
@@ -62,23 +67,28 @@ def bet_limit(bound: float, null_mean: float, *, side: int) -> float:
     raise ValueError(f"betting: side must be +1 or -1, got {side!r}")
 
 
-def _grid(limit: float, points: int, low_share: float) -> np.ndarray:
+def _grid(limit: float, low: float, high: float, points: int) -> np.ndarray:
     if int(points) != points or points < 1:
-        raise ValueError(f"betting: bet grid points must be an integer >= 1, got {points!r}")
-    if not 0.0 < low_share <= BET_CAP:
-        raise ValueError(f"betting: lowest bet share must be in (0, {BET_CAP}], got {low_share!r}")
-    # geometric grid from low_share to BET_CAP of the limit: small effects need small bets, big ones big bets
-    return limit * np.geomspace(low_share, BET_CAP, int(points)) if points > 1 else np.array([limit * low_share])
+        raise ValueError(f"gate.bet_points must be an integer >= 1, got {points!r}")
+    if not 0.0 < low <= high:
+        raise ValueError(f"gate.bet_low / gate.bet_high must satisfy 0 < bet_low <= bet_high, got {low!r}, {high!r}")
+    grid = np.geomspace(low, high, int(points)) if points > 1 else np.array([low])
+    # never more than BET_CAP of the largest safe bet: one pair can cost at most that share of the wealth
+    return np.unique(np.minimum(grid, BET_CAP * limit))
 
 
-def accept_bets(bound: float, points: int = 8, low_share: float = 0.05) -> np.ndarray:
-    """Positive bets of the accept e-process (H0: Delta <= 0) for |Z| <= bound."""
-    return _grid(bet_limit(bound, 0.0, side=1), points, low_share)
+def accept_bets(bound: float, low: float = 0.125, high: float = 0.5, points: int = 3) -> np.ndarray:
+    """Positive bets of the accept e-process (H0: Delta <= 0) for |Z| <= bound.
+
+    Default grid 0.125, 0.25, 0.5: the Kelly bets Delta / E[Z^2] of the gains worth
+    installing (+5 to +10 points at discordance 0.2 to 0.4), capped for the bound.
+    """
+    return _grid(bet_limit(bound, 0.0, side=1), low, high, points)
 
 
-def reject_bets(bound: float, margin: float, points: int = 8, low_share: float = 0.05) -> np.ndarray:
+def reject_bets(bound: float, margin: float, low: float = 0.125, high: float = 0.5, points: int = 3) -> np.ndarray:
     """Negative bets of the reject e-process (H0': Delta >= margin) for |Z| <= bound."""
-    return -_grid(bet_limit(bound, margin, side=-1), points, low_share)
+    return -_grid(bet_limit(bound, margin, side=-1), low, high, points)
 
 
 def conservative_difference(baseline: Optional[bool], candidate: Optional[bool]) -> int:
@@ -127,17 +137,77 @@ def log_wealth_path(z, bets, null_mean: float = 0.0, bound: Optional[float] = No
     return top + np.log(np.mean(np.exp(paths - top[..., None]), axis=-1))
 
 
+@dataclass(frozen=True)
+class BettingLook:
+    """The two e-processes of the betting rule after the pairs so far (see module doc)."""
+
+    log_e: float  # accept e-process (H0: gain <= 0) at the last pair
+    log_e_trigger: float  # accept e-process at its first crossing of lambda_accept (nan when it never crossed)
+    log_e_reject: float  # reject e-process (H0': gain >= reject_margin) at the last pair
+    reject_peak: float  # its running maximum
+    accept_crossed: bool
+    reject_crossed: bool
+    bound: float
+    mean_difference: float  # importance-weighted mean of Z (an unbiased estimate of the gain)
+
+
+def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
+    """Both e-processes over `pairs` in their planned order; infra imputed against the candidate.
+
+    Every pair must carry the same `weight_bound` (the plan's, fixed before the
+    gate); accept crossing = log E >= params.lambda_accept at some pair, reject
+    crossing = the reject e-process >= -params.lambda_dir at some pair (both
+    anytime-valid by Ville, so a look at a block end may use any pair inside).
+    """
+    if not pairs:
+        return BettingLook(0.0, math.nan, 0.0, 0.0, False, False, 1.0, 0.0)
+    bounds = {pair.weight_bound for pair in pairs}
+    if len(bounds) != 1:
+        raise ValueError(f"betting rule: the pairs of one gate carry different weight bounds {sorted(bounds)}; the plan fixes one before the gate")
+    bound = bounds.pop()
+    if params.lambda_dir >= 0:
+        raise ValueError(f"gate.lambda_dir must be < 0, got {params.lambda_dir!r}")
+    if not 0.0 < params.reject_margin < bound:
+        raise ValueError(f"gate.reject_margin must be in (0, {bound}), got {params.reject_margin!r}")
+    z = weighted_differences([p.baseline for p in pairs], [p.candidate for p in pairs], [p.weight for p in pairs], bound)
+    accept = log_wealth_path(z, accept_bets(bound, params.bet_low, params.bet_high, params.bet_points), 0.0, bound)
+    reject = log_wealth_path(
+        z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound
+    )
+    crossed = np.flatnonzero(accept >= params.lambda_accept)
+    return BettingLook(
+        log_e=float(accept[-1]),
+        log_e_trigger=float(accept[crossed[0]]) if crossed.size else math.nan,
+        log_e_reject=float(reject[-1]),
+        reject_peak=float(np.max(reject)),
+        accept_crossed=bool(crossed.size),
+        reject_crossed=bool(np.max(reject) >= -params.lambda_dir),
+        bound=bound,
+        mean_difference=float(np.mean(z)),
+    )
+
+
 def log_wealth_final(z, bets, null_mean: float = 0.0) -> float:
     """log mixture wealth after all of `z` (1-D); -inf never occurs (bets sized by the caller)."""
     path = log_wealth_path(np.asarray(z, dtype=float).reshape(-1), bets, null_mean)
     return float(path[-1]) if path.size else 0.0
 
 
-def growth_rate(mean: float, second_moment: float, bet: float) -> float:
-    """Second-order expected log growth per pair of a constant bet: lam*mean - lam^2*second_moment/2."""
-    return bet * mean - bet * bet * second_moment / 2.0
+def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> tuple[str, str, float]:
+    """(action, reason, log E to record) of the betting rule at a block end.
 
-
-def kelly_bet(mean: float, second_moment: float) -> float:
-    """Second-order Kelly bet mean / E[Z^2] (0 when E[Z^2] = 0)."""
-    return mean / second_moment if second_moment > 0 else 0.0 if math.isfinite(mean) else 0.0
+    Accept when the accept e-process crossed exp(lambda_accept) at some pair
+    (recorded log E: its value at the first crossing, the one that triggered
+    the accept); reject when the reject e-process crossed exp(-lambda_dir);
+    else continue, or `params.undecided` when `final`.
+    """
+    look = betting_look(pairs, params)
+    if look.accept_crossed:
+        return "accept", (f"betting: log E reached {look.log_e_trigger:.3f} >= lambda {params.lambda_accept} "
+                          f"(weighted mean gain {look.mean_difference:+.4f}, weight bound {look.bound:.3f})"), look.log_e_trigger
+    if look.reject_crossed:
+        return "reject", (f"betting: the e-process for gain >= {params.reject_margin} reached log {look.reject_peak:.3f} "
+                          f">= {-params.lambda_dir} (weighted mean gain {look.mean_difference:+.4f})"), look.log_e
+    if final:
+        return str(params.undecided), f"undecided: log E = {look.log_e:.3f}, reject log E = {look.log_e_reject:.3f} at the end of the budget", look.log_e
+    return "continue", "no boundary crossed", look.log_e

@@ -106,7 +106,8 @@ def pair_block(
                 f"pair_block: sample {item.sample_index} of {item.qid!r} informed the ladder's p_hat; "
                 "a gate pair needs a fresh sample (no-leak rule 2)"
             )
-        pairs.append(PairResult(item.qid, base, cand, sample_index=item.sample_index, anchor=item.anchor, weight=item.weight))
+        pairs.append(PairResult(item.qid, base, cand, sample_index=item.sample_index, anchor=item.anchor, weight=item.weight,
+                                    weight_bound=item.weight_bound))
     return pairs
 
 

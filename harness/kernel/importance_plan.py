@@ -63,6 +63,8 @@ def floor_probabilities(scores: Sequence[float], floor: float) -> np.ndarray:
     pi = np.full(n, 1.0 / n)
     for _ in range(n):
         free = ~fixed
+        if not free.any():  # cannot happen for floor <= 1; kept so the loop always ends with a distribution
+            break
         total = s[free].sum()
         if total <= 0:  # nothing informative left: the free mass is spread evenly
             pi = np.where(fixed, level, (1.0 - level * fixed.sum()) / free.sum())
@@ -81,7 +83,8 @@ class ImportancePlanner:
 
     Same loop contract as `AdaptiveBlockPlanner`: `next_block(baseline_outcomes_so_far)`
     (ignored: pi is fixed for the gate), `final`, `informing_samples()`. Each
-    BlockItem carries its importance weight 1 / (N pi_i); `bound` = 1 / floor.
+    BlockItem carries its importance weight 1 / (N pi_i) and `bound`, the largest
+    weight of the plan (<= 1 / floor), fixed before the gate.
     """
 
     def __init__(
@@ -115,7 +118,7 @@ class ImportancePlanner:
         self.probabilities = floor_probabilities(scores, floor)
         n = len(self._pool)
         self._weights = 1.0 / (n * self.probabilities)
-        self.bound = 1.0 / self.floor
+        self.bound = float(np.max(self._weights))  # <= 1 / floor; known before the first slot
         self._cumulative = np.cumsum(self.probabilities)
         self._rng = random.Random(seed)
         self._next_index = first_sample_index
@@ -157,7 +160,7 @@ class ImportancePlanner:
             used = self._informing.get(qid, frozenset())
             while self._next_index in used:
                 self._next_index += 1
-            block.append(BlockItem(qid, self._next_index, anchor=True, weight=float(self._weights[row])))
+            block.append(BlockItem(qid, self._next_index, anchor=True, weight=float(self._weights[row]), weight_bound=self.bound))
             self._next_index += 1
         self._issued.extend(block)
         return block

@@ -8,7 +8,8 @@ that fed it. Ordering happens only when a ladder is taken:
 - cold (`warm=False`): wrong-first 2:1 interleave of observed questions
   (p_hat < 1/2 counts as wrong, else right) with one never-observed probe
   question after every `probe_every` interleaved ones;
-- warm (`warm=True`): by information p_hat(1 - p_hat) descending (stable,
+- warm (`warm=True`): by information p_hat(1 - p_hat) descending (exact ties, see
+  `order_key`, keep storage order;
   never-observed questions count as p_hat = 1/2), dropping questions with
   p_hat outside [p_low, p_high] (they carry no information).
 
@@ -34,6 +35,14 @@ from typing import Optional
 from harness.kernel.types import BlockItem, GateParams
 
 GATE_RUN_MARKER = "_gate_"
+# information scores are compared after rounding to this many decimals: values equal but for floating-point
+# noise (p(1 - p) of 0.3 and of 0.7 differ in the 17th digit) tie exactly and keep storage (pool) order
+ORDER_DIGITS = 12
+
+
+def order_key(score: float) -> float:
+    """The comparison key of an information score: rounded to ORDER_DIGITS, so ties are exact."""
+    return round(float(score), ORDER_DIGITS)
 FORMAT_VERSION = 1
 
 
@@ -141,7 +150,7 @@ class GatePools:
         entries = [e for e in self._require(task_type) if e.qid not in exclude]
         if warm:
             kept = [e for e in entries if e.p_hat is None or params.p_low <= e.p_hat <= params.p_high]
-            return [e.qid for e in sorted(kept, key=lambda e: -e.information)]
+            return [e.qid for e in sorted(kept, key=lambda e: -order_key(e.information))]
         return cold_order(entries, probe_every=params.probe_every)
 
     # -- serialization (the file: harness/loop/persistence.py) -------------------------------------------------------------------------

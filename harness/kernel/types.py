@@ -28,6 +28,7 @@ class BlockItem:
     sample_index: int
     anchor: bool = False  # drawn uniformly from the whole validation pool, not from the ladder
     weight: float = 1.0  # importance weight 1 / (N pi) of a randomised plan (kernel/importance_plan.py); 1 = uniform
+    weight_bound: float = 1.0  # the plan's largest weight, fixed before the gate: the betting e-process sizes its bets for it
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class PairResult:
     sample_index: int = 0  # the candidate sample used in this pair
     anchor: bool = False  # drawn from the anchor stratum
     weight: float = 1.0  # importance weight of its slot (BlockItem.weight)
+    weight_bound: float = 1.0  # BlockItem.weight_bound
 
     @property
     def infra(self) -> bool:
@@ -93,6 +95,12 @@ class GateParams:
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
     probation_settlement: str = "snapshot"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
+    # population-valid gate (issue 13; harness/kernel/importance_plan.py, betting.py)
+    importance_floor: float = 0.5  # importance plan: pi_i >= floor / N, so importance weights <= 1 / floor (1 = uniform random order)
+    reject_margin: float = 0.03  # betting rule: reject once the e-process for "gain >= margin" crosses exp(-lambda_dir)
+    bet_low: float = 0.125  # betting rule: equally weighted constant bets, geometric from bet_low to bet_high (Kelly bets of
+    bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
+    bet_points: int = 3
 
 
 @dataclass(frozen=True)

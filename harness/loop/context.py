@@ -76,6 +76,13 @@ class StageContext:
     def paths(self) -> StatePaths:
         return StatePaths(self.root, str(self.cfg.train.state_dir), str(self.cfg.benchmark.questions_path), str(self.cfg.pools.path))
 
+    def config_dict(self) -> dict[str, Any]:
+        """The resolved config as plain data (what a checkpoint fingerprints)."""
+        from omegaconf import OmegaConf
+
+        cfg = self.cfg
+        return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)  # type: ignore[return-value]
+
     @property
     def gate(self) -> GateParams:
         return gate_params(self.cfg.gate)

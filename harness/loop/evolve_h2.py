@@ -37,11 +37,10 @@ import asyncio
 import difflib
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from harness.atomic import atomic_write_json
 from harness.h2.loop_bridge import AsRole, SkillStepTask, rollout_of
 from harness.h2.roles import Roles
 from harness.h2.surfaces import NATIVE
@@ -49,6 +48,7 @@ from harness.h2.validator import validate_tree
 from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord
 from harness.log import HarnessLog, RunLogReader
 from harness.llm.protocol import Role
+from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, SkippedDoc, write_document
 from harness.loop.state import RUNLOG, mark_done
 from harness.tree import HarnessTree
 
@@ -104,8 +104,8 @@ def h2_roles(llm: Any) -> Roles:
 class SkillRound:
     """The result of one skill's round, as the evolve stage records it."""
 
-    candidate: Optional[dict[str, Any]]  # evolve.json candidate (None: skipped)
-    skipped: Optional[dict[str, Any]]
+    candidate: Optional[CandidateDoc]  # None: skipped
+    skipped: Optional[SkippedDoc]
     usd: float  # the round's ledger total (editor/selector sessions + probe executions)
     rollouts: int  # probe executions (the shared base rollout excluded: paid in the step)
     sessions: int
@@ -140,7 +140,7 @@ async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[st
 
     cfg, qs = ctx.cfg, ctx.questions()
     key = skill_key(skill_file)
-    info = {"task_type": group[0], "task_types": list(group), "skill_file": skill_file}
+    info = {"task_type": group[0], "task_types": list(group), "skill_file": skill_file}  # SkippedDoc/CandidateDoc head
     failing = [c.qid for c in cases if not c.correct and c.task_type in group]
     passing = [q for q in qids if qs[q].task_type in group and outcomes.get(q) is True]
     probe = probe_qids(failing, passing, int(cfg.evolve.h2_probe_questions), f"{cfg.train.seed}|{epoch}|{step}|{key}")
@@ -154,8 +154,8 @@ async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[st
     )
     verdict = validate_tree(tree, NATIVE, adapter_checks=(task.validate_tree,))
     if not verdict.ok:
-        return SkillRound(None, {**info, "action": "skipped_h2_invalid_base",
-                                 "reason": "the step's harness fails the native surface: " + "; ".join(verdict.errors[:3])}, 0.0, 0, 0)
+        return SkillRound(None, SkippedDoc(**info, action="skipped_h2_invalid_base",
+                                           reason="the step's harness fails the native surface: " + "; ".join(verdict.errors[:3])), 0.0, 0, 0)
     run_tag = run_tag_for(ctx.run_name, epoch, step)
     base_rollout = _base_rollout(task, run_tag, reader, step_run_id)
     result = await improve_task(
@@ -179,26 +179,24 @@ async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[st
         detail = s["selection"].get("why") or s["selection"].get("error") or ""
         if s["budget"].get("tripped"):
             detail = f"budget gate: {s['budget']['tripped']}"
-        return SkillRound(None, {**info, "action": "skipped_no_change", "reason": f"{why} ({s['selection'].get('method')}{': ' + detail if detail else ''})",
-                                 "edits_proposed": 0, "h2": h2_info}, ledger["total_usd"], probe_rollouts, ledger["sessions"])
+        return SkillRound(None, SkippedDoc(**info, action="skipped_no_change", reason=f"{why} ({s['selection'].get('method')}{': ' + detail if detail else ''})",
+                                           edits_proposed=0, h2=h2_info), ledger["total_usd"], probe_rollouts, ledger["sessions"])
     max_chars = int(cfg.evolve.max_skill_chars)
     if len(new_text) > max_chars:
-        return SkillRound(None, {**info, "action": "skipped_too_long", "reason": f"delivered skill is {len(new_text)} chars > evolve.max_skill_chars {max_chars}",
-                                 "h2": h2_info}, ledger["total_usd"], probe_rollouts, ledger["sessions"])
+        return SkillRound(None, SkippedDoc(**info, action="skipped_too_long", reason=f"delivered skill is {len(new_text)} chars > evolve.max_skill_chars {max_chars}",
+                                           h2=h2_info), ledger["total_usd"], probe_rollouts, ledger["sessions"])
     rec = record_from_delivered(group[0], skill_file, skill_text, new_text, notes=_notes(s), usd=ledger["total_usd"])
     # the editors saw the probe questions: like a case pack, they stay out of the gate's ladder slots
-    from harness.loop.steps import _record_to_json
-
-    cand = {**info, "case_qids": probe, "record": _record_to_json(rec), "h2": h2_info}
+    cand = CandidateDoc(**info, case_qids=probe, record=rec, h2=h2_info)
     return SkillRound(cand, None, ledger["total_usd"], probe_rollouts, ledger["sessions"])
 
 
 def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
     """`stage_evolve` under `evolve.method=h2` (same inputs, same evolve.json contract; see the module docstring)."""
     from harness.loop.gating import skill_key
-    from harness.loop.steps import begin_evolve, evolve_inputs, progress
+    from harness.loop.stages.evolve import begin_evolve, evolve_inputs, progress
 
-    begun = begin_evolve(prev_state, rollout, out, stopped_doc={"method": "h2"})
+    begun = begin_evolve(prev_state, rollout, out, method="h2")
     if begun is None:
         return
     prev, out, ro_doc = begun
@@ -206,14 +204,13 @@ def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: 
     state, run_id, outcomes, reader, cases, tree = inp.state, inp.run_id, inp.outcomes, inp.reader, inp.cases, inp.tree
     llm = ctx.llm()
     todo: list[tuple[str, list[str]]] = []
-    skipped: list[dict[str, Any]] = []
+    skipped: list[SkippedDoc] = []
     for f, tts in inp.groups:
         key = skill_key(f)
-        info = {"task_type": tts[0], "task_types": tts, "skill_file": f}
         if state.gate_cooldown.get(key, 0) > 0:
-            skipped.append({**info, "action": "skipped_cooldown", "reason": f"cooldown {state.gate_cooldown[key]} step(s) left"})
+            skipped.append(SkippedDoc(tts[0], tts, f, "skipped_cooldown", f"cooldown {state.gate_cooldown[key]} step(s) left"))
         elif not any(not c.correct and c.task_type in tts for c in cases):
-            skipped.append({**info, "action": "skipped_no_failures", "reason": "no failure of this skill in the batch"})
+            skipped.append(SkippedDoc(tts[0], tts, f, "skipped_no_failures", "no failure of this skill in the batch"))
         else:
             todo.append((f, tts))
     log = HarnessLog(out / RUNLOG)
@@ -230,15 +227,14 @@ def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: 
         log.close()
     candidates = [r.candidate for r in rounds if r.candidate is not None]
     skipped += [r.skipped for r in rounds if r.skipped is not None]
-    skipped.sort(key=lambda s: s["task_type"])
+    skipped.sort(key=lambda s: s.task_type)
     usd = sum(r.usd for r in rounds)
     # probe_rollouts/probe_usd: one per (question, sample) in this stage's run log, like every rollout of the step
     totals = {"usd": usd, "probe_rollouts": int(n_probe), "probe_usd": float(probe_usd),
               "probe_executions": sum(r.rollouts for r in rounds), "sessions": sum(r.sessions for r in rounds)}
-    atomic_write_json(out / "evolve.json", {"run_id": run_id, "method": "h2", "edit_budget": None, "candidates": candidates,
-                                            "skipped": skipped, "system_cases": [asdict(c) for c in cases if not c.correct],
-                                            "tool_packs": {t: asdict(p) for t, p in inp.tool_packs.items()}, "diagnosis_usd": 0.0,
-                                            "h2": totals})
+    write_document(out / EVOLVE, EvolveDoc(run_id=run_id, method="h2", edit_budget=None, candidates=candidates, skipped=skipped,
+                                           system_cases=[c for c in cases if not c.correct], tool_packs=dict(inp.tool_packs),
+                                           diagnosis_usd=0.0, h2=totals))
     mark_done(out, {"candidates": len(candidates), "skipped": len(skipped), "method": "h2", **totals})
     progress.info("[evolve@e%d.s%d] h2: %d candidates, %d skipped, %d probe rollouts, USD %.4f", epoch, step, len(candidates),
                   len(skipped), totals["probe_rollouts"], usd)

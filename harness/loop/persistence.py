@@ -26,7 +26,7 @@ from harness.atomic import atomic_write_json
 from harness.kernel.baseline_cache import BaselineCache, BaselineRow, decode_row, encode_row
 from harness.kernel.ladder import GatePools, pool_fingerprint
 from harness.kernel.pools import PoolParams, Pools, QuestionLike, check_frozen_pools, split_pools
-from harness.loop.state import StateError
+from harness.loop.state import GATE_POOLS, StateError
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +146,8 @@ def read_pools(path: str | Path) -> dict[str, list[str]]:
         if key not in data:
             raise StateError(f"{path}: pools file has no {key!r} list")
     return data
+
+
+def load_state_gate_pools(state_dir: str | Path, validation_by_type: Mapping[str, Sequence[str]]) -> GatePools:
+    """The ladder file a state directory carries, checked against the current validation pool."""
+    return load_gate_pools(Path(state_dir) / GATE_POOLS, expected_fingerprint=pool_fingerprint(validation_by_type))

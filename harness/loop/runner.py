@@ -15,7 +15,6 @@ recorded (`harness.loop.telemetry`) when a telemetry directory is given.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -25,8 +24,16 @@ from typing import Any, Optional
 from harness.checkpoint import check_resume, config_fingerprint, load_checkpoint
 from harness.kernel.schedule import CARRYING_KINDS, StageItem, full_schedule
 from harness.llm.protocol import LLMProvider
-from harness.loop import steps as st
 from harness.loop.context import StageContext, make_context
+from harness.loop.documents import to_json
+from harness.loop.stages.batches import stage_batches
+from harness.loop.stages.evolve import stage_evolve
+from harness.loop.stages.gate import stage_gate
+from harness.loop.stages.holdout import read_holdout, stage_holdout
+from harness.loop.stages.pools import stage_pools
+from harness.loop.stages.prepare import stage_prepare
+from harness.loop.stages.rollout import stage_rollout
+from harness.loop.stages.slow import stage_slow
 from harness.loop.state import CHECKPOINT, StatePaths, resume_plan, stage_done
 from harness.loop.telemetry import StageTelemetry, cache_stats_of, record_stage
 from harness.tracking.progress import ProgressReporter
@@ -46,21 +53,21 @@ def run_stage_item(ctx: StageContext, item: StageItem) -> None:
     paths, e, s = ctx.paths, item.epoch, item.step
     n_steps = steps_in_epoch(ctx.cfg)
     if item.kind == "prepare":
-        st.stage_prepare(ctx, paths.questions)
+        stage_prepare(ctx, paths.questions)
     elif item.kind == "pools":
-        st.stage_pools(ctx, paths.questions, paths.pools, paths.init)
+        stage_pools(ctx, paths.questions, paths.pools, paths.init)
     elif item.kind == "batches":
-        st.stage_batches(ctx, e, paths.prev_of_epoch(e), paths.pools, paths.batches(e))
+        stage_batches(ctx, e, paths.prev_of_epoch(e), paths.pools, paths.batches(e))
     elif item.kind == "rollout":
-        st.stage_rollout(ctx, e, s, paths.prev_of_step(e, s), paths.batches(e), paths.rollout(e, s))
+        stage_rollout(ctx, e, s, paths.prev_of_step(e, s), paths.batches(e), paths.rollout(e, s))
     elif item.kind == "evolve":
-        st.stage_evolve(ctx, e, s, paths.prev_of_step(e, s), paths.rollout(e, s), paths.evolve(e, s))
+        stage_evolve(ctx, e, s, paths.prev_of_step(e, s), paths.rollout(e, s), paths.evolve(e, s))
     elif item.kind == "gate":
-        st.stage_gate(ctx, e, s, paths.prev_of_step(e, s), paths.rollout(e, s), paths.evolve(e, s), paths.gate(e, s))
+        stage_gate(ctx, e, s, paths.prev_of_step(e, s), paths.rollout(e, s), paths.evolve(e, s), paths.gate(e, s))
     elif item.kind == "slow":
-        st.stage_slow(ctx, e, paths.gate(e, n_steps), [paths.rollout(e, k) for k in range(1, n_steps + 1)], paths.slow(e))
+        stage_slow(ctx, e, paths.gate(e, n_steps), [paths.rollout(e, k) for k in range(1, n_steps + 1)], paths.slow(e))
     elif item.kind == "holdout":
-        st.stage_holdout(ctx, paths.slow(int(ctx.cfg.train.epochs)), paths.pools, paths.holdout)
+        stage_holdout(ctx, paths.slow(int(ctx.cfg.train.epochs)), paths.pools, paths.holdout)
     else:
         raise ValueError(f"unknown stage kind {item.kind!r}")
 
@@ -74,7 +81,7 @@ def _check_resumable(ctx: StageContext, paths: StatePaths, finished: Sequence[St
     if latest is None:
         return
     ck = load_checkpoint(latest / CHECKPOINT)
-    check_resume(ck.config, config_fingerprint(st._cfg_dict(ctx)))
+    check_resume(ck.config, config_fingerprint(ctx.config_dict()))
 
 
 def train(ctx: StageContext, *, telemetry: Optional[Path] = None, after_stage: Optional[AfterStage] = None) -> dict:
@@ -100,7 +107,7 @@ def train(ctx: StageContext, *, telemetry: Optional[Path] = None, after_stage: O
         if after_stage is not None:
             after_stage(item)
     reporter.close()
-    return json.loads((paths.holdout / "holdout.json").read_text(encoding="utf-8"))
+    return to_json(read_holdout(paths.holdout))
 
 
 class Runner:

@@ -13,7 +13,7 @@ slow) writes, and what the next stage reads:
     <dir>/DONE.json         written last; its presence means the stage finished
 
 Non-carrying stages (batches, rollout, evolve, holdout) write their own
-files plus DONE.json. `copy_state` copies a predecessor's carried files
+files plus DONE.json. `copy_state_dir` copies a predecessor's carried files
 (never its runlog/report/DONE) into a fresh output directory.
 """
 
@@ -22,13 +22,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
-from harness.workspace import drop_empty_run_scratch
+from harness.checkpoint import Progress, TrainState, load_checkpoint, save_checkpoint
+from harness.workspace import copy_workspace, drop_empty_run_scratch
 
 DONE = "DONE.json"
 LINEAGE = "lineage.json"
@@ -98,17 +100,6 @@ def read_done(path: str | Path) -> dict[str, Any]:
     return json.loads((Path(path) / DONE).read_text(encoding="utf-8"))
 
 
-def copy_state(prev: str | Path, out: str | Path) -> None:
-    """Copy the carried files of `prev` into `out` (already fresh)."""
-    prev, out = Path(prev), Path(out)
-    for name in CARRIED:
-        src = prev / name
-        if src.is_dir():
-            shutil.copytree(src, out / name, symlinks=False)
-        elif src.is_file():
-            shutil.copy2(src, out / name)
-
-
 @dataclass(frozen=True)
 class Lineage:
     """Run-log fragments of the chain up to (not including) this stage, and whether training stopped."""
@@ -146,6 +137,60 @@ def rel_to(root: Path, path: Path) -> str:
 
 def resolve_fragments(root: Path, lineage: Lineage) -> list[Path]:
     return [p if p.is_absolute() else root / p for p in (Path(f) for f in lineage.fragments)]
+
+
+# --- the carried files of a state directory ------------------------------------
+
+
+def copy_state_dir(prev: Path, out: Path) -> None:
+    """Carried files of `prev` into the fresh `out` (the workspace through wsp.copy_workspace)."""
+    for name in (CHECKPOINT, GATE_POOLS, BASELINE_CACHE):
+        src = prev / name
+        if src.is_file():
+            (out / name).write_bytes(src.read_bytes())
+    if (prev / WORKSPACE).is_dir():
+        copy_workspace(prev / WORKSPACE, out / WORKSPACE)
+
+
+def pass_through(prev: Path, out: Path, lineage: Lineage, stage: str) -> None:
+    """After an early stop: `out` is `prev` unchanged, marked stopped."""
+    copy_state_dir(prev, out)
+    write_lineage(out, lineage)
+    mark_done(out, {"stopped": True, "stop_reason": lineage.stop_reason, "stage": stage})
+
+
+@dataclass
+class CarriedState:
+    """A workspace-carrying stage's fresh output, holding a copy of the previous state."""
+
+    prev: Path
+    out: Path
+    lineage: Lineage
+    state: TrainState
+    progress: Progress
+
+
+def open_carried_state(prev_state: Path, out: Path, what: str, stage: str) -> CarriedState | None:
+    """Copy the finished state `prev_state` into the fresh `out` and load it; None after an early stop
+    (the state then passes through unchanged, marked stopped)."""
+    prev = require_done(Path(prev_state), what)
+    out_dir = fresh_output(Path(out))
+    lineage = read_lineage(prev)
+    if lineage.stopped:
+        pass_through(prev, out_dir, lineage, stage)
+        return None
+    copy_state_dir(prev, out_dir)
+    state, progress = load_state(out_dir)
+    return CarriedState(prev, out_dir, lineage, state, progress)
+
+
+def load_state(state_dir: Path) -> tuple[TrainState, Progress]:
+    ck = load_checkpoint(state_dir / CHECKPOINT)
+    return ck.state, ck.progress
+
+
+def save_state(out: Path, state: TrainState, progress: Progress, config: Mapping[str, Any]) -> None:
+    save_checkpoint(out / CHECKPOINT, state, progress, config)
 
 
 # --- the pipeline state under a project root ------------------------------------

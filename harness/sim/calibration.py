@@ -23,7 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.agent.prompts import solver_messages
-from harness.contracts.solver import parse_answer, resolve_skill_file
+from harness.contracts.answers import extract_answer
+from harness.contracts.solver import resolve_skill_file
 from harness.contracts.tool_calls import parse_tool_call, render_tool_result
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill, rejected_summary
@@ -59,7 +60,7 @@ async def rollout(provider: SimProvider, bench: SimBenchmark, tree: HarnessTree,
             break
         result = dispatch(call.name, call.arguments)
         messages = [*messages, ChatMessage("assistant", text), ChatMessage("user", render_tool_result(call.name, str(result)))]
-    predicted = parse_answer(text)
+    predicted = extract_answer(text, question.choices).answer
     return Rollout(qid, predicted, bench.score(question, predicted), text)
 
 

@@ -158,3 +158,26 @@ def test_messages_equal_the_prompt_contract_and_memo_follows_the_tree():
     edited = TREE.with_files({"skills/geo/SKILL.md": "Capitals: edited."})
     asyncio.run(loop.run(edited, QUESTION))
     assert "Capitals: edited." in llm.requests[1].messages[0].content
+
+
+def test_a_reply_without_answer_line_is_read_by_the_fallbacks_only_when_lenient():
+    lenient = run(AgentLoop(ScriptedProvider("B. Paris")))
+    assert (lenient.answer, lenient.stop_reason, lenient.parse_mode) == ("B", "answer", "leading_letter")
+    strict = run(AgentLoop(ScriptedProvider("B. Paris"), answer_parsing="strict"))
+    assert (strict.answer, strict.stop_reason, strict.parse_mode) == (None, "no_answer", "none")
+
+
+def test_a_tool_call_is_not_read_as_an_answer():
+    llm = ScriptedProvider('B?\n<tool_call>{"name": "lookup", "arguments": {}}</tool_call>', "ANSWER: B")
+    result = run(AgentLoop(llm), tool_dispatch=lambda name, arguments: "Paris is the capital of France")
+    assert (result.answer, result.n_steps, result.parse_mode) == ("B", 2, "strict")
+
+
+def test_two_choices_end_the_rollout_without_answer():
+    result = run(AgentLoop(ScriptedProvider("A. Lyon\nB. Paris")))
+    assert (result.answer, result.stop_reason, result.parse_mode) == (None, "no_answer", "ambiguous")
+
+
+def test_a_bad_answer_parsing_mode_fails_at_construction():
+    with pytest.raises(ValueError, match="benchmark.answer_parsing"):
+        AgentLoop(ScriptedProvider(), answer_parsing="loose")

@@ -119,3 +119,4 @@ def test_trade_off_null_is_not_accepted_more_than_alpha():
     assert accepted.mean() <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
     unweighted = np.max(log_wealth_path(diff, accept_bets(1.0), bound=1.0), axis=1) >= 3.0
     assert unweighted.mean() > 0.5
+

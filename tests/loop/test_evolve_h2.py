@@ -205,7 +205,7 @@ def test_accepted_h2_candidate_is_installed_as_delivered(tmp_path):
     # a re-run of the evolve stage is answered entirely by the response cache and proposes the same candidates
     from harness.llm.cache import CachedProvider, ResponseCache
     from harness.loop.context import make_context
-    from harness.loop.steps import stage_evolve
+    from harness.loop.stages.evolve import stage_evolve
 
     class NoCalls:
         def __init__(self, inner):

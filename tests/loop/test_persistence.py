@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from harness.kernel.ladder import GatePools, pool_fingerprint
+from harness.kernel.ladder import pool_fingerprint
 from harness.kernel.pools import PoolParams
 from harness.loop.persistence import DurableBaselineCache as BaselineCache
 from harness.loop.persistence import build_or_load_pools, load_gate_pools, load_or_build_gate_pools, read_pools, save_gate_pools

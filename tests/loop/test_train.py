@@ -137,12 +137,12 @@ def _digest_tree(root: Path) -> dict[str, str]:
 def test_a_stage_writes_only_its_output_and_reruns_for_free(tiny_run, tmp_path):
     root = tiny_run["root"]
     runner, counting, cache = make_runner(root, tiny_cfg())
-    from harness.loop import steps as st
+    from harness.loop.stages.gate import stage_gate
 
     before = _digest_tree(root / "state")
     P = runner.paths
     out = tmp_path / "gate_again"
-    st.stage_gate(runner.ctx, 1, 1, P.init, P.rollout(1, 1), P.evolve(1, 1), out)
+    stage_gate(runner.ctx, 1, 1, P.init, P.rollout(1, 1), P.evolve(1, 1), out)
     cache.close()
     assert _digest_tree(root / "state") == before  # nothing outside `out` changed
     assert counting.calls == 0  # every call of the re-run came from the response cache

@@ -46,7 +46,7 @@ def test_training_stage_imports_and_config_snapshot_skip_hydra_and_scipy(tmp_pat
     _run(
         "import sys\n"
         "import stages.rollout, stages.evolve, stages.gate, stages.slow, stages.batches, stages.holdout\n"
-        "import harness.config.load, harness.loop.steps, harness.loop.state\n"
+        "import harness.config.load, harness.loop.runner, harness.loop.state\n"
         "from harness.pipeline.entry import load_stage_config\n"
         "cfg = load_stage_config(__import__('pathlib').Path('params.yaml'))\n"
         "assert cfg.train.epochs >= 1\n"

@@ -1,0 +1,64 @@
+"""holdout: deliver the best harness and evaluate base and delivered on the test pool -> HoldoutDoc (holdout.json)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from harness import workspace as wsp
+from harness.log import HarnessLog
+from harness.loop import rollouts as ro
+from harness.loop.context import StageContext
+from harness.loop.documents import HOLDOUT, DeliveredDoc, HoldoutDoc, read_document, to_json, write_document
+from harness.loop.observation import write_holdout_eval
+from harness.loop.persistence import read_pools
+from harness.loop.slow_update import HOLDOUT_INDEX, holdout_run_id
+from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
+
+progress = logging.getLogger("harness.progress")
+
+
+def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) -> None:
+    """Deliver best (its tree under out/delivered) and evaluate base and delivered on the test pool."""
+    prev = require_done(Path(final_state), "final state")
+    out_dir = fresh_output(Path(out))
+    ws = prev / WORKSPACE
+    best = wsp.read_best(ws)
+    m = wsp.read_manifest(ws)
+    sv, pv = (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version)
+    delivered = wsp.harness_view(ws, sv, pv)
+    delivered.save(out_dir / "delivered")
+    p = read_pools(Path(pools))
+    qs = ctx.questions()
+    log = HarnessLog(out_dir / RUNLOG)
+    rows = []
+    try:
+        rollout = ro.rollout_fn(ctx, log)
+        for which, (s, v) in (("base", ("v0", "v0")), ("delivered", (sv, pv))):
+            run_id = holdout_run_id(ctx.run_name, which)
+            log.record_run(run_id, "holdout", skills_version=s, prompts_version=v)
+            tree = wsp.harness_view(ws, s, v)
+            got = asyncio.run(rollout(tree, [(qs[q], HOLDOUT_INDEX) for q in p["test"]], run_id))
+            seen = [x for x in got if x is not None]
+            acc = sum(bool(x) for x in seen) / len(seen) if seen else 0.0
+            rows.append(dict(epoch=0, which=which, run_id=run_id, skills_version=s, prompts_version=v, n=len(p["test"]),
+                             hard_acc=acc, soft_score=None, mixed_score=None))
+    finally:
+        log.close()
+    write_holdout_eval(out_dir / RUNLOG, rows)
+    lineage = read_lineage(prev)
+    result = HoldoutDoc(
+        delivered=DeliveredDoc(skills_version=sv, prompts_version=pv, fingerprint=delivered.fingerprint,
+                               val_acc=best.val_acc if best else None, best_epoch=best.epoch if best else None),
+        test={r["which"]: r["hard_acc"] for r in rows}, n_test=len(p["test"]),
+        stopped_early=lineage.stopped, stop_reason=lineage.stop_reason)
+    write_document(out_dir / HOLDOUT, result)
+    mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)})
+    progress.info("[holdout] delivered skills %s prompts %s: test acc %.3f (base %.3f)", sv, pv, result.test["delivered"],
+                  result.test["base"])
+
+
+def read_holdout(holdout: Path) -> HoldoutDoc:
+    """The HoldoutDoc of a finished holdout stage."""
+    return read_document(require_done(Path(holdout), "holdout") / HOLDOUT, HoldoutDoc)

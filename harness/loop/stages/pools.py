@@ -1,0 +1,38 @@
+"""pools: the test -> validation -> diagnosis split (frozen once written) and the initial state at v0/v0."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness import workspace as wsp
+from harness.checkpoint import Progress, TrainState
+from harness.kernel.ladder import GatePools
+from harness.kernel.pools import PoolParams
+from harness.loop.context import StageContext, by_task_type
+from harness.loop.persistence import build_or_load_pools, create_baseline_cache_file, save_gate_pools
+from harness.loop.state import BASELINE_CACHE, GATE_POOLS, WORKSPACE, Lineage, fresh_output, mark_done, rel_to, save_state, write_lineage
+from harness.questions import questions_digest
+
+progress = logging.getLogger("harness.progress")
+
+
+def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: Path) -> None:
+    """test -> validation -> diagnosis split (frozen once written) and the initial state at v0/v0."""
+    qs = ctx.questions(Path(questions))
+    pools = build_or_load_pools(Path(out_pools), list(qs.values()), PoolParams.from_config(ctx.cfg.pools)).to_json()
+    out = fresh_output(Path(out_init))
+    base = ctx.bench().base_harness()
+    skills = base.subtree("skills")
+    prompts = base.with_files({p: None for p in base if p.startswith("skills/")})
+    qpath = Path(questions) if Path(questions).is_absolute() else ctx.root / questions
+    # `<path>@sha256:<digest>` with the path relative to the project root (state stays relocatable)
+    ref = f"{rel_to(ctx.root, qpath)}@sha256:{questions_digest(qpath)}"
+    wsp.init_workspace(out / WORKSPACE, skills, prompts, ref, base=ctx.root)
+    save_gate_pools(out / GATE_POOLS, GatePools.build(by_task_type(pools["validation"], qs)))
+    create_baseline_cache_file(out / BASELINE_CACHE)
+    state = TrainState(epoch_start_skills=dict(skills.to_dict()))
+    save_state(out, state, Progress(epoch=1, step=0, phase="epoch_done"), ctx.config_dict())
+    write_lineage(out, Lineage())
+    mark_done(out, {"stage": "pools", "skills_version": "v0", "prompts_version": "v0"})
+    progress.info("[pools] test %d, validation %d, diagnosis %d", len(pools["test"]), len(pools["validation"]), len(pools["diagnosis"]))

@@ -1,0 +1,58 @@
+"""rollout@e.s: the current harness on the step's batch -> RolloutDoc (outcomes.json) + its run-log fragment."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness import workspace as wsp
+from harness.log import HarnessLog
+from harness.loop import rollouts as ro
+from harness.loop.context import StageContext
+from harness.loop.documents import OUTCOMES, RolloutDoc, read_document, write_document
+from harness.loop.helpers import _guard_infra_failures
+from harness.loop.stages.batches import batch_of
+from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
+
+progress = logging.getLogger("harness.progress")
+
+STEP_INDEX = 1000  # step rollouts use sample index 1000*E + S
+
+
+def step_run_id(run_name: str, epoch: int, step: int) -> str:
+    return f"{run_name}_e{epoch}_s{step}"
+
+
+def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, batches: Path, out: Path) -> None:
+    """The current harness on the step's batch: outcomes.json + this stage's run-log fragment."""
+    prev = require_done(Path(prev_state), "previous step")
+    out = fresh_output(Path(out))
+    lineage = read_lineage(prev)
+    run_id = step_run_id(ctx.run_name, epoch, step)
+    if lineage.stopped:
+        write_document(out / OUTCOMES, RolloutDoc.stopped_at(run_id))
+        mark_done(out, {"stopped": True})
+        return
+    qids = batch_of(Path(batches), step)
+    m = wsp.read_manifest(prev / WORKSPACE)
+    tree = wsp.harness_view(prev / WORKSPACE)
+    index = STEP_INDEX * epoch + step
+    log = HarnessLog(out / RUNLOG)
+    try:
+        log.record_run(run_id, "step", skills_version=m.skills_version, prompts_version=m.prompts_version, questions_ref=m.questions_ref)
+        qs = ctx.questions()
+        got = ro.run_rollouts(ctx, log, tree, [(qs[q], index) for q in qids], run_id)
+    finally:
+        log.close()
+    n_infra = sum(v is None for v in got)
+    _guard_infra_failures(n_infra, len(got), ctx.gate, f"step rollout {run_id}")
+    write_document(out / OUTCOMES, RolloutDoc(run_id=run_id, sample_index=index, skills_version=m.skills_version,
+                                              prompts_version=m.prompts_version, outcomes=dict(zip(qids, got))))
+    acc = sum(bool(v) for v in got if v is not None) / max(1, sum(v is not None for v in got))
+    mark_done(out, {"run_id": run_id, "n": len(qids), "acc": acc})
+    progress.info("[rollout@e%d.s%d] %d questions, acc %.3f", epoch, step, len(qids), acc)
+
+
+def read_rollout(rollout: Path) -> RolloutDoc:
+    """The RolloutDoc of a finished rollout stage."""
+    return read_document(require_done(Path(rollout), "rollout") / OUTCOMES, RolloutDoc)

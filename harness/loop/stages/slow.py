@@ -1,0 +1,89 @@
+"""slow@e: the ten-step slow update at the end of an epoch, checkpoint 'epoch_done', epoch report, early stop."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Optional
+
+from harness import workspace as wsp
+from harness.checkpoint import Progress
+from harness.log import HarnessLog, RunLogReader
+from harness.loop import rollouts as ro
+from harness.loop.context import StageContext, by_task_type
+from harness.loop.helpers import _should_early_stop
+from harness.loop.observation import write_epoch_report
+from harness.loop.persistence import load_state_gate_pools, read_pools, save_gate_pools
+from harness.loop.slow_update import SlowDeps, slow_update_cycle
+from harness.loop.stages.rollout import read_rollout
+from harness.loop.state import (
+    GATE_POOLS, REPORT, RUNLOG, WORKSPACE, Lineage, mark_done, open_carried_state, rel_to, resolve_fragments, save_state, write_lineage,
+)
+from harness.store import read_version_tree
+
+progress = logging.getLogger("harness.progress")
+
+
+def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Path], out: Path) -> None:
+    """The ten-step slow update, checkpoint 'epoch_done', epoch report, early stop."""
+    carried = open_carried_state(last_gate, out, "last step of the epoch", f"slow@e{epoch}")
+    if carried is None:
+        return
+    out_dir, lineage, state, prog = carried.out, carried.lineage, carried.state, carried.progress
+    ws = out_dir / WORKSPACE
+    qs = ctx.questions()
+    p = read_pools(ctx.paths.pools)
+    pools = load_state_gate_pools(out_dir, by_task_type(p["validation"], qs))
+    step_outcomes: dict[str, dict[str, tuple[int, Optional[bool]]]] = {}
+    for r in rollouts:
+        doc = read_rollout(Path(r))
+        if doc.stopped or doc.sample_index is None:
+            continue
+        step_outcomes[doc.run_id] = {q: (doc.sample_index, v) for q, v in doc.outcomes.items()}
+    fragments = resolve_fragments(ctx.root, lineage)
+    prev_eval = None
+    if state.eval_prev_run_id:
+        rows = RunLogReader(fragments).predictions(run_id=state.eval_prev_run_id) if fragments else []
+        if rows:
+            prev_eval = {r["qid"]: (None if r["correct"] is None else bool(r["correct"])) for r in rows}
+    log = HarnessLog(out_dir / RUNLOG)
+    try:
+        cfg = ctx.cfg
+        deps = SlowDeps(
+            run_name=ctx.run_name, epoch=epoch, workspace_dir=ws, runlog_path=out_dir / RUNLOG, questions=qs,
+            validation=list(p["validation"]), test=list(p["test"]), rollout=ro.rollout_fn(ctx, log), llm=ctx.llm(),
+            traces=lambda run_id, qid, idx: ro.trace_text(out_dir / RUNLOG, run_id, qid, idx),
+            probation_verdict=ro.probation_verdict_fn(ctx), soft_score=None,
+            edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),
+            system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
+            max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(ctx.gate.ema_gamma),
+            settle_with_anchor=ctx.gate.probation_settlement == "eprocess",
+        )
+        result = slow_update_cycle(deps, state, pools, log, step_outcomes, prev_eval)
+    finally:
+        log.close()
+    # early stop is judged after the slow update
+    state.steps_since_best_improved = 0 if result.improved_best else state.steps_since_best_improved + 1
+    stop = _should_early_stop(state.steps_since_best_improved, int(ctx.cfg.train.early_stop_patience))
+    # new epoch: accumulators cleared, the epoch's starting pair recorded
+    m = wsp.read_manifest(ws)
+    state.baseline_skills_version, state.baseline_prompts_version = m.skills_version, m.prompts_version
+    state.epoch_start_skills = dict(read_version_tree(ws / "skills", m.skills_version).to_dict())
+    state.changed_task_types_this_epoch = set()
+    state.system_packs = []
+    state.tool_packs = {}
+    save_gate_pools(out_dir / GATE_POOLS, pools)
+    save_state(out_dir, state, Progress(epoch=epoch, step=prog.step, phase="epoch_done", global_step=prog.global_step,
+                                        saved_batches=[]), ctx.config_dict())
+    report = dict(result.report)
+    report["early_stop"] = stop
+    report["steps_since_best_improved"] = state.steps_since_best_improved
+    write_epoch_report(out_dir / REPORT, {**report})
+    new_lineage = lineage.with_fragment(rel_to(ctx.root, out_dir / RUNLOG))
+    if stop:
+        new_lineage = Lineage(new_lineage.fragments, True, f"early stop after epoch {epoch}: best did not improve for "
+                                                           f"{state.steps_since_best_improved} epoch(s)")
+    write_lineage(out_dir, new_lineage)
+    mark_done(out_dir, {"stage": f"slow@e{epoch}", "eval_acc": report["eval_acc"], "early_stop": stop})
+    progress.info("[slow@e%d] eval %.3f (%s), best %.3f, rollbacks %s%s", epoch, report["eval_acc"], report["label"],
+                  report["best_val_acc"] or 0.0, report["rollbacks"] or "none", ", EARLY STOP" if stop else "")

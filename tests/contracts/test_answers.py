@@ -1,0 +1,106 @@
+"""The answer extractor: each rule, its order, the two-choices case, strict vs lenient."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.contracts.answers import (
+    AMBIGUOUS,
+    ANSWER_MODES,
+    ANSWER_PHRASE,
+    CHOICE_TEXT,
+    FINAL_LETTER,
+    LEADING_LETTER,
+    NONE,
+    STRICT,
+    designated_letter,
+    extract_answer,
+)
+
+CHOICES = ("Paris", "London", "Cairo", "Rome")
+
+
+@pytest.mark.parametrize(
+    "reply, letter, mode",
+    [
+        ("Reasoning: ...\nANSWER: B", "B", STRICT),
+        ("answer: (C)", "C", STRICT),
+        ("C", "C", LEADING_LETTER),
+        ("(C)", "C", LEADING_LETTER),
+        ("**B**", "B", LEADING_LETTER),
+        ("B) London", "B", LEADING_LETTER),
+        ("C. Cairo is the capital of Egypt.", "C", LEADING_LETTER),
+        ("Option D", "D", LEADING_LETTER),
+        ("The answer is C.", "C", ANSWER_PHRASE),
+        ("I am fairly sure the correct answer is Cairo.", "C", ANSWER_PHRASE),
+        ("It must be Rome, home of the Colosseum.", "D", CHOICE_TEXT),
+        ("Let me think about it.\nSo my pick: D", "D", FINAL_LETTER),
+    ],
+)
+def test_each_rule_reads_its_form(reply, letter, mode):
+    got = extract_answer(reply, CHOICES)
+    assert got.mode == mode
+    assert designated_letter(got.answer, CHOICES) == letter
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "A. Paris\nB. London",  # a list of two choices
+        "B. London. No wait, the answer is C",  # the leading letter and the phrase disagree
+        "D. Cairo",  # the letter says Rome, the text says Cairo
+        "ANSWER: A\nANSWER: B",  # two ANSWER lines naming different choices
+    ],
+)
+def test_a_reply_that_designates_two_choices_is_no_answer(reply):
+    got = extract_answer(reply, CHOICES)
+    assert got.answer is None and got.mode == AMBIGUOUS
+
+
+def test_agreeing_rules_are_not_ambiguous():
+    assert extract_answer("C. Cairo. The answer is C", CHOICES).answer == "C"
+    assert extract_answer("ANSWER: B\nANSWER: (B)", CHOICES).mode == STRICT
+
+
+@pytest.mark.parametrize("reply", ["Paris or London, hard to say", "I do not know", "", "I"])
+def test_unreadable_replies_have_no_answer(reply):
+    for parsing in ("strict", "lenient"):
+        got = extract_answer(reply, CHOICES, parsing)
+        assert (got.answer, got.mode) == (None, NONE)
+
+
+def test_strict_reads_only_the_answer_line():
+    for reply in ("C", "The answer is C.", "C. Cairo"):
+        assert extract_answer(reply, CHOICES, "strict").mode == NONE
+        assert extract_answer(reply, CHOICES, "strict").answer is None
+    assert extract_answer("ANSWER: C", CHOICES, "strict").answer == "C"
+
+
+def test_lower_case_words_are_not_letters():
+    assert extract_answer("a good question; I cannot tell", ("x", "y", "z", "w")).answer is None
+    assert extract_answer("A man walks into Paris", CHOICES).mode == CHOICE_TEXT  # "A" is the article here
+
+
+def test_letters_beyond_the_choices_are_ignored():
+    assert extract_answer("E", ("x", "y")).answer is None
+    assert extract_answer("the answer is E", ("x", "y")).answer is None
+
+
+def test_free_form_reads_the_answer_line_or_phrase():
+    assert extract_answer("ANSWER: Juneau", ()).answer == "Juneau"
+    assert extract_answer("I think the answer is Juneau. Done.", ()).answer == "Juneau"
+    assert extract_answer("Juneau", (), "lenient").answer is None
+
+
+def test_choice_text_prefers_the_longer_overlapping_choice():
+    choices = ("12", "12 apples", "3 pears")
+    assert extract_answer("You get 12 apples in total.", choices).answer == "B"
+
+
+def test_bad_mode_is_refused_with_the_key():
+    with pytest.raises(ValueError, match="benchmark.answer_parsing"):
+        extract_answer("A", CHOICES, "fuzzy")
+
+
+def test_modes_are_listed():
+    assert set(ANSWER_MODES) == {STRICT, LEADING_LETTER, ANSWER_PHRASE, CHOICE_TEXT, FINAL_LETTER, AMBIGUOUS, NONE}
