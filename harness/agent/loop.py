@@ -42,11 +42,11 @@ from harness.contracts.tool_calls import (
 )
 from harness.identity import STEP_STRIDE
 from harness.llm.protocol import (
-    LocalStoreError,
     ChatMessage,
     LLMError,
     LLMProvider,
     LLMRequest,
+    LocalStoreError,
     Role,
     Usage,
 )
