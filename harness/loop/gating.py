@@ -95,11 +95,6 @@ def gate_prefix(run_name: str, epoch: int, step: int, task_type: str) -> str:
     return f"{run_name}_e{epoch}_s{step}_gate_{task_type}"
 
 
-def skills_path(solver_path: str) -> str:
-    """'skills/x/SKILL.md' -> 'x/SKILL.md' (path inside the skills tree)."""
-    return solver_path[len("skills/"):] if solver_path.startswith("skills/") else solver_path
-
-
 def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> tuple[Any, Optional[dict[str, bool]]]:
     """(plan, known baseline) of the candidate's gate under `gc.params.rule` and `gc.params.ladder`.
 

@@ -5,50 +5,9 @@ Each is tested on its own (tests/loop/test_helpers.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Optional
 
-from harness.evolution.evolve import rejected_summary
-from harness.kernel.types import EvolutionRecord, GateParams, Probation
-from harness.loop.validate import guard_infra_failures
-
-def _guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
-    """Raise InfraFailureError when infra failures exceed the configured ratio (see validate.guard_infra_failures)."""
-    guard_infra_failures(n_infra, n_total, params, where)
-
-
-def _apply_batch_correctness(correctness: Mapping[str, bool], outcomes: Mapping[str, Optional[bool]]) -> dict[str, bool]:
-    """Incremental update: a question's latest definite outcome wins; an infra failure (None) changes nothing."""
-    merged = dict(correctness)
-    for qid, value in outcomes.items():
-        if value is not None:
-            merged[qid] = bool(value)
-    return merged
-
-
-def _should_early_stop(epochs_without_improvement: int, patience: int) -> bool:
-    """Stop once the best has not improved for `patience` consecutive epochs (patience <= 0 disables)."""
-    return patience > 0 and epochs_without_improvement >= patience
-
-
-def _rejected_summary(record: EvolutionRecord) -> str:
-    """Blacklist text of a rejected proposal: only the edits actually applied (evolution.rejected_summary).
-
-    Edits that were not applied never reached the candidate text and were
-    never validated; a defensive note replaces an empty list.
-    """
-    return rejected_summary(record)
-
-
-def _decrement_cooldowns(cooldown: Mapping[str, int], just_set: Iterable[str]) -> dict[str, int]:
-    """One step of rest passes for every resting skill except the ones that started resting this step."""
-    fresh = set(just_set)
-    out: dict[str, int] = {}
-    for key, n in cooldown.items():
-        n = int(n) if key in fresh else int(n) - 1
-        if n > 0:
-            out[key] = n
-    return out
+from harness.kernel.types import Probation
 
 
 def _merge_probation(existing: Optional[Probation], new: Probation) -> Probation:

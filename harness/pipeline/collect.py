@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness.kernel.schedule import StateLayout
 from harness.loop.observation import TABLES, read_table
@@ -240,7 +240,3 @@ def _num(value: Any) -> float | None:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def describe_tables(tables: Mapping[str, list[dict[str, Any]]]) -> str:
-    return ", ".join(f"{name}: {len(rows)} rows" for name, rows in tables.items())
