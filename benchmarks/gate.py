@@ -761,7 +761,7 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
     ]
     for r in b["power"]:
         a, z = r["result"][caps[0]], r["result"][caps[-1]]
-        lines.append(f"| {r['d']} | {r['delta']:+d} | {r['rule']} | {a['p_accept']:.3f} ± {a['se']:.3f} | {a['p_reject']:.3f} | {a['p_undecided']:.3f} | "
+        lines.append(f"| {r['d']:.2f} | {r['delta']:+d} | {r['rule']} | {a['p_accept']:.3f} ± {a['se']:.3f} | {a['p_reject']:.3f} | {a['p_undecided']:.3f} | "
                      f"{a['mean_pairs']:.0f} | {z['p_accept']:.3f} | {z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
     lines += [
         "",

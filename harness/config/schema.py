@@ -15,6 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from harness.kernel.types import GATE_CONFIG_KEY, GateParams
+
 
 @dataclass
 class BenchmarkConfig:
@@ -56,88 +58,18 @@ class LLMConfig:
     max_agent_steps: int = 4
 
 
-# `lambda` is a Python keyword, so the gate schema is built with the field
-# named exactly as users write it (`gate.lambda`). Only `dataclasses.fields`
+# The gate's keys are defined once, by the kernel's GateParams (harness/kernel/types.py,
+# where each key is documented): this schema is derived from its fields and defaults.
+# `lambda` is a Python keyword, so GateParams calls it `lambda_accept` and the schema
+# names the field exactly as users write it (`gate.lambda`). Only `dataclasses.fields`
 # and class defaults are used by OmegaConf; the class is never instantiated.
 def _gate_config_class() -> type:
-    annotations: dict[str, Any] = {
-        "rule": str,  # "sequential" | "accept_all" | "gepa" | "mcnemar" | "skillopt" | "cap_evolve"
-        "lambda": float,  # accept when log E-process >= lambda (ln 20 ~ 3.0 is alpha = 0.05)
-        "lambda_dir": float,  # reject when direction log-LR <= lambda_dir (< 0)
-        "theta1": float,  # fixed alternative P(win | discordant) of the direction statistic
-        "block_size": int,  # questions per block (decisions only at block ends)
-        "anchor_fraction": float,  # share of each block drawn uniformly from the whole pool
-        "max_pairs": int,  # pair budget per gate (fresh samples when questions are re-asked)
-        "undecided": str,  # "probation" | "reject"
-        "p_low": float,  # ladder keeps questions with p_low <= p_hat <= p_high
-        "p_high": float,
-        "ema_gamma": float,  # gamma-EMA weight of a new observation in p_hat
-        "probe_every": int,  # cold ladder: one probe question after every `probe_every` interleaved ones
-        "mcnemar_n": int,  # fixed-n McNemar rule: pairs per decision
-        "mcnemar_alpha": float,
-        "infra_max_ratio": float,  # INFRA guard: abort when infra failures / rollouts exceed this
-        "infra_min_denominator": int,  # ... judged only once this many rollouts were seen
-        "reask_top_fraction": float,  # static ladder: re-ask passes walk this top share of the ladder
-        "accept_prior": str,  # accept e-process: "grid" (LR mixture over accept_prior_low..high) | "uniform" (Beta-mixture)
-        "accept_prior_low": float,  # grid prior: smallest theta (> 0.5)
-        "accept_prior_high": float,  # grid prior: largest theta (< 1)
-        "accept_prior_points": int,  # grid prior: equally weighted thetas, linspace(low, high, points)
-        "accept_within_block": bool,  # accept at a block end when the e-process crossed at any pair of the block (Ville)
-        "ladder": str,  # "adaptive" (AdaptiveBlockPlanner) | "static" (plan_blocks over GatePools.ladder)
-        "adaptive_top_fraction": float,  # adaptive ladder: ladder slots walk this top share of the current ranking
-        "ladder_prior_obs": int,  # adaptive ladder: the pre-gate p_hat counts as at most this many observations
-        "ladder_drop_min_obs": int,  # adaptive ladder: drop p outside [p_low, p_high] after this many observations
-        "fdr": str,  # "none" | "elond": run-level false-discovery control over the gates (kernel/fdr.py)
-        "fdr_level": float,  # e-LOND target FDR over the run's installs
-        "fdr_horizon": int,  # e-LOND gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
-        "screen": bool,  # pre-gate screen on the step's own questions (GEPA's rule as a filter)
-        "screen_margin": int,  # screen passes when wins - losses >= screen_margin
-        "futility_min_pairs": int,  # futility stop once this many pairs are in (0 = off)
-        "futility_margin": int,  # ... when wins - losses <= futility_margin
-        "baseline_reuse": str,  # "gates" (cache serves earlier gates' baseline outcomes) | "none" (fresh samples only)
-        "selection_n": int,  # skillopt rule: size of the held-out selection split
-        "cap_evolve_n": int,  # cap_evolve rule: pairs per decision
-        "probation_settlement": str,  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (e-process on fresh anchor pairs)
-    }
-    defaults: dict[str, Any] = {
-        "rule": "sequential",
-        "lambda": 3.0,
-        "lambda_dir": -1.56,
-        "theta1": 0.625,
-        "block_size": 20,
-        "anchor_fraction": 0.25,
-        "max_pairs": 400,
-        "undecided": "probation",
-        "p_low": 0.02,
-        "p_high": 0.98,
-        "ema_gamma": 0.3,
-        "probe_every": 3,
-        "mcnemar_n": 100,
-        "mcnemar_alpha": 0.05,
-        "infra_max_ratio": 0.2,
-        "infra_min_denominator": 10,
-        "reask_top_fraction": 0.5,
-        "accept_prior": "grid",
-        "accept_prior_low": 0.6,
-        "accept_prior_high": 0.9,
-        "accept_prior_points": 7,
-        "accept_within_block": True,
-        "ladder": "static",
-        "adaptive_top_fraction": 0.25,
-        "ladder_prior_obs": 4,
-        "ladder_drop_min_obs": 8,
-        "fdr": "none",
-        "fdr_level": 0.1,
-        "fdr_horizon": 50,
-        "screen": False,
-        "screen_margin": 1,
-        "futility_min_pairs": 0,
-        "futility_margin": 0,
-        "baseline_reuse": "gates",
-        "selection_n": 60,
-        "cap_evolve_n": 100,
-        "probation_settlement": "snapshot",
-    }
+    annotations: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(GateParams):
+        key = GATE_CONFIG_KEY.get(f.name, f.name)
+        annotations[key] = type(f.default)
+        defaults[key] = f.default
     namespace: dict[str, Any] = {"__annotations__": annotations, "__module__": __name__, **defaults}
     cls = type("GateConfig", (object,), namespace)
     return dataclasses.dataclass(init=False, repr=False, eq=False)(cls)

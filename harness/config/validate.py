@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.errors import ConfigError, Violation
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
@@ -25,10 +26,12 @@ from harness.contracts.roles import Role
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
-GATE_RULES = ("sequential", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve")
 UNDECIDED_ACTIONS = ("probation", "reject")
-EVOLVE_METHODS = ("reflective", "h2")
 H2_MODES = ("parallel", "sequential")
+IMPROVE_EXECUTORS = ("sim", "command", "service")
+IMPROVE_BACKENDS = ("inprocess", "ray", "auto")
+SURFACE_NAMES = ("native", "codex", "opencode")  # harness.h2.surfaces.SURFACES (a test keeps them equal)
+ACCEPT_PRIORS = ("grid", "uniform")
 BUILTIN_SCORERS = ("exact", "normalized")
 LLM_ROLES = tuple(role.value for role in Role)
 
@@ -83,6 +86,11 @@ class _Checker:
 
     def one_of(self, key: str, allowed: tuple[str, ...]) -> bool:
         return self.check(key, lambda v: v in allowed, f"must be one of {', '.join(allowed)}")
+
+    def registered(self, key: str) -> bool:
+        """The value names a strategy of the registry behind `key` (harness/config/registries.py)."""
+        names = CHOICE_REGISTRIES[key].names()
+        return self.check(key, lambda v: v in names, f"must be one of {', '.join(names)} (registered strategies)")
 
     def non_empty_str(self, key: str) -> bool:
         return self.check(key, lambda v: isinstance(v, str) and v.strip() != "", "must be a non-empty string")
@@ -172,7 +180,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
                     "(benchmark.n_task_types x benchmark.questions_per_type)")
     c.non_empty_str("pools.path")
     # evolve (scalars; the budget has its own layer)
-    c.one_of("evolve.method", EVOLVE_METHODS)
+    c.registered("evolve.method")
     c.positive_int("evolve.cooldown_steps", minimum=0)
     c.positive_int("evolve.max_case_questions")
     c.positive_int("evolve.max_skill_chars")
@@ -194,6 +202,18 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     _check_schedule(c)
     # tracking
     c.non_empty_str("tracking.experiment")
+    for key in ("benchmark.seed", "pools.seed", "train.seed"):
+        c.positive_int(key, minimum=0)
+    # improve (Harness² over tasks)
+    c.one_of("improve.executor", IMPROVE_EXECUTORS)
+    c.one_of("improve.backend", IMPROVE_BACKENDS)
+    c.one_of("improve.surface", SURFACE_NAMES)
+    for key in ("improve.tasks_per_domain", "improve.questions_per_task", "improve.workers"):
+        c.positive_int(key)
+    c.check("improve.k", lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 3,
+            "must be an integer in [1, 3] (Harness² budget gate: k <= 3)")
+    if c.value("improve.budget_usd") is not None:
+        c.positive_number("improve.budget_usd")
     return c.violations
 
 
@@ -246,7 +266,8 @@ def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
 def _validate_gate(cfg: DictConfig) -> list[Violation]:
     """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
     c = _Checker(cfg)
-    c.one_of("gate.rule", GATE_RULES)
+    c.registered("gate.rule")
+    c.registered("gate.ladder")
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
             "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")
@@ -255,7 +276,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     if c.positive_int("gate.block_size") and c.positive_int("gate.max_pairs"):
         block = c.value("gate.block_size")
         c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
-    c.check("gate.anchor_fraction", lambda v: _is_number(v) and 0 <= v < 1, "must satisfy 0 <= anchor_fraction < 1")
+    c.check("gate.anchor_fraction", lambda v: _is_number(v) and 0 <= v <= 1, "must satisfy 0 <= anchor_fraction <= 1 (1 = every slot an anchor)")
     c.one_of("gate.undecided", UNDECIDED_ACTIONS)
     p_low_ok = c.check("gate.p_low", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]")
     if c.check("gate.p_high", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]") and p_low_ok:
@@ -275,11 +296,31 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
     c.check("gate.futility_min_pairs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "must be an integer >= 0 (0 = off)")
-    c.check("gate.futility_margin", lambda v: isinstance(v, int) and not isinstance(v, bool), "must be an integer")
     c.one_of("gate.baseline_reuse", ("gates", "none"))
     c.positive_int("gate.selection_n")
     c.positive_int("gate.cap_evolve_n")
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
+    c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
+    c.one_of("gate.accept_prior", ACCEPT_PRIORS)
+    low_ok = c.check("gate.accept_prior_low", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)")
+    if c.check("gate.accept_prior_high", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)") and low_ok:
+        low = c.value("gate.accept_prior_low")
+        c.check("gate.accept_prior_high", lambda v: v >= low, f"must be >= gate.accept_prior_low = {low}")
+    c.positive_int("gate.accept_prior_points")
+    c.check("gate.importance_floor", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < importance_floor <= 1 (1 = uniform order)")
+    c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
+    bet_low_ok = c.check("gate.bet_low", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
+    if c.check("gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)") and bet_low_ok:
+        bet_low = c.value("gate.bet_low")
+        c.check("gate.bet_high", lambda v: v >= bet_low, f"must be >= gate.bet_low = {bet_low}")
+    c.positive_int("gate.bet_points")
+    c.check("gate.adaptive_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < adaptive_top_fraction <= 1")
+    c.positive_int("gate.ladder_prior_obs", minimum=0)
+    c.positive_int("gate.ladder_drop_min_obs")
+    if isinstance(c.value("gate.max_pairs"), int):
+        cap = c.value("gate.max_pairs")
+        c.check("gate.futility_margin", lambda v: isinstance(v, int) and not isinstance(v, bool) and -cap <= v <= cap,
+                f"must be an integer in [-gate.max_pairs, gate.max_pairs] = [-{cap}, {cap}]")
     return c.violations
 
 

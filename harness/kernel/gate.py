@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from harness.kernel.rules import SequentialRule, rule_for
+from harness.kernel.rules import rule_for
 from harness.kernel.screen import futility_stop
 from harness.kernel.stats import (  # noqa: F401  (re-exported)
     log_e_accept,
@@ -173,12 +173,10 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
     if infra_reason is not None:
         return verdict("infra", infra_reason)
     rule = rule_for(params)
-    if isinstance(rule, SequentialRule) and params.accept_within_block:
-        peak = log_e_accept_peak([pair.sign for pair in pairs_so_far], params)
-        decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final, peak_log_e=peak)
-    else:
-        decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final)
-    if (decision.action == "continue" and isinstance(rule, SequentialRule)
+    peak = (log_e_accept_peak([pair.sign for pair in pairs_so_far], params)
+            if rule.sequential and params.accept_within_block else None)
+    decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final, peak_log_e=peak)
+    if (decision.action == "continue" and rule.sequential
             and futility_stop(counts.wins, counts.losses, n, min_pairs=params.futility_min_pairs, margin=params.futility_margin)):
         return verdict("reject", f"futility: {counts.wins} wins - {counts.losses} losses <= {params.futility_margin} "
                                  f"after {n} >= futility_min_pairs {params.futility_min_pairs} pairs")

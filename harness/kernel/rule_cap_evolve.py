@@ -9,6 +9,9 @@ at once (no optional stopping).
 
 from __future__ import annotations
 
+from harness.kernel.rules import RuleDecision
+from harness.kernel.types import GateParams
+
 import math
 
 __all__ = ["cap_evolve_decide", "paired_gain_and_se"]
@@ -42,9 +45,14 @@ class CapEvolveRule:
     """`gate.rule=cap_evolve` (AcceptanceRule protocol of harness.kernel.rules): decides once, at `gate.cap_evolve_n` pairs."""
 
     name = "cap_evolve"
+    questions = "random_fixed_n"
+    single_block = True
+    sequential = False
 
-    def decide(self, wins: int, losses: int, ties: int, params, *, final: bool):
-        from harness.kernel.rules import RuleDecision
-
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
         action, reason = cap_evolve_decide(wins, losses, ties, params.cap_evolve_n, final=final)
         return RuleDecision(action, reason)  # type: ignore[arg-type]
+
+
+RULE = CapEvolveRule()  # registered in harness.kernel.rules.RULES

@@ -16,6 +16,9 @@ selection. The benchmark shows both.
 
 from __future__ import annotations
 
+from harness.kernel.rules import RuleDecision
+from harness.kernel.types import GateParams
+
 import hashlib
 from collections.abc import Sequence
 
@@ -45,9 +48,14 @@ class SkillOptRule:
     """`gate.rule=skillopt` (AcceptanceRule protocol of harness.kernel.rules): decides once, at `gate.selection_n` pairs."""
 
     name = "skillopt"
+    questions = "selection_split"
+    single_block = True
+    sequential = False
 
-    def decide(self, wins: int, losses: int, ties: int, params, *, final: bool):
-        from harness.kernel.rules import RuleDecision
-
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
         action, reason = skillopt_decide(wins, losses, ties, params.selection_n, final=final)
         return RuleDecision(action, reason)  # type: ignore[arg-type]
+
+
+RULE = SkillOptRule()  # registered in harness.kernel.rules.RULES

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from harness.kernel.registry import Registry
 from harness.kernel.stats import log_e_accept, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams
 
@@ -35,10 +36,27 @@ class RuleDecision:
 
 
 class AcceptanceRule(Protocol):
-    name: str
+    """A gate rule: which questions it asks (`questions`) and how it decides over the pair path (`decide`).
 
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
-        """Decide at a block boundary; `final` = no further block will come (ladder or budget exhausted)."""
+    Traits the loop reads instead of comparing names:
+    - `questions`: the question source of its plan (a key of `harness.loop.gating.QUESTION_SOURCES`):
+      "sampling" (the `gate.ladder` sampling plan), "step_minibatch" (the step's own questions, baseline
+      from the step rollout), "selection_split" (a fixed held-out split), "random_fixed_n" (n random
+      questions), "none" (no rollouts: decides at once);
+    - `single_block`: the whole plan is one block (its size is the plan's);
+    - `sequential`: an anytime-valid e-process rule (within-block peak accept, futility stop, pre-gate
+      screen and the run-level FDR level apply to it).
+    """
+
+    name: str
+    questions: str
+    single_block: bool
+    sequential: bool
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
+        """Decide at a block boundary; `final` = no further block will come (ladder or budget exhausted).
+        `peak_log_e`: running max of the accept e-process over the pair path (sequential rules only)."""
         ...
 
 
@@ -50,6 +68,9 @@ def _undecided(params: GateParams, why: str) -> RuleDecision:
 @dataclass(frozen=True)
 class SequentialRule:
     name: str = "sequential"
+    questions: str = "sampling"
+    single_block: bool = False
+    sequential: bool = True
 
     def decide(
         self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool, peak_log_e: float | None = None
@@ -73,8 +94,12 @@ class SequentialRule:
 @dataclass(frozen=True)
 class AcceptAllRule:
     name: str = "accept_all"
+    questions: str = "none"
+    single_block: bool = False
+    sequential: bool = False
 
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
         return RuleDecision("accept", "accept_all rule")
 
 
@@ -83,8 +108,12 @@ class GepaRule:
     """One minibatch: accept iff strictly more wins than losses; always decides at its first look."""
 
     name: str = "gepa"
+    questions: str = "step_minibatch"
+    single_block: bool = True
+    sequential: bool = False
 
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
         if wins > losses:
             return RuleDecision("accept", f"gepa: wins {wins} > losses {losses}")
         return RuleDecision("reject", f"gepa: wins {wins} <= losses {losses}")
@@ -95,8 +124,12 @@ class McNemarFixedRule:
     """Exact one-sided McNemar evaluated once, when `mcnemar_n` pairs (non-infra) are in."""
 
     name: str = "mcnemar"
+    questions: str = "sampling"
+    single_block: bool = False
+    sequential: bool = False
 
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
         n = wins + losses + ties
         if n < params.mcnemar_n:
             if final:
@@ -113,8 +146,12 @@ class McNemarRecheckedRule:
     """NEGATIVE CONTROL ONLY: McNemar re-tested after every block (invalid under optional stopping)."""
 
     name: str = "mcnemar_rechecked"
+    questions: str = "sampling"
+    single_block: bool = False
+    sequential: bool = False
 
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool) -> RuleDecision:
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               peak_log_e: float | None = None) -> RuleDecision:
         p = mcnemar_one_sided_p(wins, losses)
         if p <= params.mcnemar_alpha:
             return RuleDecision("accept", f"re-checked McNemar p = {p:.4g}")
@@ -123,22 +160,16 @@ class McNemarRecheckedRule:
         return RuleDecision("continue", f"p = {p:.4g}")
 
 
-RULES: dict[str, AcceptanceRule] = {
+RULES: Registry[AcceptanceRule] = Registry("gate.rule", {
     "sequential": SequentialRule(),
     "accept_all": AcceptAllRule(),
     "gepa": GepaRule(),
     "mcnemar": McNemarFixedRule(),
-}
-from harness.kernel.rule_cap_evolve import CapEvolveRule  # noqa: E402  (these modules import RuleDecision from here)
-from harness.kernel.rule_skillopt import SkillOptRule  # noqa: E402
-
-RULES["skillopt"] = SkillOptRule()
-RULES["cap_evolve"] = CapEvolveRule()
+    "skillopt": "harness.kernel.rule_skillopt:RULE",
+    "cap_evolve": "harness.kernel.rule_cap_evolve:RULE",
+})
 
 
 def rule_for(params: GateParams) -> AcceptanceRule:
-    """The rule named by `params.rule` (config key `gate.rule`)."""
-    try:
-        return RULES[params.rule]
-    except KeyError:
-        raise ValueError(f"gate.rule: unknown rule {params.rule!r}; expected one of {sorted(RULES)}") from None
+    """The rule named by `params.rule` (config key `gate.rule`); UnknownStrategyError lists the valid names."""
+    return RULES.get(params.rule)

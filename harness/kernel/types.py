@@ -8,7 +8,7 @@ adding a field is a format change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 GateAction = Literal["accept", "reject", "continue", "probation", "infra"]  # "infra": INFRA guard aborted the gate
 
@@ -101,6 +101,28 @@ class GateParams:
     bet_low: float = 0.125  # betting rule: equally weighted constant bets, geometric from bet_low to bet_high (Kelly bets of
     bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
     bet_points: int = 3
+
+
+# GateParams field -> config key where they differ (`lambda` is a Python keyword)
+GATE_CONFIG_KEY: dict[str, str] = {"lambda_accept": "lambda"}
+
+
+def gate_params_from_config(gate_cfg: Any) -> GateParams:
+    """GateParams from the `gate` config group (a mapping or attribute object): every field, by name.
+
+    A missing key is an error naming it; values are coerced to the field's type (YAML `3` for a float field)."""
+    import dataclasses
+
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(GateParams):
+        key = GATE_CONFIG_KEY.get(f.name, f.name)
+        try:
+            raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
+        except (KeyError, AttributeError) as exc:
+            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
+        default = f.default
+        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
+    return GateParams(**values)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.kernel.types import GateParams
+from harness.kernel.types import GateParams, gate_params_from_config
 from harness.llm.protocol import LLMProvider
 from harness.loop.state import StatePaths
 from harness.questions import Question
@@ -24,23 +24,9 @@ from harness.questions import Question
 progress = logging.getLogger("harness.progress")
 
 
-_GATE_KEY = {"lambda_accept": "lambda"}  # GateParams field -> config key (`gate.lambda` is a real key)
-
-
 def gate_params(gate_cfg: Any) -> GateParams:
-    """GateParams from the `gate` config group: every field, by name; a missing key is an error naming it."""
-    import dataclasses
-
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(GateParams):
-        key = _GATE_KEY.get(f.name, f.name)
-        try:
-            raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
-        except (KeyError, AttributeError) as exc:
-            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
-        default = f.default
-        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
-    return GateParams(**values)
+    """GateParams from the `gate` config group (kernel `gate_params_from_config`)."""
+    return gate_params_from_config(gate_cfg)
 
 
 class Throttle:

@@ -31,7 +31,7 @@ import asyncio
 import dataclasses
 import math
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -40,7 +40,9 @@ from harness import workspace as wsp
 from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
 from harness.kernel.fdr import elond_level, elond_record, level_lambda
-from harness.kernel.ladder import GatePools, plan_blocks
+from harness.kernel.ladder import GatePools
+from harness.kernel.plans import SAMPLING_PLANS, BlockPlanner, FixedBlocks, PlanRequest
+from harness.kernel.rules import rule_for
 from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.helpers import _merge_probation
@@ -95,60 +97,81 @@ def gate_prefix(run_name: str, epoch: int, step: int, task_type: str) -> str:
     return f"{run_name}_e{epoch}_s{step}_gate_{task_type}"
 
 
-def _plan(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> tuple[Any, Optional[dict[str, bool]]]:
-    """(plan, known baseline) of the candidate's gate under `gc.params.rule` and `gc.params.ladder`.
+@dataclass(frozen=True)
+class PlannedGate:
+    """The question plan of one gate: a block planner (None = no questions) and known baseline outcomes."""
 
-    The plan is a list of blocks (GEPA's one minibatch; the static ladder of
-    `plan_blocks`) or an `AdaptiveBlockPlanner` (gate.ladder=adaptive) that
-    hands out blocks one at a time. Case-pack questions never enter ladder slots.
-    """
-    from harness.kernel.adaptive import AdaptiveBlockPlanner
+    planner: Optional[BlockPlanner]
+    known_baseline: Optional[dict[str, bool]] = None
+    single_block_size: Optional[int] = None  # a one-block plan: its size (rules with `single_block`)
 
-    rule = gc.params.rule
-    start = gate_sample_start(prefix)
-    if rule == "gepa":
-        qids = sorted({q for q, v in gc.batch_outcomes.items() if v is not None and gc.questions[q].task_type in cand.task_types})
-        known = {q: bool(gc.batch_outcomes[q]) for q in qids}
-        return ([[BlockItem(q, start + i) for i, q in enumerate(qids)]] if qids else []), known
+
+def _sampling_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
+    """The `gate.ladder` sampling plan over the candidate's validation pool (case-pack questions never in ladder slots)."""
     types = [tt for tt in cand.task_types if tt in pools.task_types]
-    excluded = set(cand.case_qids)
-    pool: list[str] = [q for tt in types for q in pools.pool(tt)]
-    if not pool:
-        return [], None
-    if rule in ("skillopt", "cap_evolve"):
-        return _fixed_n_plan(gc, pool, excluded, start, prefix), None
-    informing: dict[str, frozenset[int]] = {}
-    for tt in types:
-        informing.update(pools.informing_samples(tt))
-    seed = gc.seed * 1_000_003 + gc.epoch * 1009 + gc.step * 31 + len(prefix)
-    if gc.params.ladder == "adaptive":
-        prior = {e.qid: (e.p_hat, e.n_obs) for tt in types for e in pools.entries(tt)}
-        return AdaptiveBlockPlanner(pool, gc.params, seed=seed, first_sample_index=start, prior=prior,
-                                    informing_samples=informing, exclude=excluded), None
-    if gc.params.ladder != "static":
-        raise ValueError(f"gate.ladder must be 'adaptive' or 'static', got {gc.params.ladder!r}")
-    ladder: list[str] = []
-    orders = [pools.ladder(tt, gc.params, warm=warm, exclude=excluded) for tt in types]
-    for k in range(max((len(o) for o in orders), default=0)):  # interleave the ladders of types sharing a file
-        ladder.extend(o[k] for o in orders if k < len(o))
-    anchor_pool = [q for q in pool if q not in excluded]
-    blocks = plan_blocks(ladder, anchor_pool, gc.params, seed=seed, first_sample_index=start, informing_samples=informing)
-    return blocks, None
+    if not any(pools.pool(tt) for tt in types):
+        return PlannedGate(None)
+    request = PlanRequest(pools=pools, task_types=types, params=gc.params,
+                          seed=gc.seed * 1_000_003 + gc.epoch * 1009 + gc.step * 31 + len(prefix),
+                          first_sample_index=gate_sample_start(prefix), warm=warm, exclude=frozenset(cand.case_qids))
+    return PlannedGate(SAMPLING_PLANS.get(gc.params.ladder).planner(request))
 
 
-def _fixed_n_plan(gc: GateContext, pool: Sequence[str], excluded: set[str], start: int, prefix: str) -> list[list[BlockItem]]:
-    """One block: SkillOpt's fixed selection split (same for every gate of the run), or cap-evolve's n random pairs."""
-    import random
+def _step_minibatch_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
+    """GEPA: one block of the step's minibatch questions of the skill; baseline = the step rollout's outcomes."""
+    start = gate_sample_start(prefix)
+    qids = sorted({q for q, v in gc.batch_outcomes.items() if v is not None and gc.questions[q].task_type in cand.task_types})
+    known = {q: bool(gc.batch_outcomes[q]) for q in qids}
+    return PlannedGate(FixedBlocks([[BlockItem(q, start + i) for i, q in enumerate(qids)]]) if qids else None, known,
+                       single_block_size=len(qids))
 
+
+def _pool_minus_cases(cand: Candidate, pools: GatePools) -> tuple[list[str], set[str]]:
+    types = [tt for tt in cand.task_types if tt in pools.task_types]
+    return [q for tt in types for q in pools.pool(tt)], set(cand.case_qids)
+
+
+def _one_block(qids: Sequence[str], start: int) -> PlannedGate:
+    return PlannedGate(FixedBlocks([[BlockItem(q, start + i) for i, q in enumerate(qids)]]) if qids else None,
+                       single_block_size=len(qids))
+
+
+def _selection_split_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
+    """SkillOpt: one block, the fixed held-out selection split (the same for every gate of the run)."""
     from harness.kernel.rule_skillopt import selection_split
 
-    if gc.params.rule == "skillopt":
-        qids = [q for q in selection_split(pool, gc.params.selection_n, seed=gc.seed) if q not in excluded]
-    else:
-        order = sorted(q for q in set(pool) if q not in excluded)
-        random.Random(f"{gc.seed}|{gc.epoch}|{gc.step}|{prefix}").shuffle(order)
-        qids = [order[i % len(order)] for i in range(gc.params.cap_evolve_n)] if order else []
-    return [[BlockItem(q, start + i) for i, q in enumerate(qids)]] if qids else []
+    pool, excluded = _pool_minus_cases(cand, pools)
+    if not pool:
+        return PlannedGate(None)
+    return _one_block([q for q in selection_split(pool, gc.params.selection_n, seed=gc.seed) if q not in excluded],
+                      gate_sample_start(prefix))
+
+
+def _random_fixed_n_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
+    """cap-evolve: one block of `gate.cap_evolve_n` random questions of the pool (cycled when the pool is smaller)."""
+    import random
+
+    pool, excluded = _pool_minus_cases(cand, pools)
+    order = sorted(q for q in set(pool) if q not in excluded)
+    random.Random(f"{gc.seed}|{gc.epoch}|{gc.step}|{prefix}").shuffle(order)
+    return _one_block([order[i % len(order)] for i in range(gc.params.cap_evolve_n)] if order else [],
+                      gate_sample_start(prefix))
+
+
+def _no_questions_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
+    return PlannedGate(None)
+
+
+QuestionSource = Callable[[GateContext, Candidate, GatePools, bool, str], PlannedGate]
+
+# AcceptanceRule.questions -> how the gate's questions are chosen (kernel/rules.py documents the names)
+QUESTION_SOURCES: dict[str, QuestionSource] = {
+    "sampling": _sampling_source,
+    "step_minibatch": _step_minibatch_source,
+    "selection_split": _selection_split_source,
+    "random_fixed_n": _random_fixed_n_source,
+    "none": _no_questions_source,
+}
 
 
 def _accept_all_outcome(prefix: str) -> ValidationOutcome:
@@ -190,7 +213,8 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
     candidate_view = wsp.compose_view(skills_tree.with_files({cand.skill_file: rec.new_text}), prompts_tree)
     warm = any(state.gate_epoch_observed.get(tt, False) for tt in cand.task_types)
     params, fdr_fields = _gate_level(gc, state)
-    if gc.params.screen and gc.params.rule == "sequential":
+    rule = rule_for(gc.params)
+    if gc.params.screen and rule.sequential:
         screened = _screen(gc, cand, candidate_view, prefix)
         if screened is not None and not screened.passed:
             state.rejected_buffer.setdefault(cand.key, []).append(RejectedEdit(
@@ -201,19 +225,20 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
                                    rollouts=len(screened_qids(gc, cand)), skills_version_after=sv_before, probation_opened=False,
                                    screen="failed")
         fdr_fields["screen"] = "passed" if screened is not None else "no_questions"
-    if gc.params.rule == "accept_all":
+    if rule.questions == "none":  # decides without rollouts (accept_all)
         outcome = _accept_all_outcome(prefix)
     else:
-        blocks, known = _plan(gc, cand, pools, warm, prefix)
-        if not blocks:
+        planned = QUESTION_SOURCES[rule.questions](gc, cand, pools, warm, prefix)
+        if planned.planner is None:
             return step_report_row(**base, action="skipped_no_questions", reason="no validation questions for this skill", gate_run_id=prefix)
-        block_params = (dataclasses.replace(params, block_size=len(blocks[0]))
-                        if gc.params.rule in ("gepa", "skillopt", "cap_evolve") else params)
+        block_params = (dataclasses.replace(params, block_size=planned.single_block_size)
+                        if rule.single_block and planned.single_block_size else params)
+        known = planned.known_baseline
         wsp.record_run(gc.workspace_dir, f"{prefix}_base")
         wsp.record_run(gc.workspace_dir, f"{prefix}_cand")
         outcome = asyncio.run(validate_skill_local(
             task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
-            candidate_tree=candidate_view, blocks=blocks, questions=gc.questions, rollout=gc.rollout, params=block_params,
+            candidate_tree=candidate_view, plan=planned.planner, questions=gc.questions, rollout=gc.rollout, params=block_params,
             gate_run_prefix=prefix, workspace_dir=gc.workspace_dir, baseline_cache=baseline_cache, prompts_version=pv,
             epoch=gc.epoch, step=gc.step, known_baseline=known,
         ))
@@ -221,7 +246,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
         write_quadrant_pairs(gc.runlog_path, gate_run_id=prefix, epoch=gc.epoch, step=gc.step, task_type=cand.task_type,
                              action=outcome.action, pairs=outcome.pairs)
     v = outcome.verdict
-    if gc.params.fdr == "elond" and gc.params.rule == "sequential":
+    if gc.params.fdr == "elond" and rule.sequential:
         state.gate_fdr = elond_record(state.gate_fdr, gc.params.fdr_level, gc.params.fdr_horizon, discovered=outcome.action == "accept")
         fdr_fields["fdr_spent"] = state.gate_fdr.spent
     screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") == "passed" else 0
@@ -247,7 +272,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
 def _gate_level(gc: GateContext, state: Any) -> tuple[GateParams, dict]:
     """The params this gate runs with and its report fields: under `gate.fdr=elond` the sequential rule's accept
     threshold is ln(1 / alpha_t), alpha_t from e-LOND over the run (kernel/fdr.py); otherwise gate.lambda."""
-    if gc.params.rule != "sequential":
+    if not rule_for(gc.params).sequential:
         return gc.params, {}
     if gc.params.fdr == "elond":
         level = elond_level(state.gate_fdr, gc.params.fdr_level, gc.params.fdr_horizon)

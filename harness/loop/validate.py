@@ -36,9 +36,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol, Union
+from typing import Optional, Protocol
 
 from harness.kernel.gate import gate_decision, pair_block
+from harness.kernel.plans import BlockPlanner
 from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
@@ -56,39 +57,6 @@ class BaselineStore(Protocol):
     def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]: ...
 
     def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None: ...
-
-
-class BlockPlanner(Protocol):
-    """kernel.adaptive.AdaptiveBlockPlanner: hands out one block at a time from the baseline outcomes so far."""
-
-    @property
-    def final(self) -> bool: ...
-
-    def next_block(self, baseline_outcomes_so_far: Sequence[Optional[bool]]) -> Optional[list[BlockItem]]: ...
-
-    def informing_samples(self) -> dict[str, frozenset[int]]: ...
-
-
-class _StaticPlan:
-    """A precomputed plan (kernel.ladder.plan_blocks, or GEPA's one minibatch) behind the planner interface."""
-
-    def __init__(self, blocks: Sequence[Sequence[BlockItem]], informing: Mapping[str, Collection[int]] | None):
-        self._blocks = [list(b) for b in blocks]
-        self._next = 0
-        self._informing = {q: frozenset(v) for q, v in (informing or {}).items()}
-
-    @property
-    def final(self) -> bool:
-        return self._next >= len(self._blocks)
-
-    def next_block(self, baseline_outcomes_so_far: Sequence[Optional[bool]]) -> Optional[list[BlockItem]]:
-        if self._next >= len(self._blocks):
-            return None
-        self._next += 1
-        return self._blocks[self._next - 1]
-
-    def informing_samples(self) -> dict[str, frozenset[int]]:
-        return dict(self._informing)
 
 
 class InfraFailureError(RuntimeError):
@@ -141,7 +109,7 @@ async def validate_skill_local(
     skill_file: str,
     baseline_tree: HarnessTree,
     candidate_tree: HarnessTree,
-    blocks: Union[Sequence[Sequence[BlockItem]], "BlockPlanner"],
+    plan: BlockPlanner,
     questions: Mapping[str, Question],
     rollout: RolloutFn,
     params: GateParams,
@@ -156,9 +124,9 @@ async def validate_skill_local(
 ) -> ValidationOutcome:
     """Run the block-sequential gate of one candidate skill file.
 
-    `blocks` is the kernel's plan (`harness.kernel.ladder.plan_blocks`:
-    ladder order plus the anchor stratum, a fresh sample index per slot,
-    cut to the pair budget; a qid may repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
+    `plan` is the kernel's block planner (`harness.kernel.plans`: a sampling
+    plan of `gate.ladder`, or `FixedBlocks` around a plan fixed in advance;
+    a fresh sample index per slot, cut to the pair budget; a qid may repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
     outside the gate for first asks instead of the cache. The decision is the
     kernel's `gate_decision` under `params.rule`; an "infra" verdict (INFRA
     guard over all blocks so far) ends the gate without a decision about the
@@ -167,15 +135,7 @@ async def validate_skill_local(
     """
     if GATE_MARK not in gate_run_prefix:
         raise ValueError(f"gate run prefix {gate_run_prefix!r} must contain {GATE_MARK!r} (the ladder's anti-leak filter relies on it)")
-    if hasattr(blocks, "next_block"):
-        planner = blocks
-    else:
-        if not blocks or not all(blocks):
-            raise ValueError(f"gate {gate_run_prefix}: empty question plan (or an empty block) for task type {task_type!r}")
-        all_idx = [it.sample_index for blk in blocks for it in blk]
-        if len(set(all_idx)) != len(all_idx):
-            raise ValueError(f"gate {gate_run_prefix}: the plan reuses a sample index; every slot needs a fresh sample")
-        planner = _StaticPlan(blocks, informing_samples)
+    planner = plan
     seen_idx: set[int] = set()
     baseline_so_far: list[Optional[bool]] = []
 

@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,6 +22,11 @@ def test_quick_benchmark_runs_and_writes_its_report(tmp_path):
         "## 5. Ladder orderings",
         "## 6. Trade-off null",
         "## 7. Ladder: efficiency vs safety",
+        "## 8. Importance plan + betting e-process: population nulls",
+        "## 9. Importance plan: pairs to accept",
+        "## 10. Power and the reject side",
+        "## 11. Infrastructure failures missing not at random",
+        "## 12. Cross-check through the production path",
         "## Targets",
     ):
         assert heading in text
@@ -30,6 +36,12 @@ def test_quick_benchmark_runs_and_writes_its_report(tmp_path):
     for label in ("static ladder (product default)", "adaptive ladder, top 25%", "adaptive ladder, top 10%", "adaptive ladder, top 10%, no anchor stratum"):
         assert label in text.split("## 7.")[1]  # every ordering has its efficiency / safety row
     assert "adaptive ladder, top 10%, anchor 0.0" in text  # trade-off null without the anchor stratum
+    section8 = text.split("## 8.")[1].split("## 9.")[0]
+    for population in ("trade-off null of section 6", "heterogeneous null", "partial-fix null", "mix A", "mix B", "mix C"):
+        assert population in section8  # every population null has its row
+    cross = text.split("## 12.")[1].split("## Targets")[0]
+    agree, runs = (int(x) for x in re.search(r"agreed in (\d+) of (\d+)", cross).groups())
+    assert agree == runs  # the vectorised decision is the production decision
 
 
 def test_saving_vs_random_and_its_delta_method_se():

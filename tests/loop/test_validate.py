@@ -11,6 +11,7 @@ import pytest
 from harness.kernel.gate import LeakError
 from harness.kernel.types import GateParams
 from harness.kernel.ladder import plan_blocks
+from harness.kernel.plans import FixedBlocks
 from harness.kernel.types import BlockItem
 from harness.loop.validate import GATE_SAMPLE_BASE, gate_sample_start, validate_skill_local
 from harness.questions import Question
@@ -53,7 +54,7 @@ def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1
     cand = base.with_files({SKILL: cand_text})
     params = PARAMS
     return run(validate_skill_local(
-        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, blocks=plan, questions=QS,
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, plan=FixedBlocks(plan), questions=QS,
         rollout=make_rollout(p_base, p_cand, calls, infra_every), params=params, gate_run_prefix=prefix,
         workspace_dir=tmp_path, baseline_cache=cache, prompts_version="v0", epoch=1, step=1, **kw))
 
@@ -100,7 +101,7 @@ def test_tmp_dir_removed_when_rollout_fails(tmp_path):
     base = HarnessTree({SKILL: "base"})
     with pytest.raises(RuntimeError, match="provider down"):
         run(validate_skill_local(task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
-                                 blocks=_plan(), questions=QS, rollout=boom, params=GateParams(block_size=10),
+                                 plan=FixedBlocks(_plan()), questions=QS, rollout=boom, params=GateParams(block_size=10),
                                  gate_run_prefix="a_gate_t", workspace_dir=tmp_path, baseline_cache=None, prompts_version="v0"))
     assert not (tmp_path / ".cand_tmp").exists()
 

@@ -82,11 +82,14 @@ def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_d
 
 
 def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
-    """Diagnosis of the step rollout's failures, slow case packs, and one candidate per skill file of the batch."""
-    if str(ctx.cfg.evolve.method) == "h2":  # Harness² proposes; the gate below validates it like any edit
-        from harness.loop.evolve_h2 import stage_evolve_h2
+    """The evolve stage: the proposer of `evolve.method` (registry harness.config.registries.PROPOSERS)."""
+    from harness.config.registries import PROPOSERS
 
-        return stage_evolve_h2(ctx, epoch, step, prev_state, rollout, out)
+    return PROPOSERS.get(str(ctx.cfg.evolve.method))(ctx, epoch, step, prev_state, rollout, out)
+
+
+def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
+    """Reflective proposer: diagnosis of the step rollout's failures, slow case packs, one candidate per skill file."""
     begun = begin_evolve(prev_state, rollout, out, method=str(ctx.cfg.evolve.method))
     if begun is None:
         return

@@ -1,0 +1,60 @@
+"""A named registry of strategy objects chosen by one config key.
+
+Every choice made by config (gate rule, sampling plan, evolve method) is one
+`Registry`; config validation reads the same registry, so an unknown name
+fails at load with the list of valid ones. An entry is either the object
+itself or a lazy "module:attribute" path (for strategies that live in a
+higher layer and must not be imported at config load).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar, Union
+
+T = TypeVar("T")
+
+
+class UnknownStrategyError(ValueError):
+    """A config key names a strategy that is not registered."""
+
+
+class Registry(Generic[T]):
+    def __init__(self, key: str, entries: Mapping[str, Union[T, str]] | None = None):
+        self.key = key  # the config key that chooses, e.g. "gate.rule"
+        self._entries: dict[str, Union[T, str]] = dict(entries or {})
+
+    def register(self, name: str, entry: Union[T, str]) -> None:
+        if name in self._entries:
+            raise ValueError(f"{self.key}: {name!r} is already registered")
+        self._entries[name] = entry
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._entries))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def unknown_message(self, name: object) -> str:
+        return f"{self.key}: unknown {name!r}; expected one of {', '.join(self.names())}"
+
+    def get(self, name: str) -> T:
+        try:
+            entry = self._entries[name]
+        except KeyError:
+            raise UnknownStrategyError(self.unknown_message(name)) from None
+        if isinstance(entry, str):  # lazy "module:attribute"
+            module, _, attr = entry.partition(":")
+            resolved = getattr(importlib.import_module(module), attr)
+            return resolved  # type: ignore[no-any-return]
+        return entry
+
+    def __getitem__(self, name: str) -> T:
+        return self.get(name)
