@@ -74,6 +74,23 @@ class TrainState:
         """The early-stop counter after the slow update: reset when the best improved, else one more epoch."""
         self.steps_since_best_improved = 0 if improved_best else self.steps_since_best_improved + 1
 
+    def open_probation(self, key: str, new: Probation) -> None:
+        """At most one probation per skill: a second one merges into the open one, keeping the oldest anchor
+        and snapshot (the anchor's outcomes win) and advancing the accepted version."""
+        existing = self.probations.get(key)
+        if existing is None:
+            self.probations[key] = new
+            return
+        snapshot = dict(new.correctness_snapshot)
+        snapshot.update(existing.correctness_snapshot)
+        self.probations[key] = Probation(
+            task_type=existing.task_type, skill_file=existing.skill_file,
+            anchor_skills_version=existing.anchor_skills_version,
+            opened_epoch=existing.opened_epoch, opened_step=existing.opened_step,
+            correctness_snapshot=snapshot, pending_edits=list(existing.pending_edits) + list(new.pending_edits),
+            accepted_version=new.accepted_version, kind="probation" if "probation" in (existing.kind, new.kind) else existing.kind,
+        )
+
     def early_stop_due(self, patience: int) -> bool:
         """Stop once the best has not improved for `patience` consecutive epochs (patience <= 0 disables)."""
         return patience > 0 and self.steps_since_best_improved >= patience

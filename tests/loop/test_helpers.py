@@ -1,12 +1,11 @@
-"""The loop's module-level helpers, each on its own."""
+"""Small loop functions on their own: the INFRA guard, ladder sources, resume planning."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.kernel.types import Edit, EditApplication, EvolutionRecord, GateParams, Probation, RejectedEdit
 from harness.kernel.schedule import StageItem, full_schedule
-from harness.loop.helpers import _merge_probation
+from harness.kernel.types import GateParams
 from harness.loop.slow_update import ladder_sources
 from harness.loop.state import StatePaths, mark_done, resume_plan
 from harness.loop.validate import InfraFailureError, guard_infra_failures
@@ -18,26 +17,6 @@ def test_guard_infra_failures_needs_denominator():
     guard_infra_failures(2, 10, p, "x")
     with pytest.raises(InfraFailureError, match="3 of 10"):
         guard_infra_failures(3, 10, p, "step rollout r")
-
-
-def test_rejected_summary_lists_only_applied_edits():
-    from harness.evolution.evolve import rejected_summary
-
-    e1, e2 = Edit("add", "- rule one"), Edit("replace", "- new", old="- old")
-    rec = EvolutionRecord("t", "t/SKILL.md", "x", "y", edits=[e1, e2],
-                          apply_report=[EditApplication(e1, "applied"), EditApplication(e2, "not_found")])
-    text = rejected_summary(rec)
-    assert "rule one" in text and "new" not in text
-    none = EvolutionRecord("t", "t/SKILL.md", "x", "x", edits=[e2], apply_report=[EditApplication(e2, "not_found")])
-    assert "no edit" in rejected_summary(none)  # the defensive text
-
-
-def test_merge_probation_keeps_oldest_anchor():
-    a = Probation("t", "t/SKILL.md", "v1", 1, 1, {"q1": True}, [RejectedEdit("t", "t/SKILL.md", "e1", 1, 1)], "v2", "accepted")
-    b = Probation("t", "t/SKILL.md", "v2", 1, 3, {"q1": False, "q2": True}, [RejectedEdit("t", "t/SKILL.md", "e2", 1, 3)], "v3", "probation")
-    m = _merge_probation(a, b)
-    assert m.anchor_skills_version == "v1" and m.accepted_version == "v3" and m.kind == "probation"
-    assert m.correctness_snapshot == {"q1": True, "q2": True} and len(m.pending_edits) == 2
 
 
 def test_ladder_sources_exactly_three():

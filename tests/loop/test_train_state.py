@@ -1,6 +1,6 @@
 """harness/loop/train_state.py: the training state's transitions."""
 
-from harness.kernel.types import CaseSample, ToolCasePack
+from harness.kernel.types import CaseSample, Probation, RejectedEdit, ToolCasePack
 from harness.loop.train_state import TOOL_PACK_EXAMPLES, TrainState
 
 
@@ -39,3 +39,15 @@ def test_epoch_close_counts_towards_early_stop_and_begin_clears_accumulators():
     assert (state.baseline_skills_version, state.baseline_prompts_version) == ("v3", "v1")
     assert state.epoch_start_skills == {"t/SKILL.md": "text"}
     assert not state.changed_task_types_this_epoch and not state.system_packs and not state.tool_packs
+
+
+def test_a_second_probation_merges_keeping_the_oldest_anchor():
+    a = Probation("t", "t/SKILL.md", "v1", 1, 1, {"q1": True}, [RejectedEdit("t", "t/SKILL.md", "e1", 1, 1)], "v2", "accepted")
+    b = Probation("t", "t/SKILL.md", "v2", 1, 3, {"q1": False, "q2": True}, [RejectedEdit("t", "t/SKILL.md", "e2", 1, 3)], "v3", "probation")
+    state = TrainState()
+    state.open_probation("t", a)
+    assert state.probations["t"] is a
+    state.open_probation("t", b)
+    m = state.probations["t"]
+    assert m.anchor_skills_version == "v1" and m.accepted_version == "v3" and m.kind == "probation"
+    assert m.correctness_snapshot == {"q1": True, "q2": True} and len(m.pending_edits) == 2
