@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.checkpoint import load_checkpoint, save_checkpoint
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
 from harness.loop.train_state import Progress, TrainState
-from harness.checkpoint import load_checkpoint, save_checkpoint
 from harness.workspace import copy_workspace, drop_empty_run_scratch
 
 DONE = "DONE.json"
