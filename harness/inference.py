@@ -150,10 +150,6 @@ class InferenceResult:
             out[qid] = value
         return out
 
-    @property
-    def infra_ratio(self) -> float:
-        return self.n_infra / self.n if self.n else 0.0
-
 
 def _aggregate_results(run_id: str, records: list[PredictionRecord], wall_s: float) -> InferenceResult:
     """Aggregate in memory (never SELECT the predictions back)."""

@@ -120,11 +120,6 @@ class CacheStats:
     misses: int = 0
     usd_saved: float = 0.0
 
-    @property
-    def hit_rate(self) -> float | None:
-        total = self.hits + self.misses
-        return self.hits / total if total else None
-
     def __add__(self, other: CacheStats) -> CacheStats:
         return CacheStats(self.hits + other.hits, self.misses + other.misses, self.usd_saved + other.usd_saved)
 
