@@ -47,8 +47,9 @@ def run_stage(
 
     The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
     `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
-    reading any other key raises UndeclaredKeyError. A configuration or state error is printed as one
-    clear line (exit 2); anything else propagates with its traceback.
+    reading any other key raises UndeclaredKeyError. A configuration, state or local store error
+    (`LocalStoreError`: the response cache file) is printed as one clear line (exit 2, no DONE.json: the
+    stage did not finish); anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
     if cfg is None:
@@ -56,6 +57,7 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
+    from harness.llm.protocol import LocalStoreError
     from harness.loop.context import make_context
     from harness.loop.state import StateError
 
@@ -64,7 +66,7 @@ def run_stage(
     ctx = make_context(view, project_root)
     try:
         call(ctx, view)
-    except StateError as exc:
+    except (StateError, LocalStoreError) as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
     finally:
