@@ -486,7 +486,7 @@ def ablation_lines(entries: list[tuple[str, dict]], main_runs: list[dict]) -> li
 def _compare_text(specs: list[str], runs: list[dict]) -> str:
     entries = []
     for spec in specs:
-        label, sep, path = spec.partition("=")
+        label, sep, path = spec.rpartition("=")  # labels may contain "=" (config overrides)
         if not sep or not label:
             raise SystemExit(f"--compare {spec!r}: expected LABEL=path/to/e2e.json")
         entries.append((label, json.loads(Path(path).read_text(encoding="utf-8"))))

@@ -64,7 +64,7 @@ class GateParams:
     block_size: int = 20
     anchor_fraction: float = 0.25
     max_pairs: int = 400
-    undecided: str = "probation"  # "probation" | "reject"
+    undecided: str = "reject"  # "probation" | "reject"
     p_low: float = 0.02
     p_high: float = 0.98
     ema_gamma: float = 0.3
@@ -84,17 +84,17 @@ class GateParams:
     ladder_prior_obs: int = 4  # the adaptive ladder counts the pre-gate p_hat as at most this many observations
     ladder_drop_min_obs: int = 8  # drop a question from ladder slots when p outside [p_low, p_high] after this many observations
     # run-level gate (issue 13; harness/kernel/fdr.py, screen.py, rule_skillopt.py, rule_cap_evolve.py)
-    fdr: str = "none"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
+    fdr: str = "elond"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
     fdr_level: float = 0.1  # e-LOND: target false discovery rate over the run's installs
     fdr_horizon: int = 50  # e-LOND: gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
-    screen: bool = False  # run the candidate on the step's own questions first; GEPA's rule filters
-    screen_margin: int = 1  # screen passes when wins - losses >= this
+    screen: bool = True  # run the candidate on the step's own questions first; GEPA's rule filters
+    screen_margin: int = 0  # screen passes when wins - losses >= this
     futility_min_pairs: int = 0  # futility stop once this many pairs are in (0 = off)
     futility_margin: int = 0  # ... when wins - losses <= this
-    baseline_reuse: str = "gates"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
+    baseline_reuse: str = "none"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
-    probation_settlement: str = "snapshot"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
+    probation_settlement: str = "eprocess"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
     # population-valid gate (issue 13; harness/kernel/importance_plan.py, betting.py)
     importance_floor: float = 0.5  # importance plan: pi_i >= floor / N, so importance weights <= 1 / floor (1 = uniform random order)
     reject_margin: float = 0.03  # betting rule: reject once the e-process for "gain >= margin" crosses exp(-lambda_dir)
