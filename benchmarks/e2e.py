@@ -33,7 +33,6 @@ import hashlib
 import json
 import math
 import multiprocessing as mp
-import os
 import re
 import shutil
 import sqlite3
@@ -530,8 +529,9 @@ def main(argv: list[str] | None = None) -> int:
             jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs})
         if not args.no_tradeoff:
             jobs.append({"seed": seed, "rule": "sequential", "epochs": epochs, "overrides": overrides, "tradeoff": True})
-    from harness.config.load import load_config
     from omegaconf import OmegaConf
+
+    from harness.config.load import load_config
 
     for job in jobs:
         job["skip_epoch_holdout"] = not args.epoch_holdout

@@ -36,8 +36,8 @@ import argparse
 import dataclasses
 import functools
 import json
-import resource
 import math
+import resource
 import shlex
 import sys
 import time
@@ -51,9 +51,9 @@ from scipy.stats import binom
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness.kernel.adaptive import AdaptiveBlockPlanner  # noqa: E402
 from harness.kernel.gate import gate_decision, pair_block  # noqa: E402
 from harness.kernel.ladder import GatePools, plan_blocks  # noqa: E402
-from harness.kernel.adaptive import AdaptiveBlockPlanner  # noqa: E402
 from harness.kernel.stats import kl_bernoulli_half, log_e_accept, log_lr_direction, mcnemar_one_sided_p  # noqa: E402
 from harness.kernel.types import BlockItem, GateParams  # noqa: E402
 
@@ -725,7 +725,7 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
     rand_bet = next((e["accept_only"] for e in eff if e["overrides"].get("importance_floor") == 1.0), None)
     lines += [
         "",
-        f"## 9. Importance plan: pairs to accept a uniform +5-point effect (section 4's population), block sizes, correlated arms",
+        "## 9. Importance plan: pairs to accept a uniform +5-point effect (section 4's population), block sizes, correlated arms",
         "",
         f"Accept e-process alone (no reject), cap {bs['eff_cap']}; saving vs uniform random order with today's sign statistic (row 1) and vs uniform "
         "random order with the betting e-process (floor 1); SE by the delta method. Correlated arms: with probability `coupling` a pair's two "
@@ -796,7 +796,6 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
 def betting_targets(b: dict, bs: dict) -> list[str]:
     caps = bs["caps"]
     alpha = math.exp(-GateParams().lambda_accept)
-    worst = max(b["validity"], key=lambda r: max(r["result"][c]["p_accept"] - 2 * r["result"][c]["se"] for c in caps))
     worst_cell = max(((r, c) for r in b["validity"] for c in caps), key=lambda rc: rc[0]["result"][rc[1]]["p_accept"])
     ok_all = all(r["result"][c]["p_accept"] - 2 * r["result"][c]["se"] <= alpha for r in b["validity"] for c in caps)
     eff = b["efficiency"]

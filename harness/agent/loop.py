@@ -40,6 +40,7 @@ from harness.contracts.tool_calls import (
     parse_tool_call,
     render_tool_result,
 )
+from harness.identity import STEP_STRIDE
 from harness.llm.protocol import (
     ChatMessage,
     LLMError,
@@ -53,7 +54,6 @@ from harness.tree import HarnessTree
 
 logger = logging.getLogger("harness.agent")
 
-STEP_STRIDE = 1000
 _SYSTEM_CACHE_MAX = 4096  # rendered system messages kept per AgentLoop (immutable trees only)
 StopReason = Literal["answer", "max_steps", "error", "no_answer"]
 

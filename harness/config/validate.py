@@ -17,12 +17,13 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.errors import ConfigError, Violation
+from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
 from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
+from harness.identity import GATE_MARK
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
@@ -194,9 +195,9 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("train.epochs")
     c.positive_int("train.early_stop_patience")
     c.positive_int("train.concurrency")
-    c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and "_gate_" not in f"_{v}_",
+    c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
             "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
-            "(run ids with '_gate_' are gate rollouts)")
+            f"(run ids with {GATE_MARK!r} are gate rollouts)")
     c.check("train.state_dir", lambda v: isinstance(v, str) and v.strip("/") != "" and not v.startswith("/")
             and ".." not in v.split("/"), "must be a relative path inside the project (no '..')")
     _check_schedule(c)

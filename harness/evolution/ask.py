@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from harness.contracts.evolution import ReplyFormatError
 from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
 
-from harness.contracts.evolution import ReplyFormatError
 from .prompts import format_retry_message
 
 T = TypeVar("T")

@@ -12,12 +12,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from harness.contracts.evolution import FORMAT_DIAGNOSIS, parse_diagnosis
 from harness.kernel.types import CaseSample, DiagnosisResult
 from harness.llm.protocol import LLMProvider, Role
 
-from harness.contracts.evolution import parse_diagnosis
 from .ask import ask_parsed
-from harness.contracts.evolution import FORMAT_DIAGNOSIS
 from .prompts import diagnosis_messages
 
 log = logging.getLogger(__name__)

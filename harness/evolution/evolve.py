@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.contracts.evolution import FORMAT_EDIT_OPS, EditOps, parse_edit_ops
 from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
 from harness.llm.protocol import ChatMessage, LLMProvider, Role
 
 from .apply import apply_edits
-from harness.contracts.evolution import EditOps, parse_edit_ops
 from .ask import ask_parsed
-from harness.contracts.evolution import FORMAT_EDIT_OPS
 from .prompts import skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
 
 SYSTEM_PROMPT_FILE = "system_prompt.md"

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.contracts.evolution import ReplyFormatError, parse_guidance
+from harness.kernel.momentum import categorize_pair
 from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
 from harness.llm.protocol import LLMProvider, LLMRequest, Role
 
-from harness.contracts.evolution import ReplyFormatError, parse_guidance
 from .prompts import format_trace, momentum_messages
 
 MOMENTUM_HEADING = "## Momentum"
@@ -62,21 +63,11 @@ class ComparisonPair:
     trace: str = ""  # the current version's trace (hints of what is still missing)
 
 
-def categorize_pair(before: bool, after: bool) -> str:
-    if before and after:
-        return STABLE_SUCCESS
-    if after:
-        return IMPROVED
-    if before:
-        return REGRESSED
-    return PERSISTENT_FAIL
-
-
 def format_comparison_pairs(pairs: Sequence[ComparisonPair], max_per_category: int = 6) -> str:
     """Pairs grouped by category, REGRESSED first; an unknown category raises KeyError."""
     groups: dict[str, list[ComparisonPair]] = {c: [] for c in CATEGORY_ORDER}
     for pair in pairs:
-        groups[categorize_pair(pair.before, pair.after)].append(pair)
+        groups[categorize_pair(bool(pair.before), bool(pair.after))].append(pair)
     sections = []
     for category in CATEGORY_ORDER:
         items = groups[category]

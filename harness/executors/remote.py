@@ -87,7 +87,7 @@ class TaskServiceExecutor:
     task_options: dict[str, Any] = field(default_factory=dict)  # model, effort, ... passed through untouched
 
     def __post_init__(self) -> None:
-        from harness.h2.identity import validate_run_tag
+        from harness.identity import validate_run_tag
 
         validate_run_tag(self.run_tag)
         self._client = httpx.Client(base_url=self.base_url.rstrip("/"), timeout=self.request_timeout_s,
@@ -120,7 +120,7 @@ class TaskServiceExecutor:
             return False
 
     def idempotency_key(self, role: str, label: str) -> str:
-        from harness.h2.identity import idempotency_key
+        from harness.identity import idempotency_key
 
         return idempotency_key(self.run_tag, role, label)
 
@@ -207,7 +207,7 @@ class TaskServiceExecutor:
 def preflight_checks(*, run_tag: str, base_dir: Path, prompt: str, source_dir: Path | None,
                      executor: TaskServiceExecutor | None) -> list[str]:
     """Problems that would make a run fail, found without creating any task (empty list = ready)."""
-    from harness.h2.identity import validate_run_tag
+    from harness.identity import validate_run_tag
 
     problems: list[str] = []
     try:

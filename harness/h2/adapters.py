@@ -8,28 +8,31 @@ raises: a failed run is a `Rollout` with ``ok=False`` (a "dead" probe).
 
 `QuestionTaskAdapter` is a task made of a task type and a handful of its
 questions (the simulated world's tasks, or any question set): executing it
-runs the solver through an `LLMProvider` on every question with the
-harness's system message (harness/contracts/solver.py) and the deliverable is
-the list of answers. It never sees the answers' correctness: scoring a tree
+runs the training agent loop (harness/agent/loop.AgentLoop) through an
+`LLMProvider` on every question, and the deliverable is the list of answers. It never sees the answers' correctness: scoring a tree
 is the caller's business (the sim demo uses the oracle, outside the method).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
-
-from harness.agent.prompts import solver_messages
-from harness.contracts.solver import parse_answer, render_question
-from harness.contracts.tool_calls import (
-    ToolCallFormatError,
-    parse_tool_call,
-    render_tool_result,
+from typing import (
+    Any,
+    Callable,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    runtime_checkable,
 )
+
+from harness.agent.loop import AgentLoop, AgentResult
+from harness.bench.protocol import UnknownToolError
+from harness.contracts.solver import render_question
 from harness.h2.surfaces import NATIVE, Surface
-from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role
+from harness.identity import label_sample_index
+from harness.llm.protocol import LLMProvider, Role
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -117,11 +120,6 @@ class TaskAdapter(Protocol):
         ...
 
 
-def label_sample_index(label: str) -> int:
-    """A stable sample index per execution label: a new label is a fresh sample, a re-run hits the cache."""
-    return int(hashlib.sha1(label.encode("utf-8")).hexdigest()[:8], 16)
-
-
 @dataclass
 class QuestionTaskAdapter:
     """A task = one task type + a handful of its questions, solved through an LLMProvider."""
@@ -173,66 +171,46 @@ class QuestionTaskAdapter:
     def validate_tree(self, tree: HarnessTree) -> Sequence[str]:
         return []
 
-    async def _one(self, harness: HarnessTree, q: Question, sample_index: int, sem: asyncio.Semaphore):
-        """Solve one question: a short tool-call loop, then the final ANSWER line. Returns (q, trace, error, usd)."""
-        async with sem:
-            messages = list(solver_messages(harness, self.task_type, q.question, q.choices))
-            trace: list[str] = []
-            cost = 0.0
-            for _turn in range(self.max_turns + 1):
-                req = LLMRequest.make(self.role, messages, sample_index=sample_index, max_tokens=self.max_tokens)
-                try:
-                    resp = await self.provider.complete(req)
-                except LLMError as exc:
-                    return q, "\n".join(trace), str(exc), cost
-                cost += resp.cost_usd
-                trace.append(resp.text)
-                try:
-                    call = parse_tool_call(resp.text)
-                except ToolCallFormatError as exc:
-                    call = None
-                    trace.append(f"(malformed tool call: {exc})")
-                if call is None or parse_answer(resp.text) is not None:
-                    return q, "\n".join(trace), None, cost
-                fn = self.tools.get(call.name)
-                result = fn(call.arguments) if fn else f"tool {call.name!r} is not available in this task"
-                trace.append(render_tool_result(call.name, result))
-                messages += [ChatMessage("assistant", resp.text), ChatMessage("user", render_tool_result(call.name, result))]
-            return q, "\n".join(trace), None, cost
+    def _tool_dispatch(self, name: str, arguments: Mapping[str, Any]) -> str:
+        fn = self.tools.get(name)
+        if fn is None:
+            raise UnknownToolError(f"tool {name!r} is not available in this task")
+        return fn(dict(arguments))
 
     async def execute(self, label: str, harness: HarnessTree) -> Rollout:
+        """Every question through the training AgentLoop (same messages, tool protocol, step sample indices)."""
         sem = asyncio.Semaphore(max(1, self.concurrency))
         idx = label_sample_index(label)
+        agent = AgentLoop(self.provider, max_steps=self.max_turns + 1, params={"max_tokens": self.max_tokens}, role=self.role)
+        dispatch = self._tool_dispatch if self.tools else None
+
+        async def one(q: Question) -> AgentResult:
+            async with sem:
+                return await agent.run(harness, q, tool_dispatch=dispatch, sample_index=idx)
+
         try:
-            results = await asyncio.gather(*(self._one(harness, q, idx, sem) for q in self.questions))
+            results = await asyncio.gather(*(one(q) for q in self.questions))
         except Exception as exc:  # execute never raises: an unexpected failure is a dead rollout
             return Rollout(label, harness.fingerprint, False, "", error=f"{type(exc).__name__}: {exc}")
-        observations: list[Observation] = []
-        lines: list[str] = []
-        errors: list[str] = []
-        answers: dict[str, str | None] = {}
-        cost = 0.0
-        for q, text, err, c in results:
-            cost += c
-            observations.append(Observation(q.qid, "input", render_question(q.question, q.choices)))
-            if err is not None:
-                observations.append(Observation(q.qid, "error", err))
-                errors.append(f"{q.qid}: {err}")
-                answers[q.qid] = None
-                lines.append(f"{q.qid}: (no answer)")
-                continue
-            observations.append(Observation(q.qid, "output", text or ""))
-            ans = parse_answer(text or "")
-            answers[q.qid] = ans
-            lines.append(f"{q.qid}: {ans if ans is not None else '(no answer)'}")
-        ok = not errors
-        return Rollout(
-            label=label,
-            harness_fingerprint=harness.fingerprint,
-            ok=ok,
-            deliverable="\n".join(lines) + "\n",
-            observations=tuple(observations),
-            cost_usd=cost,
-            error="; ".join(errors) if errors else None,
-            meta={"answers": answers, "sample_index": idx},
-        )
+        answers = {q.qid: r.answer for q, r in zip(self.questions, results)}
+        steps = {q.qid: [(t.kind, t.content) for t in r.trace] for q, r in zip(self.questions, results)}
+        errors = [f"{q.qid}: {r.error or 'infrastructure failure'}" for q, r in zip(self.questions, results) if r.infra]
+        return rollout_of(label, harness, self.questions, answers, steps, cost_usd=sum(r.cost_usd for r in results), errors=errors,
+                          meta={"sample_index": idx})
+
+
+def rollout_of(label: str, harness: HarnessTree, questions: Sequence[Question], answers: Mapping[str, Optional[str]],
+               steps: Mapping[str, Sequence[tuple[str, str]]], *, cost_usd: float = 0.0, errors: Sequence[str] = (),
+               meta: Mapping[str, Any] | None = None) -> Rollout:
+    """An h2 `Rollout` from per-question answers and agent traces (no correctness: editors never see a score)."""
+    observations: list[Observation] = []
+    lines: list[str] = []
+    for q in questions:
+        observations.append(Observation(q.qid, "input", render_question(q.question, q.choices)))
+        for kind, content in steps.get(q.qid, ()):
+            observations.append(Observation(q.qid, kind, content))
+        ans = answers.get(q.qid)
+        lines.append(f"{q.qid}: {ans if ans is not None else '(no answer)'}")
+    return Rollout(label=label, harness_fingerprint=harness.fingerprint, ok=not errors, deliverable="\n".join(lines) + "\n",
+                   observations=tuple(observations), cost_usd=float(cost_usd), error="; ".join(errors) or None,
+                   meta={**(meta or {}), "answers": dict(answers)})

@@ -30,20 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from harness.contracts.solver import render_question
-from harness.h2.adapters import Observation, Rollout
+from harness.h2.adapters import Rollout, rollout_of
 from harness.h2.surfaces import NATIVE, Surface
+from harness.identity import GATE_MARK, is_gate_run, probe_sample_index
 from harness.llm.protocol import LLMProvider, LLMRequest, LLMResponse, Role
 from harness.questions import Question
 from harness.tree import HarnessTree
 
-PROBE_INDEX_BASE = 1 << 40  # step 1000E+S, slow 2000E(+1), held-out 3e6, gate 1e7..~1.1e8: all far below
 PROBE_RUN_KIND = "h2_probe"
 LEAK_GLOBS = ("*answer_key*", "*answers.*", "*grader*", "*grades*", "*rubric*", "*expected*", "*solution*")
-
-
-def probe_sample_index(label: str) -> int:
-    """A stable fresh sample index per probe label, inside the reserved probe range."""
-    return PROBE_INDEX_BASE + int(hashlib.sha1(label.encode("utf-8")).hexdigest()[:10], 16) % PROBE_INDEX_BASE
 
 
 @dataclass
@@ -121,8 +116,8 @@ class SkillStepTask:
             raise ValueError(f"h2 loop task {self.task_id!r}: probe questions {bad} do not read {self.target}")
         if self.target not in self.base:
             raise ValueError(f"h2 loop task {self.task_id!r}: {self.target} is not in the step's harness")
-        if "_gate_" in self.run_id_prefix:
-            raise ValueError(f"h2 probe run ids must not contain '_gate_' (the ladder's gate marker): {self.run_id_prefix!r}")
+        if is_gate_run(self.run_id_prefix):
+            raise ValueError(f"h2 probe run ids must not contain {GATE_MARK!r} (the ladder's gate marker): {self.run_id_prefix!r}")
 
     @property
     def prompt(self) -> str:
@@ -184,18 +179,3 @@ class SkillStepTask:
                           meta={"run_id": run_id, "sample_index": idx})
 
 
-def rollout_of(label: str, harness: HarnessTree, questions: Sequence[Question], answers: Mapping[str, Optional[str]],
-               steps: Mapping[str, Sequence[tuple[str, str]]], *, cost_usd: float = 0.0, errors: Sequence[str] = (),
-               meta: Mapping[str, Any] | None = None) -> Rollout:
-    """An h2 `Rollout` from per-question answers and traces (no correctness: editors never see a score)."""
-    observations: list[Observation] = []
-    lines: list[str] = []
-    for q in questions:
-        observations.append(Observation(q.qid, "input", render_question(q.question, q.choices)))
-        for kind, content in steps.get(q.qid, ()):
-            observations.append(Observation(q.qid, kind, content))
-        ans = answers.get(q.qid)
-        lines.append(f"{q.qid}: {ans if ans is not None else '(no answer)'}")
-    return Rollout(label=label, harness_fingerprint=harness.fingerprint, ok=not errors, deliverable="\n".join(lines) + "\n",
-                   observations=tuple(observations), cost_usd=float(cost_usd), error="; ".join(errors) or None,
-                   meta={**(meta or {}), "answers": dict(answers)})

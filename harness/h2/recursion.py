@@ -29,12 +29,12 @@ from typing import Any, Mapping, Sequence
 from harness.h2.adapters import Rollout, TaskAdapter
 from harness.h2.budget import ROLLOUT, SESSION, BudgetGate, Ledger, check_k
 from harness.h2.context import ContextLeakError, PoolEntry, build_context
-from harness.h2.identity import idempotency_key
 from harness.h2.prompts import COMPOSE, DOM, INV, STAGE_MISSIONS
 from harness.h2.roles import Call, EditRequest, Roles
 from harness.h2.selection import Final
 from harness.h2.surfaces import Surface, line_jaccard
 from harness.h2.validator import validate_tree
+from harness.identity import idempotency_key
 from harness.tree import HarnessTree
 
 PARALLEL = "parallel"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from harness.h2.adapters import TaskAdapter
-from harness.h2.identity import idempotency_key
 from harness.h2.roles import Judge
 from harness.h2.run import TaskResult
+from harness.identity import idempotency_key
 
 BASE_PICK_WARN = 0.8
 

@@ -17,7 +17,6 @@ records a fallback.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from harness.h2.prompts import (
     selector_messages,
 )
 from harness.h2.surfaces import Surface
+from harness.identity import label_sample_index
 from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest, Role
 from harness.tree import HarnessTree
 
@@ -65,10 +65,6 @@ class Responder(Protocol):
     async def __call__(self, role: Role, messages: list[ChatMessage], key: str) -> Reply: ...
 
 
-def key_sample_index(key: str) -> int:
-    return int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:8], 16)
-
-
 @dataclass
 class ProviderResponder:
     provider: LLMProvider
@@ -77,7 +73,7 @@ class ProviderResponder:
 
     async def __call__(self, role: Role, messages: list[ChatMessage], key: str) -> Reply:
         params = {k: v for k, v in (("temperature", self.temperature), ("max_tokens", self.max_tokens)) if v is not None}
-        resp = await self.provider.complete(LLMRequest.make(role, messages, sample_index=key_sample_index(key), **params))
+        resp = await self.provider.complete(LLMRequest.make(role, messages, sample_index=label_sample_index(key), **params))
         return Reply(resp.text, resp.cost_usd, resp.model)
 
 

@@ -33,22 +33,13 @@ from harness.atomic import atomic_write_json
 from harness.h2.adapters import Rollout, TaskAdapter
 from harness.h2.budget import ROLLOUT, BudgetGate, Ledger, check_k, executions_for
 from harness.h2.context import build_context
-from harness.h2.identity import (
-    ARTIFACT_DIR,
-    SELECTION_FILE,
-    SUMMARY_FILE,
-    RunIdentity,
-    ensure_run_identity,
-    idempotency_key,
-    task_intact,
-    validate_run_tag,
-    write_completion_mark,
-)
 from harness.h2.library import Library
 from harness.h2.recursion import MODES, RoundEnv, run_mode
+from harness.h2.resume import ARTIFACT_DIR, SELECTION_FILE, SUMMARY_FILE, RunIdentity, ensure_run_identity, task_intact, write_completion_mark
 from harness.h2.roles import Roles
 from harness.h2.selection import select_final
 from harness.h2.validator import validate_tree
+from harness.identity import idempotency_key, sweep_task_run_id, validate_run_tag
 from harness.tree import HarnessTree
 
 REFLECT_MISSION = "Write down one reusable lesson (cue, lesson, evidence) from the adopted harness change, only if the rollouts support it."
@@ -105,7 +96,7 @@ async def improve_task(
     if mode not in MODES:
         raise ValueError(f"h2 mode must be one of {MODES}, got {mode!r}")
     work_dir = Path(work_dir)
-    run_id = f"{run_tag}/{adapter.task_id}/{mode}/k{k}"
+    run_id = sweep_task_run_id(run_tag, adapter.task_id, mode, k)
     if resume:
         ok, _why = task_intact(work_dir, run_id)
         if ok:

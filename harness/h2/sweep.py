@@ -41,7 +41,6 @@ from typing import Any, Callable, Mapping, Sequence
 from harness.atomic import atomic_write_json, atomic_write_text
 from harness.h2.adapters import TaskAdapter
 from harness.h2.budget import check_k, executions_for
-from harness.h2.identity import validate_run_tag
 from harness.h2.recursion import MODES
 from harness.h2.report import Score, judge_delivered
 from harness.h2.roles import Roles
@@ -49,6 +48,7 @@ from harness.h2.run import run_sweep
 from harness.h2.surfaces import Surface
 from harness.h2.sweep_report import build_report, crashed_row, render_markdown, task_row
 from harness.h2.validator import validate_tree
+from harness.identity import validate_run_tag
 from harness.questions import Question
 from harness.tree import HarnessTree
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from harness.h2.surfaces import (
@@ -36,8 +36,8 @@ from harness.h2.surfaces import (
     HOOKS,
     NAME_PATTERN,
     NAME_RE,
-    SKILL,
     SCRIPT,
+    SKILL,
     SKILL_SCRIPT,
     SUB_AGENT,
     Census,

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from harness.kernel.momentum import categorize_pair
 from harness.kernel.rules import rule_for
 from harness.kernel.screen import futility_stop
 from harness.kernel.stats import (  # noqa: F401  (re-exported)
@@ -37,6 +38,7 @@ __all__ = [
     "count_pairs",
     "gate_decision",
     "infra_guard",
+    "infra_ratio_exceeded",
     "log_e_accept",
     "log_e_accept_peak",
     "log_e_beta_mixture",
@@ -111,6 +113,12 @@ def pair_block(
     return pairs
 
 
+def infra_ratio_exceeded(n_infra: int, n_total: int, params: GateParams) -> bool:
+    """The one INFRA rule (gate.infra_max_ratio / infra_min_denominator): judged once `n_total` reached the
+    minimum denominator, true when the infrastructure-failure share exceeds the maximum ratio."""
+    return n_total >= params.infra_min_denominator and n_total > 0 and n_infra / n_total > params.infra_max_ratio
+
+
 def infra_guard(pairs: Sequence[PairResult], params: GateParams) -> Optional[str]:
     """INFRA guard, counted across all blocks so far: a reason string when the gate must abort.
 
@@ -119,10 +127,8 @@ def infra_guard(pairs: Sequence[PairResult], params: GateParams) -> Optional[str
     an infrastructure failure on either side exceeds `infra_max_ratio`.
     """
     denominator = len(pairs)
-    if denominator < params.infra_min_denominator:
-        return None
     failures = sum(1 for pair in pairs if pair.infra)
-    if failures / denominator > params.infra_max_ratio:
+    if infra_ratio_exceeded(failures, denominator, params):
         return (
             f"INFRA: {failures}/{denominator} pairs had an infrastructure failure "
             f"(> infra_max_ratio {params.infra_max_ratio})"
@@ -195,12 +201,5 @@ def classify_quadrants(pairs: Sequence[PairResult]) -> QuadrantClassification:
     for pair in pairs:
         if pair.infra:
             continue
-        if pair.baseline and pair.candidate:
-            buckets["stable_success"].add(pair.qid)
-        elif pair.baseline:
-            buckets["regressed"].add(pair.qid)
-        elif pair.candidate:
-            buckets["improved"].add(pair.qid)
-        else:
-            buckets["persistent_fail"].add(pair.qid)
+        buckets[categorize_pair(bool(pair.baseline), bool(pair.candidate)).lower()].add(pair.qid)
     return QuadrantClassification(**{name: tuple(sorted(qids)) for name, qids in buckets.items()})

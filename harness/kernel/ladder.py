@@ -25,16 +25,17 @@ sample that placed its question on the ladder (rule 2).
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from harness.identity import GATE_MARK
 from harness.kernel.types import BlockItem, GateParams
 
-GATE_RUN_MARKER = "_gate_"
+GATE_RUN_MARKER = GATE_MARK
 # information scores are compared after rounding to this many decimals: values equal but for floating-point
 # noise (p(1 - p) of 0.3 and of 0.7 differ in the 17th digit) tie exactly and keep storage (pool) order
 ORDER_DIGITS = 12

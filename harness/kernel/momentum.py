@@ -1,4 +1,7 @@
-"""Momentum categories of paired outcomes (seed 000 §12); constants live in types.py."""
+"""The one classifier of paired outcomes (seed 000 §12): momentum categories, gate quadrants, quadrant rows.
+
+The category constants live in types.py.
+"""
 
 from __future__ import annotations
 

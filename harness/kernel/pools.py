@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-
 POOLS_FORMAT = 1
 
 

@@ -9,10 +9,10 @@ at once (no optional stopping).
 
 from __future__ import annotations
 
+import math
+
 from harness.kernel.rules import RuleDecision
 from harness.kernel.types import GateParams
-
-import math
 
 __all__ = ["cap_evolve_decide", "paired_gain_and_se"]
 

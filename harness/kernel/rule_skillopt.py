@@ -16,11 +16,11 @@ selection. The benchmark shows both.
 
 from __future__ import annotations
 
-from harness.kernel.rules import RuleDecision
-from harness.kernel.types import GateParams
-
 import hashlib
 from collections.abc import Sequence
+
+from harness.kernel.rules import RuleDecision
+from harness.kernel.types import GateParams
 
 __all__ = ["selection_split", "skillopt_decide"]
 

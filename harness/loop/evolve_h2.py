@@ -45,9 +45,10 @@ from harness.h2.loop_bridge import AsRole, SkillStepTask, rollout_of
 from harness.h2.roles import Roles
 from harness.h2.surfaces import NATIVE
 from harness.h2.validator import validate_tree
+from harness.identity import h2_probe_run_prefix
 from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord
-from harness.log import HarnessLog, RunLogReader
 from harness.llm.protocol import Role
+from harness.log import HarnessLog, RunLogReader
 from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, SkippedDoc, write_document
 from harness.loop.state import RUNLOG, mark_done
 from harness.tree import HarnessTree
@@ -119,7 +120,7 @@ def _notes(summary: Mapping[str, Any]) -> str:
 
 def _base_rollout(task: SkillStepTask, run_tag: str, reader: RunLogReader, step_run_id: str) -> Any:
     """The step rollout on the probe questions as the round's base rollout (None when a question has no record)."""
-    from harness.h2.identity import idempotency_key
+    from harness.identity import idempotency_key
 
     preds = {r["qid"]: r for r in reader.predictions(run_id=step_run_id)}
     if any(q.qid not in preds for q in task.questions):
@@ -148,7 +149,7 @@ async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[st
     bench = ctx.bench()
     task = SkillStepTask(
         task_id=key, task_type=group[0], task_types=list(group), target=target, base=tree, questions=[qs[q] for q in probe],
-        llm=AsRole(llm, Role.PROBE), log=log, run_id_prefix=f"{ctx.run_name}_e{epoch}_s{step}_h2_{key}", scorer=bench.score,
+        llm=AsRole(llm, Role.PROBE), log=log, run_id_prefix=h2_probe_run_prefix(ctx.run_name, epoch, step, key), scorer=bench.score,
         tool_dispatch=bench.tool_dispatch, params={"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)},
         max_steps=int(cfg.llm.max_agent_steps), concurrency=int(cfg.train.concurrency), rejected_edits=rejected,
     )

@@ -39,6 +39,7 @@ from typing import Any, Optional
 from harness import workspace as wsp
 from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
+from harness.identity import gate_run_prefix, gate_sample_start
 from harness.kernel.fdr import elond_level, elond_record, level_lambda
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, BlockPlanner, FixedBlocks, PlanRequest
@@ -47,7 +48,7 @@ from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.helpers import _merge_probation
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
-from harness.loop.validate import RolloutFn, ValidationOutcome, gate_sample_start, validate_skill_local
+from harness.loop.validate import RolloutFn, ValidationOutcome, validate_skill_local
 from harness.questions import Question
 from harness.store import read_version_tree
 from harness.tree import HarnessTree
@@ -91,10 +92,6 @@ class GateContext:
     cooldown_steps: int
     seed: int = 0
     batch_outcomes: Mapping[str, Optional[bool]] = field(default_factory=dict)  # the step rollout (GEPA baseline)
-
-
-def gate_prefix(run_name: str, epoch: int, step: int, task_type: str) -> str:
-    return f"{run_name}_e{epoch}_s{step}_gate_{task_type}"
 
 
 def skills_path(solver_path: str) -> str:
@@ -213,7 +210,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
     if skills_tree.get(cand.skill_file) != rec.old_text:
         # another accept of this step already changed the file: the candidate was built on stale text
         return step_report_row(**base, action="skipped_stale", reason="skill file changed earlier in this step")
-    prefix = gate_prefix(gc.run_name, gc.epoch, gc.step, cand.key)
+    prefix = gate_run_prefix(gc.run_name, gc.epoch, gc.step, cand.key)
     baseline_view = wsp.compose_view(skills_tree, prompts_tree)
     candidate_view = wsp.compose_view(skills_tree.with_files({cand.skill_file: rec.new_text}), prompts_tree)
     warm = any(state.gate_epoch_observed.get(tt, False) for tt in cand.task_types)

@@ -12,6 +12,7 @@ from harness.evolution.evolve import rejected_summary
 from harness.kernel.types import EvolutionRecord, GateParams, Probation
 from harness.loop.validate import guard_infra_failures
 
+
 def _guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
     """Raise InfraFailureError when infra failures exceed the configured ratio (see validate.guard_infra_failures)."""
     guard_infra_failures(n_infra, n_total, params, where)

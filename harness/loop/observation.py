@@ -134,15 +134,11 @@ def write_holdout_eval(db_path: str | Path, rows: Iterable[Mapping[str, Any]]) -
 
 def quadrant_of(baseline: bool | None, candidate: bool | None) -> str:
     """IMPROVED / REGRESSED / PERSISTENT_FAIL / STABLE_SUCCESS, or INFRA when an outcome is missing."""
-    from harness.kernel.types import IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
+    from harness.kernel.momentum import categorize_pair
 
     if baseline is None or candidate is None:
         return "INFRA"
-    if candidate and not baseline:
-        return IMPROVED
-    if baseline and not candidate:
-        return REGRESSED
-    return STABLE_SUCCESS if candidate else PERSISTENT_FAIL
+    return categorize_pair(bool(baseline), bool(candidate))
 
 
 def write_quadrant_pairs(db_path: str | Path, *, gate_run_id: str, epoch: int, step: int, task_type: str,

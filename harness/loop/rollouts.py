@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.identity import run_kind
 from harness.inference import run_inference
 from harness.kernel.types import CaseSample, ToolCasePack
 from harness.log import RunLogReader
@@ -23,15 +24,6 @@ from harness.questions import Question
 from harness.tree import HarnessTree
 
 TRACE_EXCERPT_CHARS = 2000
-
-
-def run_kind(run_id: str) -> str:
-    if "_gate_" in run_id:
-        return "gate"
-    for suffix, kind in (("_slowR2", "slow_r2"), ("_slowR0", "slow_r0"), ("_slowR", "slow_r"), ("_slowA", "slow_anchor")):
-        if run_id.endswith(suffix):
-            return kind
-    return "holdout" if "_holdout_" in run_id else "step"
 
 
 def rollout_fn(ctx: Any, log: Any) -> RolloutFn:

@@ -22,7 +22,6 @@ The caller (stage_slow) owns the state dir, the checkpoint and early stop.
 from __future__ import annotations
 
 import asyncio
-import re
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,17 @@ from harness import workspace as wsp
 from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
+from harness.identity import (
+    HOLDOUT_INDEX,
+    PROBATION_ANCHOR_INDEX,
+    SLOW_R_INDEX,
+    anchor_run_id,
+    epoch_holdout_run_id,
+    is_step_run,
+    r0_run_id,
+    r2_run_id,
+    r_run_id,
+)
 from harness.kernel.ladder import GatePools
 from harness.kernel.types import Probation
 from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate
@@ -42,32 +52,6 @@ from harness.store import read_version_tree
 from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
-
-SLOW_R_INDEX = 2000  # sample index of R is 2000*E (docs/ARCHITECTURE.md "Sample indices")
-HOLDOUT_INDEX = 3_000_000
-PROBATION_ANCHOR_INDEX = 4_000_000  # + E: the anchor version's fresh sample for an e-process settlement
-
-
-def r_run_id(run_name: str, epoch: int) -> str:
-    return f"{run_name}_e{epoch}_slowR"
-
-
-def r2_run_id(run_name: str, epoch: int) -> str:
-    return f"{run_name}_e{epoch}_slowR2"
-
-
-def r0_run_id(run_name: str, epoch: int) -> str:
-    return f"{run_name}_e{epoch}_slowR0"
-
-
-def holdout_run_id(run_name: str, which: str) -> str:
-    return f"{run_name}_holdout_{which}"
-
-
-def is_step_run(run_id: str, run_name: str, epoch: int) -> bool:
-    """`{run_name}_e{E}_s<digits>` exactly: the seed's GLOB `{base}_e{E}_s*` would also match `_slowR`/`_shadow`."""
-    return re.fullmatch(re.escape(f"{run_name}_e{epoch}_s") + r"\d+", run_id) is not None and "_gate_" not in run_id
-
 
 def ladder_sources(step_run_ids: Sequence[str], run_name: str, epoch: int, r_id: str, kept_r2_id: Optional[str]) -> list[str]:
     """The exact three sources of the ladder refresh: this epoch's step rollouts (never `_gate_`), R, a kept R2."""
@@ -170,7 +154,7 @@ def _anchor_rerun(deps: SlowDeps, p: Probation, r_tree: HarnessTree, qids: Seque
     """R's harness with this one file at its anchor content, on `qids` at a fresh sample index (never a gate's)."""
     anchor = read_version_tree(deps.workspace_dir / "skills", p.anchor_skills_version).get(p.skill_file)
     tree = r_tree.with_files({f"skills/{p.skill_file}": anchor})
-    run_id = f"{deps.run_name}_e{deps.epoch}_{p.task_type}_slowA"
+    run_id = anchor_run_id(deps.run_name, deps.epoch, p.task_type)
     wsp.record_run(deps.workspace_dir, run_id)
     log.record_run(run_id, "slow_anchor", skills_version=p.anchor_skills_version, prompts_version=wsp.read_manifest(deps.workspace_dir).prompts_version)
     got = _run(deps.rollout(tree, [(deps.questions[q], PROBATION_ANCHOR_INDEX + deps.epoch) for q in qids], run_id))
@@ -391,7 +375,7 @@ def _four_way_holdout(deps: SlowDeps, state: Any, log: Any) -> list[dict]:
     rows = []
     for which, (sv, pv) in pairs.items():
         if (sv, pv) not in done:
-            run_id = f"{deps.run_name}_e{deps.epoch}_holdout_{sv}_{pv}"
+            run_id = epoch_holdout_run_id(deps.run_name, deps.epoch, sv, pv)
             done[(sv, pv)] = evaluate(deps, run_id, "holdout", sv, pv, deps.test, HOLDOUT_INDEX, log)
         ev = done[(sv, pv)]
         rows.append(dict(epoch=deps.epoch, which=which, run_id=ev.run_id, skills_version=sv, prompts_version=pv, n=len(deps.test),

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
-from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
 from harness.checkpoint import Progress, TrainState, load_checkpoint, save_checkpoint
+from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
 from harness.workspace import copy_workspace, drop_empty_run_scratch
 
 DONE = "DONE.json"

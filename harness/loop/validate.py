@@ -38,14 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
 
-from harness.kernel.gate import gate_decision, pair_block
+from harness.identity import GATE_MARK
+from harness.kernel.gate import gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
-from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
+from harness.kernel.types import GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
-
-GATE_MARK = "_gate_"
-GATE_SAMPLE_BASE = 10_000_000
 
 # (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure)
 RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Awaitable[list[Optional[bool]]]]
@@ -82,19 +80,13 @@ class ValidationOutcome:
     blocks: int = 0
 
 
-def gate_sample_start(gate_run_id: str) -> int:
-    """First sample index of a gate: 10_000_000 + stable_hash(run_id) % 10**6 * 100."""
-    digest = int(hashlib.sha1(gate_run_id.encode("utf-8")).hexdigest(), 16)
-    return GATE_SAMPLE_BASE + (digest % 10**6) * 100
-
-
 def skill_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 def guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
-    """Raise when infra failures exceed `infra_max_ratio` once `infra_min_denominator` rollouts were seen."""
-    if n_total >= params.infra_min_denominator and n_total > 0 and n_infra / n_total > params.infra_max_ratio:
+    """Raise when the INFRA rule (kernel.gate.infra_ratio_exceeded) trips on these rollouts."""
+    if infra_ratio_exceeded(n_infra, n_total, params):
         raise InfraFailureError(
             f"{where}: {n_infra} of {n_total} rollouts failed for infrastructure reasons "
             f"(> gate.infra_max_ratio={params.infra_max_ratio}); the gate is aborted, not decided"

@@ -12,18 +12,17 @@ available, is consulted here (reports may; the loop never does).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.identity import epoch_of_run
 from harness.kernel.schedule import StateLayout
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
 from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
 
 OBSERVATION_TABLES = tuple(TABLES)
-_EPOCH_OF_RUN = re.compile(r"_e(\d+)_")
 # gate actions counted as decisions in the per-epoch metrics
 ACCEPTED, REJECTED, PROBATION = "accept", "reject", "probation"
 
@@ -121,18 +120,13 @@ def prediction_totals(layout: RunLayout) -> dict[str, dict[str, float]]:
     return totals
 
 
-def _epoch_of_run(run_id: str) -> int | None:
-    match = _EPOCH_OF_RUN.search(run_id + "_")
-    return int(match.group(1)) if match else None
-
-
 def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
     """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
     per_run = prediction_totals(layout)
     rollouts_by_epoch: dict[int, int] = {}
     usd_by_epoch: dict[int, float] = {}
     for run_id, t in per_run.items():
-        epoch = _epoch_of_run(run_id)
+        epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
             usd_by_epoch[epoch] = usd_by_epoch.get(epoch, 0.0) + float(t["usd"])

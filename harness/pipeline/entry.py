@@ -50,8 +50,8 @@ def run_stage(
         return 2
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
-    from harness.loop.state import StateError
     from harness.loop.context import make_context
+    from harness.loop.state import StateError
 
     started = time.monotonic()
     ctx = make_context(cfg, project_root)

@@ -7,17 +7,16 @@ off once) and by ``stages.train`` (per sweep job, as a child run).
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.loop.telemetry import per_epoch_cache, stage_names, telemetry_dir
 from harness.pipeline.collect import RunLayout, collect_run, read_tables
 from harness.pipeline.render import accuracy_chart, gate_evidence_chart, write_reports
 from harness.pipeline.summary import RunSummary
-from harness.loop.telemetry import per_epoch_cache, stage_names, telemetry_dir
 
 log = logging.getLogger("harness.progress")
 

@@ -43,9 +43,9 @@ def run_training_job(cfg: DictConfig) -> float | None:
     from harness.config.load import finalize_config
     from harness.loop.context import make_context
     from harness.loop.runner import train
+    from harness.loop.telemetry import telemetry_dir
     from harness.pipeline.collect import RunLayout
     from harness.pipeline.report import make_report
-    from harness.loop.telemetry import telemetry_dir
     from harness.tracking.hydra_callback import parent_run_id_for_job
 
     hydra_cfg = HydraConfig.get()

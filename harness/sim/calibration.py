@@ -28,6 +28,7 @@ from harness.contracts.solver import resolve_skill_file
 from harness.contracts.tool_calls import parse_tool_call, render_tool_result
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill, rejected_summary
+from harness.identity import STEP_INDEX, step_run_id
 from harness.kernel.types import CaseSample, RejectedEdit
 from harness.llm.protocol import ChatMessage, LLMRequest, Role
 from harness.sim.benchmark import SimBenchmark
@@ -122,14 +123,14 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
     by_type_qids = {t: world.qids_of(t) for t in world.task_type_names}
     for step in range(1, steps + 1):
         budget = round(3 - 2 * (step - 1) / max(steps - 1, 1))
-        run_id = f"calib_e1_s{step}"
-        outcomes = await rollouts(provider, bench, tree, diag, 1000 + step)
+        run_id = step_run_id("calib", 1, step)
+        outcomes = await rollouts(provider, bench, tree, diag, STEP_INDEX * 1 + step)
         failures = [
             CaseSample(o.qid, world.question(o.qid).task_type, world.question(o.qid).question, o.predicted, world.question(o.qid).answer, False, o.reasoning)
             for o in outcomes
             if not o.correct
         ]
-        diagnosis = await run_diagnosis(provider, run_id=run_id, failures=failures, concurrency=8, sample_index=1000 + step)
+        diagnosis = await run_diagnosis(provider, run_id=run_id, failures=failures, concurrency=8, sample_index=STEP_INDEX * 1 + step)
         for task_type in world.task_type_names:
             cases = diagnosis.failures.get(task_type, [])[:max_cases]
             if not cases:
@@ -144,7 +145,7 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
                 diagnoses=diagnosis.by_task_type.get(task_type, [])[:max_cases],
                 rejected=blacklist.get(task_type, []),
                 edit_budget=budget,
-                sample_index=1000 + step,
+                sample_index=STEP_INDEX * 1 + step,
             )
             result.parse_errors += bool(record.parse_error)
             result.no_change += bool(record.no_change_reason)

@@ -23,11 +23,15 @@ from collections.abc import Sequence
 from harness.contracts.evolution import (
     FILE_CLOSE,
     FILE_OPEN,
+    FORMAT_DIAGNOSIS,
+    FORMAT_EDIT_OPS,
+    FORMAT_MOMENTUM,
     H_COMPARISON,
     H_CURRENT_FILE,
     H_PREVIOUS_GUIDANCE,
     H_REJECTED,
 )
+from harness.contracts.harness2 import FORMAT_CHOICE, FORMAT_EDITOR, FORMAT_EXPERIENCE, FORMAT_GRADE
 from harness.evolution.apply import apply_edits
 from harness.kernel.types import Edit
 from harness.llm.protocol import ChatMessage
@@ -407,12 +411,12 @@ def reply_grade(world: World, messages: Sequence[ChatMessage], stream: Stream) -
     return f"<grade>{grade:.2f}</grade>\n<why>{why}</why>"
 
 
-HANDLERS = {
-    "edit-ops": reply_edit_ops,
-    "diagnosis": reply_diagnosis,
-    "momentum": reply_momentum,
-    "harness-file-blocks": reply_file_blocks,
-    "choice": reply_choice,
-    "experience": reply_experience,
-    "grade": reply_grade,
+HANDLERS = {  # FORMAT name (harness/contracts) -> the simulated reply in that format
+    FORMAT_EDIT_OPS: reply_edit_ops,
+    FORMAT_DIAGNOSIS: reply_diagnosis,
+    FORMAT_MOMENTUM: reply_momentum,
+    FORMAT_EDITOR: reply_file_blocks,
+    FORMAT_CHOICE: reply_choice,
+    FORMAT_EXPERIENCE: reply_experience,
+    FORMAT_GRADE: reply_grade,
 }

@@ -20,11 +20,11 @@ the same draws as without them.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 
 from harness.contracts.solver import LETTERS, SECTION_SKILL, SECTION_TOOLS
+from harness.contracts.tool_calls import render_tool_call
 
 from .matching import normalize
 from .world import World
@@ -158,8 +158,7 @@ def render_solver_reply(draw: SolverDraw, first_turn: bool, tool: str | None, qi
     directly on correctness (a right and a wrong answer read alike).
     """
     if first_turn and draw.call_tool and tool:
-        args = json.dumps({"name": tool, "arguments": {"focus": draw.hint_cue or "the key moment"}})
-        return f"I need to check the frames before answering.\n<tool_call>{args}</tool_call>"
+        return "I need to check the frames before answering.\n" + render_tool_call(tool, {"focus": draw.hint_cue or "the key moment"})
     about = f"the {draw.said_cue}" if draw.said_cue else "the details"
     if draw.confident:
         return f"Reasoning: I checked {about}: choice {draw.letter} fits and the other choices do not.\nConfidence: high\nANSWER: {draw.letter}"

@@ -39,7 +39,7 @@ def log_tracked_run(
     The run ends FINISHED, or FAILED (and the error re-raised) when logging
     breaks half-way, so a half-logged run is never shown as complete.
     """
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)

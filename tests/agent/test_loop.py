@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from harness.agent.loop import STEP_STRIDE, AgentLoop, step_sample_index
+from harness.agent.loop import AgentLoop, step_sample_index
 from harness.bench.protocol import ToolArgumentError
 from harness.contracts.solver import PROTOCOL_TEXT
+from harness.identity import STEP_STRIDE
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 from harness.questions import Question
 from harness.tree import HarnessTree

@@ -1,7 +1,5 @@
 import asyncio
 
-import pytest
-
 from harness.evolution.momentum import (
     ComparisonPair,
     categorize_pair,

@@ -1,6 +1,5 @@
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 

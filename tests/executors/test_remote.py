@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from harness.executors.remote import (TaskServiceExecutor, make_bundle, preflight_checks, unwrap_result_text)
+from harness.executors.remote import TaskServiceExecutor, make_bundle, preflight_checks, unwrap_result_text
 from harness.executors.types import ExecutionRequest
 from harness.tree import HarnessTree
 from tests.support.task_service import TaskService
@@ -86,7 +86,8 @@ def test_unwrap_result_text():
 
 
 def test_bundle_puts_harness_over_source(tmp_path):
-    import io, tarfile
+    import io
+    import tarfile
     (tmp_path / "AGENTS.md").write_text("old")
     data = make_bundle({"AGENTS.md": "new"}, tmp_path)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:

@@ -14,11 +14,9 @@ import pytest
 
 from harness.executors.command import CommandExecutor
 from harness.executors.remote import TaskServiceExecutor
-from harness.h2.executor_adapters import (CommandTaskAdapter, ServiceTaskAdapter, executor_for_role, render_deliverable,
-                                          service_roles, split_key)
-from harness.h2.identity import idempotency_key
+from harness.h2.executor_adapters import CommandTaskAdapter, ServiceTaskAdapter, executor_for_role, render_deliverable, service_roles, split_key
 from harness.h2.run import improve_task
-from harness.tree import HarnessTree
+from harness.identity import idempotency_key
 from tests.h2.conftest import BASE, make_roles
 from tests.support.task_service import TaskService
 

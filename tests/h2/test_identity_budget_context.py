@@ -6,20 +6,13 @@ import json
 import pytest
 
 from harness.h2.adapters import Observation, Rollout
-from harness.h2.budget import BudgetGate, DuplicateLabelError, Ledger, ROLLOUT, SESSION, check_k, executions_for
+from harness.h2.budget import ROLLOUT, SESSION, BudgetGate, DuplicateLabelError, Ledger, check_k, executions_for
 from harness.h2.context import ContextLeakError, build_context, render_context, render_rollout
-from harness.h2.identity import (
-    RunIdentity,
-    RunIdentityError,
-    RunTagError,
-    ensure_run_identity,
-    idempotency_key,
-    task_intact,
-    validate_run_tag,
-)
 from harness.h2.prompts import editor_messages
+from harness.h2.resume import RunIdentity, RunIdentityError, ensure_run_identity, task_intact
 from harness.h2.run import improve_task, run_sweep
 from harness.h2.surfaces import CODEX
+from harness.identity import RunTagError, idempotency_key, validate_run_tag
 
 from .conftest import BASE, ToyTask, make_roles
 

@@ -9,7 +9,7 @@ from harness.h2.budget import MAX_EXECUTIONS_PER_ROUND
 from harness.h2.library import Library
 from harness.h2.run import improve_task
 
-from .conftest import ToyTask, bump_reply, leveller, level, make_roles, stage_of
+from .conftest import ToyTask, level, leveller, make_roles, stage_of
 
 
 def run(coro):

@@ -4,8 +4,8 @@ import asyncio
 
 from harness.h2.adapters import Rollout
 from harness.h2.library import Experience, Library
-from harness.h2.run import improve_task
 from harness.h2.roles import FunctionResponder, Selector, parse_choice
+from harness.h2.run import improve_task
 from harness.h2.selection import Final, anonymise, select_final, selection_seed
 from harness.tree import HarnessTree
 

@@ -10,6 +10,7 @@ import pytest
 
 from harness.h2.report import Score
 from harness.h2.roles import FunctionResponder, Judge
+from harness.h2.surfaces import CODEX
 from harness.h2.sweep import (
     DOMAIN_REPORT,
     Manifest,
@@ -25,7 +26,6 @@ from harness.h2.sweep import (
     run_plan,
     sim_manifest,
 )
-from harness.h2.surfaces import CODEX
 from harness.h2.sweep_report import build_report, crashed_row, pick_provenance, render_markdown
 from harness.questions import Question
 from tests.h2.conftest import ToyTask, make_roles

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.kernel.batching import BatchParams, Batches, make_batches, mix_by_correctness
+from harness.kernel.batching import Batches, BatchParams, make_batches, mix_by_correctness
 
 
 def pool(sizes):

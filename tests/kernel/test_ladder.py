@@ -1,11 +1,10 @@
-import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.kernel.gate import LeakError, pair_block
-from harness.kernel.ladder import GatePools, LeakingRunError, cold_order, plan_blocks, pool_fingerprint
+from harness.kernel.ladder import GatePools, LeakingRunError, cold_order, plan_blocks
 from harness.kernel.types import GateParams
 
 

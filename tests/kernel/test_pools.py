@@ -1,9 +1,8 @@
-import json
 from collections import Counter
 
 import pytest
 
-from harness.kernel.pools import PoolParams, Pools, split_pools
+from harness.kernel.pools import Pools, split_pools
 
 
 def questions(sizes):

@@ -9,8 +9,8 @@ import pytest
 
 from harness.config.registries import CHOICE_REGISTRIES, PROPOSERS
 from harness.kernel.gate import gate_decision
-from harness.kernel.plans import SAMPLING_PLANS, FixedBlocks, PlanRequest
 from harness.kernel.ladder import GatePools
+from harness.kernel.plans import SAMPLING_PLANS, FixedBlocks, PlanRequest
 from harness.kernel.registry import UnknownStrategyError
 from harness.kernel.rules import RULES, RuleDecision, rule_for
 from harness.kernel.types import GateParams, PairResult

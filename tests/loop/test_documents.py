@@ -6,7 +6,15 @@ import pytest
 
 from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord, ToolCasePack
 from harness.loop.documents import (
-    CandidateDoc, DeliveredDoc, DocumentError, EvolveDoc, HoldoutDoc, RolloutDoc, SkippedDoc, read_document, write_document,
+    CandidateDoc,
+    DeliveredDoc,
+    DocumentError,
+    EvolveDoc,
+    HoldoutDoc,
+    RolloutDoc,
+    SkippedDoc,
+    read_document,
+    write_document,
 )
 
 

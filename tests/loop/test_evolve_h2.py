@@ -11,18 +11,11 @@ import pytest
 from conftest import tiny_cfg
 
 from harness import workspace as wsp
-from harness.agent.loop import STEP_STRIDE
 from harness.checkpoint import load_checkpoint
-from harness.h2.loop_bridge import (
-    PROBE_INDEX_BASE,
-    PROBE_RUN_KIND,
-    AsRole,
-    SkillStepTask,
-    probe_sample_index,
-    restrict_to,
-)
+from harness.h2.loop_bridge import PROBE_RUN_KIND, AsRole, SkillStepTask, restrict_to
 from harness.h2.roles import Editor, FunctionResponder, Roles
 from harness.h2.run import improve_task
+from harness.identity import PROBE_INDEX_BASE, STEP_STRIDE, probe_sample_index
 from harness.kernel.types import EditApplication
 from harness.llm.protocol import LLMRequest, Role
 from harness.loop.evolve_h2 import (
@@ -57,8 +50,8 @@ class Recording:
 def first_step(root: Path, *overrides: str):
     """prepare .. gate@e1.s1 of train=tiny evolve=h2 (real stage functions); returns (ctx, recorder)."""
     from harness.compose import build_benchmark, build_provider
-    from harness.llm.cache import CachedProvider, ResponseCache
     from harness.kernel.schedule import full_schedule
+    from harness.llm.cache import CachedProvider, ResponseCache
     from harness.loop.context import make_context
     from harness.loop.runner import run_stage_item, steps_in_epoch
 

@@ -12,7 +12,10 @@ from harness.kernel.baseline_cache import BaselineCache
 from harness.kernel.fdr import FdrState, elond_level, level_lambda
 from harness.loop.gating import Candidate, gate_batch_skills
 from harness.loop.validate import skill_hash
-from tests.loop.test_gating import _ctx, _record, ws  # noqa: F401  (ws is a fixture)
+from tests.loop import test_gating
+from tests.loop.test_gating import _ctx, _record
+
+ws = test_gating.ws  # the workspace fixture of test_gating.py
 
 
 def _cand(tt, marker):

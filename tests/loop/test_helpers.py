@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from harness.kernel.schedule import StageItem, full_schedule
 from harness.kernel.types import Edit, EditApplication, EvolutionRecord, GateParams, Probation, RejectedEdit
 from harness.loop.helpers import (
-    _apply_batch_correctness, _decrement_cooldowns, _guard_infra_failures, _merge_probation, _rejected_summary,
+    _apply_batch_correctness,
+    _decrement_cooldowns,
+    _guard_infra_failures,
+    _merge_probation,
+    _rejected_summary,
     _should_early_stop,
 )
 from harness.loop.slow_update import ladder_sources
-from harness.kernel.schedule import StageItem, full_schedule
 from harness.loop.state import StatePaths, mark_done, resume_plan
 from harness.loop.validate import InfraFailureError
 

@@ -8,8 +8,15 @@ import pytest
 
 from harness.kernel.types import PairResult
 from harness.loop.observation import (
-    EPOCH_REPORT_FIELDS, read_table, step_report_row, write_dual_metric, write_epoch_report, write_gate_evidence,
-    write_holdout_eval, write_quadrant_pairs, write_shadow_gate,
+    EPOCH_REPORT_FIELDS,
+    read_table,
+    step_report_row,
+    write_dual_metric,
+    write_epoch_report,
+    write_gate_evidence,
+    write_holdout_eval,
+    write_quadrant_pairs,
+    write_shadow_gate,
 )
 
 

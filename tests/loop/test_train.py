@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import Interrupt, make_runner, tiny_cfg
+
 from harness import workspace as wsp
 from harness.checkpoint import load_checkpoint
 from harness.kernel.ladder import GatePools

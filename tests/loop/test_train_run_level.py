@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import Interrupt, make_runner, tiny_cfg
+
 from harness.checkpoint import load_checkpoint
 from harness.kernel.fdr import FdrState, elond_level
 from harness.kernel.schedule import full_schedule

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from pathlib import Path
 
 import pytest
 
+from harness.identity import GATE_SAMPLE_BASE, gate_sample_start
 from harness.kernel.gate import LeakError
-from harness.kernel.types import GateParams
 from harness.kernel.ladder import plan_blocks
 from harness.kernel.plans import FixedBlocks
-from harness.kernel.types import BlockItem
-from harness.loop.validate import GATE_SAMPLE_BASE, gate_sample_start, validate_skill_local
+from harness.kernel.types import BlockItem, GateParams
+from harness.loop.validate import validate_skill_local
 from harness.questions import Question
 from harness.tree import HarnessTree
 

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline.code_fingerprint import (
-    ModuleIndex, closure_files, fingerprint, module_graph, package_graph, stage_fingerprints,
+    ModuleIndex,
+    closure_files,
+    fingerprint,
+    module_graph,
+    package_graph,
+    stage_fingerprints,
 )
 from tests.pipeline.support import REPO_ROOT
 

@@ -15,7 +15,14 @@ import pytest
 import yaml
 
 from tests.pipeline.support import (
-    BIN, TEST_OVERRIDES, cache_counts, env, file_digests, make_project, run, table_rows,
+    BIN,
+    TEST_OVERRIDES,
+    cache_counts,
+    env,
+    file_digests,
+    make_project,
+    run,
+    table_rows,
 )
 
 pytestmark = pytest.mark.slow

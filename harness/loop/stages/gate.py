@@ -18,7 +18,16 @@ from harness.loop.observation import step_report_row, write_step_report
 from harness.loop.persistence import DurableBaselineCache, load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.stages.rollout import read_rollout
 from harness.loop.state import (
-    BASELINE_CACHE, GATE_POOLS, REPORT, RUNLOG, WORKSPACE, mark_done, open_carried_state, rel_to, require_done, save_state,
+    BASELINE_CACHE,
+    GATE_POOLS,
+    REPORT,
+    RUNLOG,
+    WORKSPACE,
+    mark_done,
+    open_carried_state,
+    rel_to,
+    require_done,
+    save_state,
     write_lineage,
 )
 

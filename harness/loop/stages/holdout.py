@@ -7,13 +7,13 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.identity import HOLDOUT_INDEX, holdout_run_id
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext
 from harness.loop.documents import HOLDOUT, DeliveredDoc, HoldoutDoc, read_document, to_json, write_document
 from harness.loop.observation import write_holdout_eval
 from harness.loop.persistence import read_pools
-from harness.loop.slow_update import HOLDOUT_INDEX, holdout_run_id
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
 
 progress = logging.getLogger("harness.progress")

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.identity import STEP_INDEX, step_run_id
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext
@@ -15,13 +16,6 @@ from harness.loop.stages.batches import batch_of
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
 
 progress = logging.getLogger("harness.progress")
-
-STEP_INDEX = 1000  # step rollouts use sample index 1000*E + S
-
-
-def step_run_id(run_name: str, epoch: int, step: int) -> str:
-    return f"{run_name}_e{epoch}_s{step}"
-
 
 def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, batches: Path, out: Path) -> None:
     """The current harness on the step's batch: outcomes.json + this stage's run-log fragment."""

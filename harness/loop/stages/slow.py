@@ -17,7 +17,17 @@ from harness.loop.persistence import load_state_gate_pools, read_pools, save_gat
 from harness.loop.slow_update import SlowDeps, slow_update_cycle
 from harness.loop.stages.rollout import read_rollout
 from harness.loop.state import (
-    GATE_POOLS, REPORT, RUNLOG, WORKSPACE, Lineage, mark_done, open_carried_state, rel_to, resolve_fragments, save_state, write_lineage,
+    GATE_POOLS,
+    REPORT,
+    RUNLOG,
+    WORKSPACE,
+    Lineage,
+    mark_done,
+    open_carried_state,
+    rel_to,
+    resolve_fragments,
+    save_state,
+    write_lineage,
 )
 from harness.store import read_version_tree
 

@@ -1,8 +1,7 @@
-"""Run identity: run tags, idempotency keys, completion marks, resume.
+"""Resume of a Harness² sweep: completion marks and the run-identity file.
 
-- A run tag names a run; it becomes part of every idempotency key
-  ``h2-{run_tag}-{role}-{label}``. Re-running with the same tag reuses work
-  (resume); to start over, change the tag.
+Run tags and idempotency keys are harness/identity.py.
+
 - A completion mark (``DONE.json``: {version, run_id, at, fingerprint}) is
   written atomically *last*. Presence of output is not enough: a task is
   skipped on resume only when its mark, summary, selection and artifact all
@@ -14,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,36 +28,9 @@ SELECTION_FILE = "selection.json"
 ARTIFACT_DIR = "delivered"  # the delivered harness tree
 IDENTITY_FILE = "run-identity.json"
 
-_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_STEP_LIKE_RE = re.compile(r"^s\d")
-
-
-class RunTagError(ValueError):
-    pass
-
 
 class RunIdentityError(RuntimeError):
     pass
-
-
-def validate_run_tag(tag: str) -> str:
-    """Return `tag` or raise RunTagError saying which rule it breaks."""
-    if not isinstance(tag, str) or not tag:
-        raise RunTagError(f"run tag must be a non-empty string, got {tag!r}")
-    if tag.startswith("-"):
-        raise RunTagError(f"run tag {tag!r} starts with '-' (it would be read as a command-line option)")
-    if _STEP_LIKE_RE.match(tag):
-        raise RunTagError(f"run tag {tag!r} starts with 's<digits>', which collides with step run ids ('_s<N>')")
-    if not _TAG_RE.match(tag):
-        raise RunTagError(f"run tag {tag!r} may only contain letters, digits, '.', '_' and '-' (max 64 chars, starting with a letter or digit)")
-    return tag
-
-
-def idempotency_key(run_tag: str, role: str, label: str) -> str:
-    validate_run_tag(run_tag)
-    if not role or not label:
-        raise ValueError("idempotency key needs a role and a label")
-    return f"h2-{run_tag}-{role}-{label}"
 
 
 def write_completion_mark(task_dir: Path, run_id: str, tree: HarnessTree) -> dict[str, Any]:

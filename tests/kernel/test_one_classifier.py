@@ -1,0 +1,48 @@
+"""One quadrant classifier and one INFRA rule: every caller agrees with the kernel's function."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harness.evolution.momentum import ComparisonPair, format_comparison_pairs
+from harness.kernel.gate import classify_quadrants, infra_guard, infra_ratio_exceeded
+from harness.kernel.momentum import categorize_pair
+from harness.kernel.types import IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS, GateParams, PairResult
+from harness.loop.observation import quadrant_of
+from harness.loop.validate import InfraFailureError, guard_infra_failures
+
+EXPECTED = {(False, True): IMPROVED, (True, False): REGRESSED, (False, False): PERSISTENT_FAIL, (True, True): STABLE_SUCCESS}
+
+
+@pytest.mark.parametrize("baseline, candidate", list(EXPECTED))
+def test_every_quadrant_view_uses_the_same_classification(baseline, candidate):
+    expected = EXPECTED[(baseline, candidate)]
+    assert categorize_pair(baseline, candidate) == expected
+    assert quadrant_of(baseline, candidate) == expected
+    buckets = classify_quadrants([PairResult("q", baseline, candidate)])
+    assert [name for name in ("improved", "regressed", "persistent_fail", "stable_success") if getattr(buckets, name)] == [expected.lower()]
+    section = format_comparison_pairs([ComparisonPair("q", "t", "question text", baseline, candidate)])
+    assert f"### {expected} (1)" in section
+
+
+def test_missing_outcome_is_infra_for_quadrant_rows_and_skipped_by_the_gate():
+    assert quadrant_of(None, True) == "INFRA" and quadrant_of(True, None) == "INFRA"
+    assert classify_quadrants([PairResult("q", None, True)]) == classify_quadrants([])
+
+
+@pytest.mark.parametrize("min_denominator, max_ratio", [(0, 0.0), (3, 0.2), (10, 0.5)])
+def test_gate_and_rollout_infra_guards_trip_together(min_denominator, max_ratio):
+    params = GateParams(infra_min_denominator=min_denominator, infra_max_ratio=max_ratio)
+    for n_total, n_infra in itertools.product(range(0, 13), range(0, 13)):
+        if n_infra > n_total:
+            continue
+        expected = infra_ratio_exceeded(n_infra, n_total, params)
+        pairs = [PairResult(f"q{i}", None if i < n_infra else True, True) for i in range(n_total)]
+        assert (infra_guard(pairs, params) is not None) == expected, (n_total, n_infra)
+        if expected:
+            with pytest.raises(InfraFailureError, match="infrastructure reasons"):
+                guard_infra_failures(n_infra, n_total, params, "here")
+        else:
+            guard_infra_failures(n_infra, n_total, params, "here")
