@@ -36,7 +36,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return target
 
 
@@ -76,8 +76,8 @@ def current_umask() -> int:
     return mask
 
 
-def _fsync_dir(directory: Path) -> None:
-    # make the rename itself durable; not supported on every platform/filesystem
+def fsync_dir(directory: Path) -> None:
+    """Make a rename in `directory` durable (best effort: not supported on every platform/filesystem)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

@@ -29,13 +29,14 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from harness.atomic import atomic_write_json
 from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
+from harness.loop.train_state import Progress, TrainState
 
 FORMAT_VERSION = 1
 PHASES = ("in_epoch", "epoch_done")
@@ -62,37 +63,7 @@ class ResumeRefused(RuntimeError):
         )
 
 
-@dataclass
-class TrainState:
-    """The mutable training state carried across steps, epochs and stages (seed 000 §13 field set)."""
-
-    correctness: dict[str, bool] = field(default_factory=dict)  # qid -> last observed correctness
-    eval_prev_acc: float | None = None
-    eval_prev_run_id: str | None = None
-    baseline_skills_version: str = "v0"
-    baseline_prompts_version: str = "v0"
-    steps_since_best_improved: int = 0
-    epoch_start_skills: dict[str, str] = field(default_factory=dict)  # skill file -> text at epoch start
-    changed_task_types_this_epoch: set[str] = field(default_factory=set)
-    rejected_buffer: dict[str, list[RejectedEdit]] = field(default_factory=dict)  # task_type -> rejected edits
-    system_packs: list[SystemCasePack] = field(default_factory=list)
-    tool_packs: dict[str, ToolCasePack] = field(default_factory=dict)  # tool -> pack
-    probations: dict[str, Probation] = field(default_factory=dict)  # task_type -> its one open probation
-    gate_cooldown: dict[str, int] = field(default_factory=dict)  # task_type -> steps left
-    gate_epoch_observed: dict[str, bool] = field(default_factory=dict)  # task_type -> ladder warm (must survive resume)
-    gate_fdr: FdrState = field(default_factory=FdrState)  # the run's e-LOND sequence (tests, discoveries, spent): resume continues it
-
-
 STATE_KEYS = tuple(f.name for f in dataclasses.fields(TrainState))
-
-
-@dataclass
-class Progress:
-    epoch: int = 1
-    step: int = 0
-    phase: Literal["in_epoch", "epoch_done"] = "in_epoch"
-    global_step: int = 0
-    saved_batches: list[list[str]] = field(default_factory=list)  # the epoch's batches (qids), for resume
 
 
 @dataclass(frozen=True)
@@ -305,7 +276,7 @@ def serialize_progress(progress: Progress) -> dict[str, Any]:
     if progress.phase not in PHASES:
         raise CheckpointError(f"progress.phase: must be one of {PHASES}, got {progress.phase!r}")
     return {"epoch": progress.epoch, "step": progress.step, "phase": progress.phase,
-            "global_step": progress.global_step, "saved_batches": [list(b) for b in progress.saved_batches]}
+            "global_step": progress.global_step}
 
 
 def deserialize_progress(d: Mapping[str, Any], where: str = "progress") -> Progress:
@@ -314,16 +285,11 @@ def deserialize_progress(d: Mapping[str, Any], where: str = "progress") -> Progr
     _no_extra(d, names, where)
     if values["phase"] not in PHASES:
         raise CheckpointError(f"{where}.phase: must be one of {PHASES}, got {values['phase']!r}")
-    batches = _expect(values["saved_batches"], list, f"{where}.saved_batches")
-    for i, batch in enumerate(batches):
-        for j, qid in enumerate(_expect(batch, list, f"{where}.saved_batches[{i}]")):
-            _expect(qid, str, f"{where}.saved_batches[{i}][{j}]")
     return Progress(
         epoch=_expect(values["epoch"], int, f"{where}.epoch"),
         step=_expect(values["step"], int, f"{where}.step"),
         phase=values["phase"],
         global_step=_expect(values["global_step"], int, f"{where}.global_step"),
-        saved_batches=[list(b) for b in batches],
     )
 
 

@@ -17,7 +17,9 @@ Defensive rules kept from the seed:
 
 Correctness is None for a rollout that failed for infrastructure reasons
 (LLM error, crash): it is no evidence about the harness, and accuracy is
-computed over the other rollouts only.
+computed over the other rollouts only. A failure on our side
+(`LocalStoreError`: the response cache file, the disk) is not a rollout
+outcome at all: it propagates and stops the run.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any, Union
 from harness.agent.loop import AgentLoop, AgentResult, TraceStep
 from harness.bench.protocol import Scorer, ToolDispatch
 from harness.contracts.solver import resolve_skill_file
-from harness.llm.protocol import LLMProvider, Usage
+from harness.llm.protocol import LLMProvider, LocalStoreError, Usage
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -147,10 +149,6 @@ class InferenceResult:
                 raise ValueError(f"run {self.run_id}: qid {qid!r} was asked with several sample indices; use correctness_by_sample")
             out[qid] = value
         return out
-
-    @property
-    def infra_ratio(self) -> float:
-        return self.n_infra / self.n if self.n else 0.0
 
 
 def _aggregate_results(run_id: str, records: list[PredictionRecord], wall_s: float) -> InferenceResult:
@@ -332,7 +330,7 @@ async def run_inference(
             async with semaphore:
                 result = await agent.run(tree, question, tool_dispatch=dispatch, sample_index=sample_index)
             record = _record_from(pessimistic, skill_hash, result, question, scorer)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, LocalStoreError):  # a local failure is no rollout outcome: it stops the run
             raise
         except Exception as exc:  # anything unexpected is recorded on the pessimistic record
             logger.exception("rollout of qid %s (sample %d) in run %s crashed", question.qid, sample_index, run_id)

@@ -6,13 +6,13 @@ prompts). A version is ONE file `<dir>/v<N>`: UTF-8 JSON
 (files sorted by path). One file per version instead of a directory tree
 keeps the number of files small: every DVC stage that carries a workspace
 holds all of its versions, and DVC hashes (and caches) every file of every
-stage output. The legacy layout — a directory `<dir>/v<N>/` holding the tree
-plus `<dir>/v<N>.meta.json` — is still read.
+stage output.
 
 Only entries named exactly `v<N>` (N a non-negative integer without
 leading zeros) are versions; everything else in the dir (legacy meta
 files, staging files of an interrupted write, stray files) is ignored by
-`list_versions`. Versions sort by number, so v10 comes after v2. The first
+`list_versions`; an entry named `v<N>` that is not a packed version file is
+listed (so its number is never reused) and refused by `read_version`. Versions sort by number, so v10 comes after v2. The first
 version is v0.
 
 A *seed* is a reusable starting point shared across experiments:
@@ -87,7 +87,7 @@ def version_number(name: str) -> int:
 
 
 def list_versions(store_dir: str | os.PathLike[str]) -> list[str]:
-    """Version names present in `store_dir` (packed files and legacy dirs), sorted by number; [] when
+    """Version names present in `store_dir` (packed files and stray entries named v<N>), sorted by number; [] when
     the dir does not exist. Listing does not read the files: a stray file named `v<N>` is listed, and
     `read_version` reports what is wrong with it."""
     root = Path(store_dir)
@@ -214,34 +214,13 @@ def read_version(store_dir: str | os.PathLike[str], version: str) -> StoredVersi
     vpath = root / version
     if vpath.is_file() and not vpath.is_symlink():
         return unpack_version(vpath)
-    if not vpath.is_dir() or vpath.is_symlink():
-        raise StoreError(f"{root}: version {version!r} does not exist (have {list_versions(root)})")
-    return _read_legacy_version(root, version)
-
-
-def _read_legacy_version(root: Path, version: str) -> StoredVersion:
-    """A version in the legacy layout: directory `v<N>/` + `v<N>.meta.json`."""
-    vdir = root / version
-    mpath = root / f"{version}.meta.json"
-    try:
-        meta = json.loads(mpath.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise StoreError(f"{mpath}: meta of version {version!r} is missing") from exc
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{mpath}: meta is not valid JSON: {exc}") from exc
-    tree = HarnessTree.load(vdir)
-    _check_fingerprint(vdir, tree, meta)
-    return StoredVersion(version=version, tree=tree, meta=meta)
+    if vpath.is_dir() and not vpath.is_symlink():
+        raise StoreError(f"{vpath}: a directory, not a packed harness version file")
+    raise StoreError(f"{root}: version {version!r} does not exist (have {list_versions(root)})")
 
 
 def read_version_tree(store_dir: str | os.PathLike[str], version: str) -> HarnessTree:
     return read_version(store_dir, version).tree
-
-
-def read_version_at(path: str | os.PathLike[str]) -> HarnessTree:
-    """The tree of the version at `path` (`<store>/v<N>`: a packed file, or a legacy directory)."""
-    p = Path(path)
-    return read_version(p.parent, p.name).tree
 
 
 # ---------------------------------------------------------------- seeds

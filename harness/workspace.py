@@ -20,20 +20,18 @@ import os
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Mapping, Protocol
+from typing import Any, Literal, Mapping
 
 from harness.atomic import atomic_write_json
-from harness.contracts.solver import DEFAULT_SKILL, SYSTEM_PROMPT_PATH, TOOLS_PREFIX
 from harness.questions import check_questions_ref
 from harness.store import (
     StoreError,
     advance_version,
     list_versions,
     read_seed,
-    read_version_at,
     read_version_tree,
     version_number,
 )
@@ -81,17 +79,6 @@ class Manifest:
             },
             "history": list(self.history),
         }
-
-
-@dataclass(frozen=True)
-class ResolvedPaths:
-    """Paths of the current versions inside the workspace (not a shared store): `<root>/<kind>/v<N>`,
-    a packed version file (a directory in the legacy layout); read them with `read_version_at`."""
-
-    skills_dir: Path
-    prompts_dir: Path
-    skills_version: str
-    prompts_version: str
 
 
 # ---------------------------------------------------------------- manifest
@@ -339,16 +326,6 @@ def promote(root: str | os.PathLike[str], kind: Kind, tree: HarnessTree, meta: M
     return version
 
 
-def resolve_paths(root: str | os.PathLike[str]) -> ResolvedPaths:
-    ws = Path(root)
-    m = read_manifest(ws)
-    paths = ResolvedPaths(ws / "skills" / m.skills_version, ws / "prompts" / m.prompts_version, m.skills_version, m.prompts_version)
-    for kind, version_path in (("skills", paths.skills_dir), ("prompts", paths.prompts_dir)):
-        if not version_path.exists():
-            raise WorkspaceError(f"{ws}: current {kind} version {version_path} is missing")
-    return paths
-
-
 def harness_view(root: str | os.PathLike[str], skills_version: str | None = None, prompts_version: str | None = None) -> HarnessTree:
     """The solver's tree: prompts ∪ skills under `skills/` (current versions when not given)."""
     ws = Path(root)
@@ -366,65 +343,3 @@ def compose_view(skills: HarnessTree, prompts: HarnessTree) -> HarnessTree:
     if clash:
         raise WorkspaceError(f"prompts tree must not contain skills/ paths (they belong to the skills tree): {clash}")
     return prompts.merged(skills.prefixed("skills"))
-
-
-# ---------------------------------------------------------------- stores over one version
-
-
-class TreeStore(Protocol):
-    path: Path
-
-    def read(self, rel_path: str) -> str: ...
-    def list_files(self) -> list[str]: ...
-    def tree(self) -> HarnessTree: ...
-
-
-@dataclass(frozen=True)
-class _VersionDirStore:
-    path: Path
-    _tree: HarnessTree | None = field(default=None, init=False, repr=False, compare=False)
-
-    def tree(self) -> HarnessTree:
-        if self._tree is None:  # versions are immutable, so loading once is safe
-            object.__setattr__(self, "_tree", read_version_at(self.path))
-        return self._tree  # type: ignore[return-value]
-
-    def read(self, rel_path: str) -> str:
-        rel = check_relative_path(rel_path)
-        try:
-            return self.tree()[rel]
-        except KeyError:
-            raise FileNotFoundError(f"{self.path}: no file {rel!r} (have {self.list_files()})") from None
-
-    def list_files(self) -> list[str]:
-        return list(self.tree())
-
-
-class VersionedSkillStore(_VersionDirStore):
-    """Skills of one version (`<store>/v<N>`): `<task_type>/SKILL.md`."""
-
-    def skill_file(self, task_type: str) -> str:
-        """The skill file `task_type` uses: its own, else default-strategy's."""
-        own = f"{task_type}/SKILL.md"
-        return own if own in self.tree() else f"{DEFAULT_SKILL}/SKILL.md"
-
-    def read_skill(self, task_type: str) -> str:
-        return self.read(self.skill_file(task_type))
-
-    def task_types(self) -> list[str]:
-        return sorted(p.split("/")[0] for p in self.tree() if p.endswith("/SKILL.md") and p.count("/") == 1)
-
-
-class VersionedPromptStore(_VersionDirStore):
-    """Prompts of one version (`<store>/v<N>`): `system_prompt.md`, `tools/<tool>.md`."""
-
-    def system_prompt(self) -> str:
-        return self.read(SYSTEM_PROMPT_PATH)
-
-    def tool_guides(self) -> dict[str, str]:
-        return {p[len(TOOLS_PREFIX):].removesuffix(".md"): t for p, t in self.tree().items() if p.startswith(TOOLS_PREFIX)}
-
-
-def current_stores(root: str | os.PathLike[str]) -> tuple[VersionedSkillStore, VersionedPromptStore]:
-    paths = resolve_paths(root)
-    return VersionedSkillStore(paths.skills_dir), VersionedPromptStore(paths.prompts_dir)

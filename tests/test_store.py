@@ -16,7 +16,6 @@ from harness.store import (
     promote_to_seed,
     read_seed,
     read_version,
-    read_version_at,
 )
 from harness.tree import HarnessTree
 
@@ -36,7 +35,7 @@ def test_parse_version_rejects(name):
 
 def test_list_versions_numeric_order_and_ignores_other_entries(tmp_path):
     for name in ["v2", "v10", "v1", "v9", "v01", "latest", ".staging-abc", "notes"]:
-        (tmp_path / name).mkdir()  # legacy layout: version directories
+        (tmp_path / name).mkdir()  # directories named like versions (stray entries)
     for name in ["v0", "v11", "v02", ".staging-def", "v3.meta.json"]:
         (tmp_path / name).write_text("{}")  # packed layout: version files (content is not read by listing)
     (tmp_path / "v12").symlink_to(tmp_path / "v11")
@@ -63,7 +62,6 @@ def test_advance_and_read_version(tmp_path):
     assert all((store / v).is_file() for v in ("v0", "v1"))
     doc = json.loads((store / "v1").read_text(encoding="utf-8"))
     assert doc["format"] == "harness-version/1" and doc["files"] == dict(changed) and doc["meta"] == v1.meta
-    assert read_version_at(store / "v1") == changed
 
 
 def test_advance_past_ten_is_numeric(tmp_path):
@@ -140,17 +138,10 @@ def test_read_version_errors(tmp_path):
             read_version(tmp_path, "v0")
 
 
-def test_legacy_directory_versions_are_still_read(tmp_path):
-    SKILLS.save(tmp_path / "v0")
-    (tmp_path / "v0.meta.json").write_text(json.dumps({"version": "v0", "fingerprint": SKILLS.fingerprint}))
-    assert list_versions(tmp_path) == ["v0"]
-    assert read_version(tmp_path, "v0").tree == SKILLS and read_version_at(tmp_path / "v0") == SKILLS
-    assert advance_version(tmp_path, PROMPTS) == "v1" and (tmp_path / "v1").is_file()
-    (tmp_path / "v0" / "count" / "SKILL.md").write_text("tampered")
-    with pytest.raises(StoreError, match="immutable"):
-        read_version(tmp_path, "v0")
-    (tmp_path / "v0.meta.json").unlink()
-    with pytest.raises(StoreError, match="meta of version 'v0' is missing"):
+def test_a_directory_named_like_a_version_is_listed_but_refused(tmp_path):
+    (tmp_path / "v0").mkdir()
+    assert list_versions(tmp_path) == ["v0"] and advance_version(tmp_path, PROMPTS) == "v1"
+    with pytest.raises(StoreError, match="a directory, not a packed harness version"):
         read_version(tmp_path, "v0")
 
 

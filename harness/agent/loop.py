@@ -46,6 +46,7 @@ from harness.llm.protocol import (
     LLMError,
     LLMProvider,
     LLMRequest,
+    LocalStoreError,
     Role,
     Usage,
 )
@@ -167,6 +168,8 @@ class AgentLoop:
             except LLMError as exc:
                 note(LLM_ERROR, str(exc))
                 return finish("error", step + 1, error=str(exc))
+            except LocalStoreError:  # our cache or disk failed, not the model: the stage stops
+                raise
             except Exception as exc:  # a provider bug must not kill the batch; it is recorded as infra
                 logger.exception("unexpected error from provider %s on qid %s", getattr(self.llm, "name", "?"), question.qid)
                 note(LLM_ERROR, f"unexpected {type(exc).__name__}: {exc}")

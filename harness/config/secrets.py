@@ -6,7 +6,14 @@
   config, a command-line override or an `HT__*` variable whose key looks
   secret (api_key, *_api_key, token, *_token, password, secret, ...) and has
   a value, or whose value looks like an API key (`sk-...`), is rejected with
-  an error that names the key and never echoes the value.
+  an error that names the key and never echoes the value. So is a URL
+  carrying credentials (`http://user:password@host/v1` in `llm.base_url`).
+- The command line is checked before Hydra writes anything
+  (`refuse_secrets_on_command_line`, called by `stages.train` before
+  `hydra.main`: Hydra saves `.hydra/*.yaml` and prints its own errors, with
+  the value, before any validation), and `dvc exp run -S` values before DVC
+  composes `params.yaml` (`refuse_dvc_set_params`, called from the Hydra
+  plugin module DVC imports first).
 - `redact` / `redact_text` / `RedactingFilter` mask secrets when configs or
   log lines are written.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -36,6 +44,8 @@ _SECRET_KEY = re.compile(
 # values shaped like common API keys (OpenAI/Anthropic sk-, GitHub ghp_, Slack xox?-, AWS AKIA)
 _SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})$")
 _EMPTY = (None, "", "???")
+# scheme://user:password@ (a password in the authority part of a URL)
+_URL_CREDENTIALS = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@")
 
 
 def is_secret_key(key: str) -> bool:
@@ -49,9 +59,18 @@ def looks_like_secret_value(value: Any) -> bool:
     return isinstance(value, str) and _SECRET_VALUE.match(value.strip()) is not None
 
 
+def has_url_credentials(value: Any) -> bool:
+    """True for a URL string with a ``user:password@`` part."""
+    return isinstance(value, str) and _URL_CREDENTIALS.match(value) is not None
+
+
+def _secret_value(value: Any) -> bool:
+    return looks_like_secret_value(value) or has_url_credentials(value)
+
+
 def find_secrets(data: Any, prefix: str = "") -> list[str]:
     """Dotted keys in a plain mapping/list tree that hold a secret (secret-looking key with a value,
-    or an API-key-shaped value)."""
+    an API-key-shaped value, or a URL with credentials)."""
     found: list[str] = []
     if isinstance(data, Mapping):
         for key, value in data.items():
@@ -60,18 +79,19 @@ def find_secrets(data: Any, prefix: str = "") -> list[str]:
                 found.append(full)
             elif isinstance(value, (Mapping, list)):
                 found.extend(find_secrets(value, full + "."))
-            elif looks_like_secret_value(value):
+            elif _secret_value(value):
                 found.append(full)
     elif isinstance(data, list):
         for index, value in enumerate(data):
             found.extend(find_secrets(value, f"{prefix}{index}.") if isinstance(value, (Mapping, list))
-                         else ([f"{prefix}{index}"] if looks_like_secret_value(value) else []))
+                         else ([f"{prefix}{index}"] if _secret_value(value) else []))
     return found
 
 
 def _violation(key: str, where: str) -> Violation:
-    return Violation(key, REDACTED, f"secrets are not accepted {where}; put the key in the environment variable "
-                                    "named by llm.api_key_env (or in .env)")
+    return Violation(key, REDACTED, f"secrets are not accepted {where} (neither keys, tokens nor user:password@ in "
+                                    "URLs); put the key in the environment variable named by llm.api_key_env "
+                                    "(or in .env)")
 
 
 def check_config_tree(config_dir: str | os.PathLike[str]) -> None:
@@ -101,10 +121,50 @@ def check_overrides(overrides: Sequence[str], source: str = "on the command line
     for override in overrides:
         key, sep, value = str(override).partition("=")
         key = key.lstrip("+~")
-        if sep and ((is_secret_key(key) and value.strip() not in ("", "null")) or looks_like_secret_value(value)):
+        values = [part.strip("'\" ") for part in value.strip("[]()").split(",")]  # sweeps: a,b / choice(a,b)
+        if sep and ((is_secret_key(key) and value.strip() not in ("", "null")) or any(_secret_value(v) for v in values)):
             violations.append(_violation(key, source))
     if violations:
         raise ConfigError(violations, header="secret in overrides")
+
+
+def command_line_overrides(argv: Sequence[str]) -> list[str]:
+    """The ``key=value`` overrides of a Hydra app's arguments (flags such as ``--multirun`` left out)."""
+    return [arg for arg in argv if "=" in arg and not arg.startswith("-")]
+
+
+def dvc_set_params(argv: Sequence[str]) -> list[str]:
+    """The overrides given to ``dvc exp run`` by ``-S`` / ``--set-param`` (``[file:]key=value``)."""
+    values: list[str] = []
+    args = list(argv)
+    for index, arg in enumerate(args):
+        if arg in ("-S", "--set-param") and index + 1 < len(args):
+            values.append(args[index + 1])
+        elif arg.startswith("--set-param="):
+            values.append(arg[len("--set-param="):])
+        elif arg.startswith("-S") and len(arg) > 2:
+            values.append(arg[2:].lstrip("="))
+    # `params.yaml:key=value`: the file prefix is not part of the override
+    return [v.split(":", 1)[1] if ":" in v.split("=", 1)[0] else v for v in values]
+
+
+def refuse_secrets_on_command_line(argv: Sequence[str], program: str) -> None:
+    """Exit (status 2, one message naming the key, never the value) when the overrides carry a secret.
+
+    Runs before Hydra, which would otherwise save the overrides in ``.hydra/`` first."""
+    try:
+        check_overrides(command_line_overrides(argv))
+    except ConfigError as error:
+        print(f"{program}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def refuse_dvc_set_params(argv: Sequence[str]) -> None:
+    """In a ``dvc exp run`` process: raise ConfigError when a ``-S`` value carries a secret (before DVC composes
+    and writes ``params.yaml``). A no-op in any other process."""
+    if Path(argv[0] if argv else "").name not in ("dvc", "__main__.py") or "exp" not in argv:
+        return
+    check_overrides(dvc_set_params(argv), source="in `dvc exp run -S` (params.yaml is hashed and committed)")
 
 
 def read_env_file(env_file: str | os.PathLike[str] | None) -> dict[str, str]:
@@ -125,6 +185,9 @@ def get_api_key(
 
     Raises ConfigError naming the variable when `required` and it is unset or empty."""
     name = str(llm_cfg.api_key_env)
+    if _secret_value(name):
+        raise ConfigError([Violation("llm.api_key_env", REDACTED, "must be the NAME of an environment variable, "
+                                                                   "never the key itself")])
     env = os.environ if environ is None else environ
     value = env.get(name) or read_env_file(env_file).get(name)
     if value:

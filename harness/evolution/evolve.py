@@ -2,9 +2,12 @@
 
 `evolve_single_skill` edits one skill file under an edit budget,
 `evolve_system_prompt` / `evolve_single_tool` do the same for the slow update.
-Each makes one editor call; a reply that does not parse gets one retry with
-the parser's message as feedback, and a second failure is recorded in
-`EvolutionRecord.parse_error` with the text unchanged. Provider errors
+Each makes one editor call, in the provider's reply format (JSON under a
+schema where the provider enforces one, else the `<edit>` text format;
+harness/evolution/ask.py), recorded in `EvolutionRecord.reply_format`; a
+reply that does not parse gets one retry with the parser's message as
+feedback, and a second failure is recorded in `EvolutionRecord.parse_error`
+with the text unchanged (never applied). Provider errors
 (`LLMError`) propagate: the caller decides (the response cache makes a re-run
 free).
 """
@@ -14,25 +17,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.contracts.evolution import FORMAT_EDIT_OPS, EditOps, parse_edit_ops
+from harness.contracts.structured import EDIT_OPS_JSON_INSTRUCTION, edit_ops_schema, parse_edit_ops_json
 from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
 from harness.llm.protocol import ChatMessage, LLMProvider, Role
 
 from .apply import apply_edits
-from .ask import ask_parsed
+from .ask import ReplyContract, ask_parsed
 from .prompts import skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
 
 SYSTEM_PROMPT_FILE = "system_prompt.md"
 NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was unchanged, so nothing was validated)"
 
 
-async def ask_edit_ops(llm: LLMProvider, messages: list[ChatMessage], sample_index: int) -> tuple[EditOps | None, str, float]:
-    """(ops, parse_error, usd): one retry with feedback after a format error."""
-    ops, error, usd = await ask_parsed(llm, Role.EDITOR, messages, parse_edit_ops, FORMAT_EDIT_OPS, sample_index)
-    return ops, (f"editor reply unparseable twice: {error}" if error else ""), usd
+def edit_ops_contract(edit_budget: int) -> ReplyContract[EditOps]:
+    """The editor's reply: `<edit>` blocks (text) or their JSON form with at most `edit_budget` edits."""
+    return ReplyContract(FORMAT_EDIT_OPS, parse_edit_ops, "edit_ops", edit_ops_schema(edit_budget), parse_edit_ops_json,
+                         EDIT_OPS_JSON_INSTRUCTION)
 
 
-def _record(task_type: str, target: str, text: str, ops: EditOps | None, error: str, usd: float, budget: int, max_chars: int | None) -> EvolutionRecord:
-    record = EvolutionRecord(task_type=task_type, skill_file=target, old_text=text, new_text=text, usd=usd, parse_error=error)
+async def ask_edit_ops(llm: LLMProvider, messages: list[ChatMessage], sample_index: int, *, edit_budget: int = 1,
+                       reply_format: str | None = None) -> tuple[EditOps | None, str, float, str]:
+    """(ops, parse_error, usd, reply format): one retry with feedback after a format error.
+
+    `reply_format` None: the provider's probed format (structured JSON where it enforces a schema, else text).
+    """
+    ops, error, usd, fmt = await ask_parsed(llm, Role.EDITOR, messages, edit_ops_contract(edit_budget), sample_index, reply_format=reply_format)
+    return ops, (f"editor reply unparseable twice: {error}" if error else ""), usd, fmt
+
+
+def _record(task_type: str, target: str, text: str, ops: EditOps | None, error: str, usd: float, budget: int, max_chars: int | None,
+            reply_format: str = "") -> EvolutionRecord:
+    record = EvolutionRecord(task_type=task_type, skill_file=target, old_text=text, new_text=text, usd=usd, parse_error=error,
+                             reply_format=reply_format)
     if ops is None:
         return record
     if ops.no_change is not None:
@@ -59,6 +75,7 @@ async def evolve_single_skill(
     edit_budget: int,
     sample_index: int,
     max_chars: int | None = None,
+    reply_format: str | None = None,
 ) -> EvolutionRecord:
     """Propose and apply at most `edit_budget` edits to one skill file.
 
@@ -70,8 +87,8 @@ async def evolve_single_skill(
     messages = skill_editor_messages(
         task_type=task_type, skill_file=skill_file, skill_text=skill_text, cases=_cases(case_pack), diagnoses=diagnoses, rejected=rejected, edit_budget=edit_budget
     )
-    ops, error, usd = await ask_edit_ops(llm, messages, sample_index)
-    return _record(task_type, skill_file, skill_text, ops, error, usd, edit_budget, max_chars)
+    ops, error, usd, fmt = await ask_edit_ops(llm, messages, sample_index, edit_budget=edit_budget, reply_format=reply_format)
+    return _record(task_type, skill_file, skill_text, ops, error, usd, edit_budget, max_chars, fmt)
 
 
 async def evolve_system_prompt(
@@ -83,26 +100,28 @@ async def evolve_system_prompt(
     edit_budget: int,
     sample_index: int,
     max_chars: int | None = None,
+    reply_format: str | None = None,
 ) -> EvolutionRecord:
     """Slow update of the always-on system prompt from an epoch's failures."""
     if edit_budget < 1:
         raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
     cases = list(case_pack.cases) if isinstance(case_pack, SystemCasePack) else list(case_pack)
     messages = system_prompt_editor_messages(target_file=SYSTEM_PROMPT_FILE, text=system_prompt_text, cases=cases, rejected=rejected, edit_budget=edit_budget)
-    ops, error, usd = await ask_edit_ops(llm, messages, sample_index)
-    return _record("_system", SYSTEM_PROMPT_FILE, system_prompt_text, ops, error, usd, edit_budget, max_chars)
+    ops, error, usd, fmt = await ask_edit_ops(llm, messages, sample_index, edit_budget=edit_budget, reply_format=reply_format)
+    return _record("_system", SYSTEM_PROMPT_FILE, system_prompt_text, ops, error, usd, edit_budget, max_chars, fmt)
 
 
 async def evolve_single_tool(
-    llm: LLMProvider, *, tool: str, tool_text: str, case_pack: ToolCasePack, edit_budget: int, sample_index: int, max_chars: int | None = None
+    llm: LLMProvider, *, tool: str, tool_text: str, case_pack: ToolCasePack, edit_budget: int, sample_index: int, max_chars: int | None = None,
+    reply_format: str | None = None,
 ) -> EvolutionRecord:
     """Slow update of one tool guide (`tools/<tool>.md`) from an epoch's tool usage."""
     if edit_budget < 1:
         raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
     target = f"tools/{tool}.md"
     messages = tool_editor_messages(target_file=target, text=tool_text, pack=case_pack, edit_budget=edit_budget)
-    ops, error, usd = await ask_edit_ops(llm, messages, sample_index)
-    return _record(f"_tool:{tool}", target, tool_text, ops, error, usd, edit_budget, max_chars)
+    ops, error, usd, fmt = await ask_edit_ops(llm, messages, sample_index, edit_budget=edit_budget, reply_format=reply_format)
+    return _record(f"_tool:{tool}", target, tool_text, ops, error, usd, edit_budget, max_chars, fmt)
 
 
 def describe_edit(op: str, text: str, old: str) -> str:

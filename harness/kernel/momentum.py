@@ -5,9 +5,7 @@ The category constants live in types.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
+from harness.kernel.types import IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
 
 
 def categorize_pair(prev: bool, cur: bool) -> str:
@@ -21,11 +19,3 @@ def categorize_pair(prev: bool, cur: bool) -> str:
     if cur:
         return IMPROVED
     return PERSISTENT_FAIL
-
-
-def group_by_category(pairs: Iterable[tuple[str, bool, bool]]) -> dict[str, list[str]]:
-    """(qid, prev, cur) -> {category: [qids]} with keys in display order (REGRESSED first), all four present."""
-    grouped: dict[str, list[str]] = {category: [] for category in CATEGORY_ORDER}
-    for qid, prev, cur in pairs:
-        grouped[categorize_pair(prev, cur)].append(qid)
-    return grouped

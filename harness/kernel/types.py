@@ -251,6 +251,7 @@ class EvolutionRecord:
     no_change_reason: str = ""
     parse_error: str = ""
     usd: float = 0.0
+    reply_format: str = ""  # the editor's reply format: text | json_schema | json_object_schema (contracts/structured.py)
 
     @property
     def changed(self) -> bool:
@@ -269,3 +270,5 @@ class DiagnosisResult:
     by_task_type: dict[str, list[str]] = field(default_factory=dict)  # task_type -> diagnosis texts
     failures: dict[str, list[CaseSample]] = field(default_factory=dict)
     usd: float = 0.0
+    reply_format: str = ""  # the diagnoser's reply format (contracts/structured.py)
+    n_unparseable: int = 0  # failures whose diagnosis reply did not parse twice

@@ -8,7 +8,13 @@ Storage: one SQLite file in WAL mode with a busy timeout, so several
 processes (DVC stages, sweep jobs) and threads can read and write at once.
 `INSERT OR IGNORE` then read back: when two writers race on one key, every
 caller returns the row that won, so all stages agree on the sample.
-Failed calls (LLMError) are never stored.
+Failed calls (LLMError) are never stored. A reply that UTF-8 cannot hold
+(lone surrogates such as "\\ud800", valid in JSON) is stored escaped and
+replayed exactly (`encode_text` / `decode_text`), so it is paid once.
+
+A failure of the cache file itself (full disk, read-only file, corrupt
+database) raises `LocalStoreError` naming the file and the cause: it is
+ours, never recorded as the provider's infra failure.
 
 Statistics: each `ResponseCache` counts its own hits, misses and USD saved
 (`stats`); `flush_stats()` adds them to persisted totals (`persisted_stats()`)
@@ -18,16 +24,22 @@ that survive the process, so a pipeline stage can report them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
+import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.llm.protocol import LLMRequest, LLMResponse, Role, Usage
+from harness.llm.protocol import LLMRequest, LLMResponse, LocalStoreError, Role, Usage
+
+logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 30_000
 DB_FILENAME = "responses.sqlite"
@@ -62,7 +74,44 @@ def cache_key(provider: str, model: str, request: LLMRequest) -> str:
         "sample_index": int(request.sample_index),
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # surrogatepass: a conversation holding a lone surrogate still has a key (valid text hashes as plain UTF-8)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_ESCAPED = "\ufffejson:"  # a noncharacter: no model writes it; marks a text stored as ASCII JSON
+
+
+def encode_text(text: str) -> str:
+    """`text` as SQLite can store it: itself, or (lone surrogates, or the marker itself) escaped JSON."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ESCAPED + json.dumps(text, ensure_ascii=True)
+    return _ESCAPED + json.dumps(text, ensure_ascii=True) if text.startswith(_ESCAPED) else text
+
+
+def decode_text(stored: str) -> str:
+    """The exact text `encode_text` was given."""
+    return json.loads(stored[len(_ESCAPED):]) if stored.startswith(_ESCAPED) else stored
+
+
+_ADVICE = (
+    ("full", "free disk space"),
+    ("readonly", "make the file and its directory writable"),
+    ("read-only", "make the file and its directory writable"),
+    ("not a database", "move the file aside (a new cache is started; its calls are paid again)"),
+    ("malformed", "move the file aside (a new cache is started; its calls are paid again)"),
+)
+
+
+def _local_failure(path: Path, action: str, error: BaseException) -> LocalStoreError:
+    cause = str(error) or type(error).__name__
+    if isinstance(error, OSError) and error.strerror:
+        cause = error.strerror
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        cause += ": read-only file or directory"  # SQLite says only "unable to open database file"
+    advice = next((hint for word, hint in _ADVICE if word in cause.lower()), "fix the file or set llm.cache_dir")
+    return LocalStoreError(f"{path}: LLM response cache: {action} failed ({cause}); {advice}, then re-run the stage")
 
 
 @dataclass(frozen=True)
@@ -70,11 +119,6 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     usd_saved: float = 0.0
-
-    @property
-    def hit_rate(self) -> float | None:
-        total = self.hits + self.misses
-        return self.hits / total if total else None
 
     def __add__(self, other: CacheStats) -> CacheStats:
         return CacheStats(self.hits + other.hits, self.misses + other.misses, self.usd_saved + other.usd_saved)
@@ -101,31 +145,50 @@ class ResponseCache:
         target = Path(path)
         if target.suffix not in (".sqlite", ".db"):
             target = target / DB_FILENAME
-        target.parent.mkdir(parents=True, exist_ok=True)
         self.path = target
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            target, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
-        )
-        self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise RuntimeError(f"{target}: could not switch the response cache to WAL mode (got {mode!r})")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                self._conn.execute(statement)
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
+        self._conn: sqlite3.Connection | None = None
+        with self._local("opening"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise LocalStoreError(f"{target}: could not switch the response cache to WAL mode (got {mode!r})")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            with self._transaction(self._conn):
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._conn.execute(statement)
         self._stats = CacheStats()
         self._unflushed = CacheStats()
 
+    @contextlib.contextmanager
+    def _local(self, action: str) -> Iterator[None]:
+        """Turn a failure of the cache file into a one-line `LocalStoreError` naming it."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as error:
+            raise _local_failure(self.path, action, error) from None
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended the transaction already
+                conn.execute("ROLLBACK")
+            raise
+
     # -- lifecycle
     def close(self) -> None:
-        self.flush_stats()
+        """Persist the counters (a failure is a warning: they are statistics) and close the file."""
+        try:
+            self.flush_stats()
+        except LocalStoreError as error:
+            logger.warning("%s (cache statistics of this process not saved)", error)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -144,39 +207,23 @@ class ResponseCache:
 
     # -- entries
     def get(self, key: str) -> CachedEntry | None:
-        with self._lock:
+        with self._lock, self._local("reading"):
             row = self._connection().execute(
                 "SELECT provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s FROM responses WHERE key = ?",
                 (key,),
             ).fetchone()
         if row is None:
             return None
-        return CachedEntry(row[0], row[1], row[2], Usage(int(row[3]), int(row[4])), float(row[5]), float(row[6]))
+        return CachedEntry(row[0], row[1], decode_text(row[2]), Usage(int(row[3]), int(row[4])), float(row[5]), float(row[6]))
 
     def put(self, key: str, response: LLMResponse) -> CachedEntry:
         """Store `response` unless the key exists; return the stored entry (the race winner's)."""
-        with self._lock:
+        row = (key, response.provider, response.model, encode_text(response.text), response.usage.prompt_tokens,
+               response.usage.completion_tokens, float(response.cost_usd), float(response.latency_s), time.time())
+        with self._lock, self._local("writing a reply"):
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                inserted = conn.execute(
-                    "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        key,
-                        response.provider,
-                        response.model,
-                        response.text,
-                        response.usage.prompt_tokens,
-                        response.usage.completion_tokens,
-                        float(response.cost_usd),
-                        float(response.latency_s),
-                        time.time(),
-                    ),
-                ).rowcount == 1
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            with self._transaction(conn):
+                inserted = conn.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount == 1
         if inserted:
             return CachedEntry(response.provider, response.model, response.text, response.usage, float(response.cost_usd), float(response.latency_s))
         stored = self.get(key)  # another writer won the race: everyone uses its sample
@@ -185,7 +232,7 @@ class ResponseCache:
         return stored
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._local("counting"):
             return int(self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     # -- statistics
@@ -215,19 +262,14 @@ class ResponseCache:
             if pending == CacheStats():
                 return
             conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._local("saving statistics"), self._transaction(conn):
                 for name, value in (("hits", pending.hits), ("misses", pending.misses), ("usd_saved", pending.usd_saved)):
                     conn.execute("UPDATE cache_stats SET value = value + ? WHERE name = ?", (value, name))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self._unflushed = CacheStats()
 
     def persisted_stats(self) -> CacheStats:
         """Totals over every process that flushed into this cache file."""
-        with self._lock:
+        with self._lock, self._local("reading statistics"):
             values = dict(self._connection().execute("SELECT name, value FROM cache_stats").fetchall())
         return CacheStats(int(values.get("hits", 0)), int(values.get("misses", 0)), float(values.get("usd_saved", 0.0)))
 

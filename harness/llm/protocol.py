@@ -63,6 +63,14 @@ class LLMResponse:
     cached: bool = False
 
 
+class LocalStoreError(RuntimeError):
+    """A failure on our side of a call (the response cache file, the disk): never the model's failure.
+
+    It is not an outcome of the rollout (not infra, not wrong): it aborts the
+    stage, whose message names the file and the cause.
+    """
+
+
 class LLMError(RuntimeError):
     """A call that failed for good (after retries). `kind` says why.
 

@@ -14,12 +14,18 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from harness.kernel.types import GateParams, gate_params_from_config
 from harness.llm.protocol import LLMProvider
 from harness.loop.state import StatePaths
 from harness.questions import Question
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from harness.bench.protocol import BenchmarkAdapter
+    from harness.llm.cache import ResponseCache
 
 progress = logging.getLogger("harness.progress")
 
@@ -45,14 +51,14 @@ class Throttle:
 
 @dataclass
 class StageContext:
-    cfg: Any
+    cfg: DictConfig
     root: Path
     llm_override: Optional[LLMProvider] = None
-    bench_override: Any = None
+    bench_override: Optional[BenchmarkAdapter] = None
     _llm: Optional[LLMProvider] = field(default=None, repr=False)
-    _bench: Any = field(default=None, repr=False)
+    _bench: Optional[BenchmarkAdapter] = field(default=None, repr=False)
     _questions: Optional[dict[str, Question]] = field(default=None, repr=False)
-    _cache: Any = field(default=None, repr=False)
+    _cache: Optional[ResponseCache] = field(default=None, repr=False)
 
     @property
     def run_name(self) -> str:
@@ -73,7 +79,7 @@ class StageContext:
     def gate(self) -> GateParams:
         return gate_params(self.cfg.gate)
 
-    def bench(self) -> Any:
+    def bench(self) -> BenchmarkAdapter:
         """The BenchmarkAdapter of `benchmark.name` (built once)."""
         if self.bench_override is not None:
             return self.bench_override
@@ -113,7 +119,8 @@ class StageContext:
             self._llm = None
 
 
-def make_context(cfg: Any, root: str | Path, *, llm: Optional[LLMProvider] = None, bench: Any = None) -> StageContext:
+def make_context(cfg: DictConfig, root: str | Path, *, llm: Optional[LLMProvider] = None,
+                 bench: Optional[BenchmarkAdapter] = None) -> StageContext:
     """The context of one stage process (or of a whole in-process training run)."""
     return StageContext(cfg=cfg, root=Path(root).resolve(), llm_override=llm, bench_override=bench)
 

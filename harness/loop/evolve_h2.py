@@ -47,8 +47,9 @@ from harness.h2.surfaces import NATIVE
 from harness.h2.validator import validate_tree
 from harness.identity import h2_probe_run_prefix
 from harness.kernel.types import CaseSample, Edit, EditApplication, EvolutionRecord
-from harness.llm.protocol import Role
+from harness.llm.protocol import LLMProvider, Role
 from harness.log import HarnessLog, RunLogReader
+from harness.loop.context import StageContext
 from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, SkippedDoc, write_document
 from harness.loop.state import RUNLOG, mark_done
 from harness.tree import HarnessTree
@@ -96,7 +97,7 @@ def run_tag_for(run_name: str, epoch: int, step: int) -> str:
     return f"loop-{safe}-e{epoch}s{step}"
 
 
-def h2_roles(llm: Any) -> Roles:
+def h2_roles(llm: LLMProvider) -> Roles:
     """Editor and selector over the shared provider; each role's model is `llm.models.<role>`, else `llm.model`."""
     return Roles.from_provider(llm)
 
@@ -131,10 +132,10 @@ def _base_rollout(task: SkillStepTask, run_tag: str, reader: RunLogReader, step_
                       meta={"run_id": step_run_id, "from": "step rollout"})
 
 
-async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[str], skill_file: str, tree: HarnessTree,
+async def evolve_skill_h2(ctx: StageContext, *, epoch: int, step: int, group: Sequence[str], skill_file: str, tree: HarnessTree,
                           skill_text: str, qids: Sequence[str], cases: Sequence[CaseSample], outcomes: Mapping[str, Optional[bool]],
                           rejected: Sequence[str], log: HarnessLog, reader: RunLogReader, step_run_id: str, work_dir: Path,
-                          llm: Any) -> SkillRound:
+                          llm: LLMProvider) -> SkillRound:
     """One Harness² round for the skill file `skill_file` (inside the skills tree) read by task types `group`."""
     from harness.h2.run import improve_task
     from harness.loop.gating import skill_key
@@ -192,7 +193,7 @@ async def evolve_skill_h2(ctx: Any, *, epoch: int, step: int, group: Sequence[st
     return SkillRound(cand, None, ledger["total_usd"], probe_rollouts, ledger["sessions"])
 
 
-def stage_evolve_h2(ctx: Any, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
+def stage_evolve_h2(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
     """`stage_evolve` under `evolve.method=h2` (same inputs, same evolve.json contract; see the module docstring)."""
     from harness.loop.gating import skill_key
     from harness.loop.stages.evolve import begin_evolve, evolve_inputs, progress

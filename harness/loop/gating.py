@@ -46,7 +46,6 @@ from harness.kernel.plans import SAMPLING_PLANS, BlockPlanner, FixedBlocks, Plan
 from harness.kernel.rules import rule_for
 from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
-from harness.loop.helpers import _merge_probation
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
 from harness.loop.validate import RolloutFn, ValidationOutcome, validate_skill_local
 from harness.questions import Question
@@ -92,11 +91,6 @@ class GateContext:
     cooldown_steps: int
     seed: int = 0
     batch_outcomes: Mapping[str, Optional[bool]] = field(default_factory=dict)  # the step rollout (GEPA baseline)
-
-
-def skills_path(solver_path: str) -> str:
-    """'skills/x/SKILL.md' -> 'x/SKILL.md' (path inside the skills tree)."""
-    return solver_path[len("skills/"):] if solver_path.startswith("skills/") else solver_path
 
 
 @dataclass(frozen=True)
@@ -330,5 +324,5 @@ def _install(gc: GateContext, state: Any, cand: Candidate, outcome: ValidationOu
         new = Probation(task_type=cand.key, skill_file=cand.skill_file, anchor_skills_version=sv_before,
                         opened_epoch=gc.epoch, opened_step=gc.step, correctness_snapshot=snapshot,
                         pending_edits=pending, accepted_version=new_version, kind=kind)
-        state.probations[cand.key] = _merge_probation(state.probations.get(cand.key), new)
+        state.open_probation(cand.key, new)
     return new_version

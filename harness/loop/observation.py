@@ -20,7 +20,6 @@ Contracts:
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 import time
@@ -234,7 +233,3 @@ def write_epoch_report(path: str | Path, report: Mapping[str, Any]) -> dict:
     data = {k: report[k] for k in EPOCH_REPORT_FIELDS}
     atomic_write_json(path, data)
     return data
-
-
-def load_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))

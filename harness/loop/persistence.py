@@ -8,7 +8,7 @@ structures; this module is the only place that reads or writes them:
   in-memory map changes (no window where memory knows what the disk does
   not). Opening reloads the file; a torn last line (a crash during a write)
   is cut off, a corrupt line elsewhere is an error naming file and line.
-- `save_gate_pools` / `load_gate_pools` / `load_or_build_gate_pools`: the
+- `save_gate_pools` / `load_gate_pools` / `load_state_gate_pools`: the
   ladder file, fingerprint-checked against the current validation pool.
 - `build_or_load_pools` / `read_pools`: the frozen three-pool split.
 """
@@ -96,16 +96,6 @@ def load_gate_pools(path: str | Path, *, expected_fingerprint: str) -> GatePools
             f"{path}: gate pools fingerprint {pools.fingerprint[:12]} does not match the current validation pool "
             f"({expected_fingerprint[:12]}); the pools changed under a running experiment - delete the file deliberately to rebuild"
         )
-    return pools
-
-
-def load_or_build_gate_pools(path: str | Path, validation_by_type: Mapping[str, Sequence[str]]) -> GatePools:
-    """Load `path` when it exists (fingerprint-checked, RuntimeError on mismatch), else build and save it."""
-    target = Path(path)
-    if target.exists():
-        return load_gate_pools(target, expected_fingerprint=pool_fingerprint(validation_by_type))
-    pools = GatePools.build(validation_by_type)
-    save_gate_pools(target, pools)
     return pools
 
 

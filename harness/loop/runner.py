@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.checkpoint import check_resume, config_fingerprint, load_checkpoint
 from harness.kernel.schedule import CARRYING_KINDS, StageItem, full_schedule
@@ -38,12 +38,17 @@ from harness.loop.state import CHECKPOINT, StatePaths, resume_plan, stage_done
 from harness.loop.telemetry import StageTelemetry, cache_stats_of, record_stage
 from harness.tracking.progress import ProgressReporter
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from harness.bench.protocol import BenchmarkAdapter
+
 progress = logging.getLogger("harness.progress")
 
 AfterStage = Callable[[StageItem], None]
 
 
-def steps_in_epoch(cfg: Any) -> int:
+def steps_in_epoch(cfg: DictConfig) -> int:
     """`train.steps_per_epoch` (derived by the `ht.ceil_div` resolver and checked at load)."""
     return int(cfg.train.steps_per_epoch)
 
@@ -113,7 +118,8 @@ def train(ctx: StageContext, *, telemetry: Optional[Path] = None, after_stage: O
 class Runner:
     """`train()` over a context built from (cfg, root) with an optional injected provider and benchmark."""
 
-    def __init__(self, cfg: Any, root: str | Path, *, llm: Optional[LLMProvider] = None, bench: Any = None):
+    def __init__(self, cfg: DictConfig, root: str | Path, *, llm: Optional[LLMProvider] = None,
+                 bench: Optional[BenchmarkAdapter] = None):
         self.ctx = make_context(cfg, root, llm=llm, bench=bench)
         self.paths = self.ctx.paths
 

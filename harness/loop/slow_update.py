@@ -77,10 +77,6 @@ class EvalRun:
         seen = [v for v in self.outcomes.values() if v is not None]
         return sum(seen) / len(seen) if seen else 0.0
 
-    def acc_on(self, qids: Sequence[str]) -> Optional[float]:
-        seen = [self.outcomes[q] for q in qids if self.outcomes.get(q) is not None]
-        return sum(bool(v) for v in seen) / len(seen) if seen else None
-
 
 @dataclass
 class SlowDeps:

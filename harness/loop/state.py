@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
-from harness.checkpoint import Progress, TrainState, load_checkpoint, save_checkpoint
+from harness.checkpoint import load_checkpoint, save_checkpoint
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
+from harness.loop.train_state import Progress, TrainState
 from harness.workspace import copy_workspace, drop_empty_run_scratch
 
 DONE = "DONE.json"
@@ -94,10 +95,6 @@ def mark_done(out: str | Path, info: dict[str, Any] | None = None) -> None:
     if (Path(out) / WORKSPACE).is_dir():
         drop_empty_run_scratch(Path(out) / WORKSPACE)
     atomic_write_json(Path(out) / DONE, {"done": True, **(info or {})})
-
-
-def read_done(path: str | Path) -> dict[str, Any]:
-    return json.loads((Path(path) / DONE).read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

@@ -61,12 +61,6 @@ class InfraFailureError(RuntimeError):
     """Too many infrastructure failures: the outcome would not be evidence about the harness."""
 
 
-@dataclass(frozen=True)
-class InferenceRunConfig:
-    concurrency: int = 16
-    max_steps: int = 4
-
-
 @dataclass
 class ValidationOutcome:
     action: str  # accept | reject | probation

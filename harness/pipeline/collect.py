@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness.identity import epoch_of_run
 from harness.kernel.schedule import StateLayout
@@ -234,7 +234,3 @@ def _num(value: Any) -> float | None:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def describe_tables(tables: Mapping[str, list[dict[str, Any]]]) -> str:
-    return ", ".join(f"{name}: {len(rows)} rows" for name, rows in tables.items())

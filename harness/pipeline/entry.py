@@ -42,7 +42,8 @@ def run_stage(
 ) -> int:
     """Load the config, set up logging, build the context and run `call(ctx, cfg)`; returns an exit code.
 
-    A configuration or state error is printed as one clear line (exit 2);
+    A configuration, state or local store error (`LocalStoreError`: the response cache file) is printed as one
+    clear line (exit 2, no DONE.json: the stage did not finish);
     anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
@@ -50,6 +51,7 @@ def run_stage(
         return 2
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
+    from harness.llm.protocol import LocalStoreError
     from harness.loop.context import make_context
     from harness.loop.state import StateError
 
@@ -57,7 +59,7 @@ def run_stage(
     ctx = make_context(cfg, project_root)
     try:
         call(ctx, cfg)
-    except StateError as exc:
+    except (StateError, LocalStoreError) as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
     finally:

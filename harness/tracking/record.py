@@ -7,6 +7,8 @@ values that do not exist are None and are skipped (never logged as 0).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -35,6 +37,18 @@ class TrackedRun:
     # (local file, artifact sub-directory or None)
     artifacts: Sequence[tuple[Path, str | None]] = ()
     dataset: DatasetRef | None = None
+
+    @property
+    def identity(self) -> str:
+        """What makes this training run this one: sha256 of its name, params and end-of-run metrics.
+
+        The same run logged again (a report re-run after a kill) has the same
+        identity; other settings or other results give another one. Per-epoch
+        rows are left out: their cache counters differ after a resume.
+        """
+        content = {"run_name": self.run_name, "params": dict(self.params),
+                   "summary_metrics": {k: v for k, v in self.summary_metrics.items() if v is not None}}
+        return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
     @property
     def last_epoch(self) -> int:

@@ -7,15 +7,27 @@ databases. Precedence: ``tracking.tracking_uri`` > ``MLFLOW_TRACKING_URI`` >
 ``sqlite:///<project root>/mlflow.db`` (put a URI holding a password in the
 environment, never in YAML).
 
-Parallel first use of a new SQLite database fails (concurrent schema
-migrations), so a sweep calls `init_tracking_db` once before jobs fan out.
+A new SQLite database is built and migrated in a temp file beside it and
+renamed into place under an exclusive lock (``<db>.lock``), so a kill during
+creation never leaves a half-migrated database, and two first runs at once
+do not migrate the same file concurrently (both would fail). A sweep calls
+`init_tracking_db` once before jobs fan out; every logging call calls it too
+(cheap once the schema is current). A half-migrated database left by other
+tools is rebuilt when it holds no runs, and named as an error when it does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import logging
 import os
 import re
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+
+from harness.atomic import current_umask, fsync_dir
 
 DEFAULT_DB_NAME = "mlflow.db"
 DEFAULT_ARTIFACT_DIR = "mlruns"
@@ -24,8 +36,15 @@ PARENT_RUN_FILE = "mlflow_parent_run_id.txt"
 _SCHEME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
+log = logging.getLogger(__name__)
+
+
 class TrackingConfigError(ValueError):
     """A tracking URI that cannot be used (names the key and what was expected)."""
+
+
+class TrackingDbError(RuntimeError):
+    """The tracking database file cannot be used (names the file, the cause and what to do)."""
 
 
 def shared_project_root(path: Path) -> Path:
@@ -89,13 +108,105 @@ def redact_uri(uri: str) -> str:
     return re.sub(r"(://[^/:@]+):[^/@]*@", r"\1:***@", uri)
 
 
-def init_tracking_db(tracking_uri: str) -> None:
-    """Create/migrate the tracking store once (call before parallel jobs start)."""
-    if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-    from mlflow.tracking import MlflowClient
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other store)."""
+    return Path(tracking_uri[len("sqlite:///"):]) if tracking_uri.startswith("sqlite:///") else None
 
-    MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
+
+@contextlib.contextmanager
+def tracking_lock(tracking_uri: str) -> Iterator[None]:
+    """Hold the exclusive lock of a local SQLite store (``<db>.lock``); a no-op for servers.
+
+    Creation, migration and logging of one run hold it, so two processes never
+    migrate the same file and a re-log never mistakes a live run for a zombie.
+    """
+    db = sqlite_path(tracking_uri)
+    if db is None:
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = db.with_name(db.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise TrackingDbError(f"{lock_path}: cannot open the tracking database lock ({error.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def init_tracking_db(tracking_uri: str, *, locked: bool = False) -> None:
+    """Create/migrate the tracking store once, atomically for SQLite (see the module docstring).
+
+    `locked`: the caller already holds `tracking_lock`.
+    """
+    db = sqlite_path(tracking_uri)
+    if db is None:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
+        return
+    with contextlib.nullcontext() if locked else tracking_lock(tracking_uri):
+        _init_sqlite(db)
+
+
+def _init_sqlite(db: Path) -> None:
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    head = _get_latest_schema_revision()
+    for stale in db.parent.glob(f".{db.name}.building-*"):  # a build killed half-way (we hold the lock)
+        stale.unlink(missing_ok=True)
+    if db.exists():
+        revision, runs = _schema_state(db)
+        if revision == head:
+            return
+        if runs:
+            raise TrackingDbError(
+                f"{db}: MLflow schema at revision {revision or 'none'} (expected {head}) in a database holding "
+                f"{runs} runs; back it up, then run `mlflow db upgrade sqlite:///{db}`")
+        log.warning("%s: half-migrated MLflow database (schema revision %s, expected %s) holding no runs: rebuilt",
+                    db, revision or "none", head)
+    _build(db)
+
+
+def _schema_state(db: Path) -> tuple[str | None, int]:
+    """(alembic revision or None, number of runs) of an existing database file."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            revision = None
+            if "alembic_version" in tables:
+                row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+                revision = row[0] if row else None
+            runs = connection.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+    except sqlite3.DatabaseError as error:
+        raise TrackingDbError(
+            f"{db}: not a usable MLflow SQLite database ({error}); move it aside to start a new one") from None
+    return revision, runs
+
+
+def _build(db: Path) -> None:
+    """A fresh, fully migrated database built beside `db` and renamed onto it."""
+    from mlflow.store.db.utils import _initialize_tables, _verify_schema, create_sqlalchemy_engine
+
+    tmp = db.with_name(f".{db.name}.building-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    engine = create_sqlalchemy_engine(f"sqlite:///{tmp}")
+    try:
+        _initialize_tables(engine)
+        _verify_schema(engine)
+    except Exception as error:
+        tmp.unlink(missing_ok=True)
+        raise TrackingDbError(f"{db}: creating the MLflow database failed ({error})") from None
+    finally:
+        engine.dispose()
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o666 & ~current_umask())
+    os.replace(tmp, db)
+    fsync_dir(db.parent)
 
 
 def ensure_experiment(client, name: str, artifact_location: str | None) -> str:

@@ -1,8 +1,12 @@
-"""A test-only LLMProvider that replays queued replies and records requests."""
+"""A test-only LLMProvider that replays queued replies and records requests.
+
+Like a text-only server it refuses `response_format` (bad_request), so the
+structured-output probe settles on the text format without using a reply.
+"""
 
 from __future__ import annotations
 
-from harness.llm.protocol import LLMRequest, LLMResponse, Role, Usage
+from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 
 
 class ScriptedLLM:
@@ -17,6 +21,8 @@ class ScriptedLLM:
         return "scripted-model"
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        if "response_format" in request.params_dict:
+            raise LLMError("bad_request", "scripted: response_format is not supported", role=request.role)
         self.requests.append(request)
         if not self.replies:
             raise AssertionError("ScriptedLLM ran out of replies")

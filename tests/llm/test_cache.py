@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,122 @@ def test_directory_or_file_path(tmp_path):
     closed.close()
     with pytest.raises(RuntimeError, match="closed"):
         closed.get("k")
+
+
+class FixedTextProvider(CountingProvider):
+    """Always answers `text` (counting calls)."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.calls += 1
+        return LLMResponse(text=self.text, model=self.model_for(request.role), provider=self.name, usage=Usage(3, 2), cost_usd=0.02)
+
+
+@pytest.mark.parametrize("text", ["lone \ud800 surrogate", "\udfff", "\ufffejson:\"looks escaped\"", "plain ü text"])
+def test_unencodable_reply_is_stored_escaped_replayed_exactly_and_paid_once(tmp_path, text):
+    import sqlite3
+
+    inner = FixedTextProvider(text)
+    with ResponseCache(tmp_path / "cache") as cache:
+        first = run_all(CachedProvider(inner, cache), [req()])[0]
+    with ResponseCache(tmp_path / "cache") as cache:  # a resume: a new process, the same file
+        again = run_all(CachedProvider(inner, cache), [req()])[0]
+    assert inner.calls == 1 and first.text == text and again.text == text and again.cached
+    with sqlite3.connect(tmp_path / "cache" / "responses.sqlite") as conn:
+        stored = conn.execute("SELECT CAST(text AS BLOB) FROM responses").fetchone()[0]
+    stored.decode("utf-8")  # what is on disk is valid UTF-8
+    # only text UTF-8 cannot hold (or text starting with the escape marker) is stored escaped
+    assert (stored == text.encode("utf-8", "surrogatepass")) == (text == "plain ü text")
+
+
+def test_a_conversation_holding_a_lone_surrogate_has_a_key(tmp_path):
+    inner = FixedTextProvider("ok")
+    with ResponseCache(tmp_path / "cache") as cache:
+        run_all(CachedProvider(inner, cache), [req("previous reply \ud800"), req("previous reply \ud800")])
+    assert inner.calls == 1
+    assert cache_key("p", "m", req("x \ud800")) != cache_key("p", "m", req("x \udfff"))
+
+
+def test_corrupt_cache_file_is_a_local_error_naming_it(tmp_path):
+    from harness.llm.protocol import LocalStoreError
+
+    (tmp_path / "cache").mkdir()
+    db = tmp_path / "cache" / "responses.sqlite"
+    db.write_bytes(b"not a database at all" * 400)
+    with pytest.raises(LocalStoreError) as raised:
+        ResponseCache(tmp_path / "cache")
+    message = str(raised.value)
+    assert message.startswith(f"{db}: LLM response cache: opening failed (file is not a database); move the file aside")
+    assert "\n" not in message
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 512 KiB tmpfs mounted at tmp_path/mnt (needs root; skipped elsewhere); unmounted afterwards."""
+    import subprocess
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(directory: Path) -> None:
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_full_disk_and_read_only_cache_are_local_errors_not_infra(tmp_path, small_tmpfs):
+    """Through run_inference: the cache write failure stops the run (no infra record); the run log holds nothing
+    claiming the provider failed, and after the disk is fixed the same rollouts are answered from one payment each."""
+    import subprocess
+
+    from harness.inference import run_inference
+    from harness.llm.protocol import LocalStoreError
+    from harness.log import HarnessLog
+    from harness.questions import Question
+    from harness.tree import HarnessTree
+
+    tree = HarnessTree({"system_prompt.md": "Solve.", "skills/default-strategy/SKILL.md": "Think."})
+    qs = [Question(qid=f"q{i}", task_type="t", question=f"question {i} " + "x" * 2000, answer="A", choices=("A", "B")) for i in range(8)]
+    inner = FixedTextProvider("reasoning " * 400 + "\nANSWER: A")
+
+    def infer(cache, log, run_id):
+        return asyncio.run(run_inference(qs, harness_tree_for=tree, llm=CachedProvider(inner, cache), tool_dispatch_fn=None,
+                                         scorer=lambda q, p: p == q.answer, log=log, run_id=run_id, concurrency=2))
+
+    db = small_tmpfs / "responses.sqlite"
+    with HarnessLog(tmp_path / "log.sqlite") as log:
+        cache = ResponseCache(small_tmpfs)
+        _fill(small_tmpfs)
+        with pytest.raises(LocalStoreError, match=rf"^{db}: LLM response cache: writing a reply failed \(database or disk is full\); free disk space"):
+            infer(cache, log, "full_disk")
+        infra = log.query("SELECT COUNT(*) AS n FROM predictions WHERE run_id = 'full_disk' AND correct IS NULL")[0]["n"]
+        assert infra == 0  # no rollout was recorded as the model's failure
+        cache.close()  # a failed statistics save is a warning, not a second error
+        (small_tmpfs / "filler").unlink()
+
+        with ResponseCache(small_tmpfs) as cache:
+            infer(cache, log, "warm")  # fills the cache, then the file system goes read-only
+        paid = inner.calls
+        subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+        with pytest.raises(LocalStoreError, match=rf"^{db}: LLM response cache: opening failed \(unable to open database file: read-only file or directory\); make the file"):
+            ResponseCache(small_tmpfs)
+        subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)], check=True)
+        with ResponseCache(small_tmpfs) as cache:
+            result = infer(cache, log, "resumed")
+        assert inner.calls == paid and result.n_infra == 0 and result.accuracy == 1.0

@@ -8,7 +8,8 @@ import pytest
 from harness.kernel.ladder import pool_fingerprint
 from harness.kernel.pools import PoolParams
 from harness.loop.persistence import DurableBaselineCache as BaselineCache
-from harness.loop.persistence import build_or_load_pools, load_gate_pools, load_or_build_gate_pools, read_pools, save_gate_pools
+from harness.kernel.ladder import GatePools
+from harness.loop.persistence import build_or_load_pools, load_gate_pools, load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.state import StateError
 
 
@@ -88,14 +89,14 @@ def test_put_many_checks_every_row_first_then_writes_once_and_indexes(tmp_path):
 def test_save_load_and_fingerprint_mismatch_raises(tmp_path):
     path = tmp_path / "gate_pools.json"
     validation = {"t": ["a", "b"], "u": ["c"]}
-    gp = load_or_build_gate_pools(path, validation)
+    gp = GatePools.build(validation)
     gp.update_from_run("x_e1_slowR", [("a", 1, True)], gamma=0.3)
     save_gate_pools(path, gp)
     assert not list(tmp_path.glob("*.tmp"))
-    again = load_or_build_gate_pools(path, {"u": ["c"], "t": ["b", "a"]})  # order-free fingerprint
+    again = load_state_gate_pools(tmp_path, {"u": ["c"], "t": ["b", "a"]})  # order-free fingerprint
     assert again.entries("t")[0].p_hat == pytest.approx(2 / 3)
     with pytest.raises(RuntimeError, match="fingerprint"):
-        load_or_build_gate_pools(path, {"t": ["a", "b", "z"], "u": ["c"]})
+        load_state_gate_pools(tmp_path, {"t": ["a", "b", "z"], "u": ["c"]})
     data = json.loads(path.read_text())
     data["task_types"]["t"].append({"qid": "sneaky", "p_hat": None, "n_obs": 0, "sources": []})
     path.write_text(json.dumps(data))

@@ -59,7 +59,7 @@ def test_checkpoints_and_ladder_sources(tiny_run):
     state = tiny_run["root"] / "state"
     name = tiny_run["cfg"].train.run_name
     ck = load_checkpoint(state / "e1" / "s1" / "gate" / "checkpoint.json")
-    assert ck.progress.phase == "in_epoch" and ck.progress.step == 1 and ck.progress.saved_batches
+    assert ck.progress.phase == "in_epoch" and ck.progress.step == 1 and ck.progress.global_step == 1
     ck = load_checkpoint(state / "e1" / "slow" / "checkpoint.json")
     assert ck.progress.phase == "epoch_done"
     assert not ck.state.probations and not ck.state.system_packs and not ck.state.changed_task_types_this_epoch

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Optional
 
 from harness import workspace as wsp
-from harness.checkpoint import TrainState
 from harness.contracts.solver import resolve_skill_file
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill
@@ -28,6 +27,7 @@ from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, RolloutDoc, 
 from harness.loop.gating import skill_key
 from harness.loop.stages.rollout import read_rollout
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, load_state, mark_done, read_lineage, require_done
+from harness.loop.train_state import TrainState
 from harness.store import read_version_tree
 from harness.tree import HarnessTree
 

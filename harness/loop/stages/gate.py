@@ -6,14 +6,11 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
-from harness.checkpoint import Progress
-from harness.kernel.types import SystemCasePack, ToolCasePack
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext, by_task_type
 from harness.loop.documents import EVOLVE, EvolveDoc, read_document
 from harness.loop.gating import Candidate, GateContext, gate_batch_skills
-from harness.loop.helpers import _apply_batch_correctness, _decrement_cooldowns
 from harness.loop.observation import step_report_row, write_step_report
 from harness.loop.persistence import DurableBaselineCache, load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.stages.rollout import read_rollout
@@ -30,11 +27,9 @@ from harness.loop.state import (
     save_state,
     write_lineage,
 )
+from harness.loop.train_state import Progress
 
 progress = logging.getLogger("harness.progress")
-
-TOOL_PACK_EXAMPLES = 8  # examples kept per tool pack
-
 
 def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, evolve: Path, out: Path) -> None:
     """Incremental correctness, slow packs, the per-skill gate, cooldown decrement, checkpoint 'in_epoch'."""
@@ -49,18 +44,10 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     p = read_pools(ctx.paths.pools)
     # -- incremental correctness (only definite outcomes)
     outcomes = dict(ro_doc.outcomes)
-    state.correctness = _apply_batch_correctness(state.correctness, outcomes)
+    state.absorb_step_outcomes(outcomes)
     wsp.record_run(ws, ro_doc.run_id)
     # -- slow case packs
-    if ev_doc.system_cases:
-        state.system_packs.append(SystemCasePack(epoch=epoch, cases=list(ev_doc.system_cases)))
-    for tool, pd in ev_doc.tool_packs.items():
-        pack = state.tool_packs.setdefault(tool, ToolCasePack(tool=tool, epoch=epoch))
-        pack.calls += int(pd.calls)
-        pack.errors += int(pd.errors)
-        for k, v in pd.examples.items():
-            if len(pack.examples) < TOOL_PACK_EXAMPLES:
-                pack.examples.setdefault(k, v)
+    state.absorb_case_packs(epoch, ev_doc.system_cases, ev_doc.tool_packs)
     # -- per-skill gate
     validation_by_type = by_task_type(p["validation"], qs)
     pools = load_state_gate_pools(out_dir, validation_by_type)
@@ -82,10 +69,9 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
                                     reason=s.reason, edits_proposed=s.edits_proposed))
     rows.sort(key=lambda r: r["task_type"])
     # -- cooldown decrement (skills that started resting this step keep their full count)
-    state.gate_cooldown = _decrement_cooldowns({**cooling, **{k: state.gate_cooldown[k] for k in just_cooled}}, just_cooled)
+    state.pass_cooldown_step(cooling, just_cooled)
     save_gate_pools(out_dir / GATE_POOLS, pools)
-    prog = Progress(epoch=epoch, step=step, phase="in_epoch", global_step=prog.global_step + 1,
-                    saved_batches=_saved_batches(ctx, epoch))
+    prog = Progress(epoch=epoch, step=step, phase="in_epoch", global_step=prog.global_step + 1)
     save_state(out_dir, state, prog, ctx.config_dict())
     acc = None
     seen = [v for v in outcomes.values() if v is not None]
@@ -101,11 +87,3 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     mark_done(out_dir, {"stage": f"gate@e{epoch}.s{step}", "accepted": sum(r["action"] in ("accept", "probation") for r in rows)})
     progress.info("[gate@e%d.s%d] %s", epoch, step, ", ".join(f"{r['task_type']}:{r['action']}" for r in rows) or "no candidates")
 
-
-def _saved_batches(ctx: StageContext, epoch: int) -> list[list[str]]:
-    import json
-
-    path = ctx.paths.batches(epoch)
-    if not path.is_file():
-        return []
-    return [list(b) for b in json.loads(path.read_text(encoding="utf-8"))["batches"]]

@@ -6,12 +6,12 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
-from harness.checkpoint import Progress, TrainState
 from harness.kernel.ladder import GatePools
 from harness.kernel.pools import PoolParams
 from harness.loop.context import StageContext, by_task_type
 from harness.loop.persistence import build_or_load_pools, create_baseline_cache_file, save_gate_pools
 from harness.loop.state import BASELINE_CACHE, GATE_POOLS, WORKSPACE, Lineage, fresh_output, mark_done, rel_to, save_state, write_lineage
+from harness.loop.train_state import Progress, TrainState
 from harness.questions import questions_digest
 
 progress = logging.getLogger("harness.progress")

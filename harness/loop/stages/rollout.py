@@ -11,9 +11,9 @@ from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext
 from harness.loop.documents import OUTCOMES, RolloutDoc, read_document, write_document
-from harness.loop.helpers import _guard_infra_failures
 from harness.loop.stages.batches import batch_of
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
+from harness.loop.validate import guard_infra_failures
 
 progress = logging.getLogger("harness.progress")
 
@@ -39,7 +39,7 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     finally:
         log.close()
     n_infra = sum(v is None for v in got)
-    _guard_infra_failures(n_infra, len(got), ctx.gate, f"step rollout {run_id}")
+    guard_infra_failures(n_infra, len(got), ctx.gate, f"step rollout {run_id}")
     write_document(out / OUTCOMES, RolloutDoc(run_id=run_id, sample_index=index, skills_version=m.skills_version,
                                               prompts_version=m.prompts_version, outcomes=dict(zip(qids, got))))
     acc = sum(bool(v) for v in got if v is not None) / max(1, sum(v is not None for v in got))

@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 from harness import workspace as wsp
-from harness.checkpoint import Progress
 from harness.log import HarnessLog, RunLogReader
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext, by_task_type
-from harness.loop.helpers import _should_early_stop
 from harness.loop.observation import write_epoch_report
 from harness.loop.persistence import load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.slow_update import SlowDeps, slow_update_cycle
@@ -29,6 +27,7 @@ from harness.loop.state import (
     save_state,
     write_lineage,
 )
+from harness.loop.train_state import Progress
 from harness.store import read_version_tree
 
 progress = logging.getLogger("harness.progress")
@@ -73,18 +72,13 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
     finally:
         log.close()
     # early stop is judged after the slow update
-    state.steps_since_best_improved = 0 if result.improved_best else state.steps_since_best_improved + 1
-    stop = _should_early_stop(state.steps_since_best_improved, int(ctx.cfg.train.early_stop_patience))
-    # new epoch: accumulators cleared, the epoch's starting pair recorded
+    state.close_epoch(result.improved_best)
+    stop = state.early_stop_due(int(ctx.cfg.train.early_stop_patience))
     m = wsp.read_manifest(ws)
-    state.baseline_skills_version, state.baseline_prompts_version = m.skills_version, m.prompts_version
-    state.epoch_start_skills = dict(read_version_tree(ws / "skills", m.skills_version).to_dict())
-    state.changed_task_types_this_epoch = set()
-    state.system_packs = []
-    state.tool_packs = {}
+    state.begin_epoch(m.skills_version, m.prompts_version, read_version_tree(ws / "skills", m.skills_version).to_dict())
     save_gate_pools(out_dir / GATE_POOLS, pools)
-    save_state(out_dir, state, Progress(epoch=epoch, step=prog.step, phase="epoch_done", global_step=prog.global_step,
-                                        saved_batches=[]), ctx.config_dict())
+    save_state(out_dir, state, Progress(epoch=epoch, step=prog.step, phase="epoch_done", global_step=prog.global_step),
+               ctx.config_dict())
     report = dict(result.report)
     report["early_stop"] = stop
     report["steps_since_best_improved"] = state.steps_since_best_improved

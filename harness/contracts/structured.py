@@ -1,0 +1,164 @@
+"""Structured output: the diagnoser's and editor's replies as JSON objects under a JSON schema.
+
+Where the provider honours `response_format` with a JSON schema (the OpenAI
+API, llama.cpp's server), the editor and diagnoser ask for these JSON forms
+of their text formats (harness/contracts/evolution.py) and small models emit
+parseable replies; elsewhere the text formats stay. Which one a provider
+gets is decided once by a probe (harness/evolution/ask.py).
+
+Reply formats (`REPLY_FORMATS`):
+  text                the text contracts (`<edit …>` blocks, `<diagnosis>`)
+  json_schema         OpenAI's `{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}`
+  json_object_schema  llama-cpp-python's `{"type": "json_object", "schema": …}`
+
+The JSON parsers return the same data as the text parsers (`EditOps`, the
+diagnosis paragraph) and raise `ReplyFormatError` naming what is wrong, so a
+malformed reply is recorded as a fallback and never applied.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.contracts.evolution import EditOps, ReplyFormatError
+from harness.kernel.types import Edit
+
+TEXT = "text"
+JSON_SCHEMA = "json_schema"
+JSON_OBJECT_SCHEMA = "json_object_schema"
+REPLY_FORMATS: tuple[str, ...] = (TEXT, JSON_SCHEMA, JSON_OBJECT_SCHEMA)
+STRUCTURED_FORMATS: tuple[str, ...] = (JSON_OBJECT_SCHEMA, JSON_SCHEMA)  # the order the probe tries them
+
+MAX_FIELD_CHARS = 160  # bounds a constrained model's strings (a grammar-constrained reply may take a token per character)
+MAX_DIAGNOSIS_CHARS = 400
+EDIT_OPS = ("add", "replace", "delete")
+
+# the probe's schema admits one value no model writes unasked: only a server that enforces the schema returns it
+PROBE_VALUE = "structured-output-ok"
+PROBE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"probe": {"type": "string", "enum": [PROBE_VALUE]}},
+    "required": ["probe"],
+    "additionalProperties": False,
+}
+PROBE_PROMPT = "Say hello in one word."
+
+
+def _string(max_chars: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_chars}
+
+
+def edit_ops_schema(edit_budget: int) -> dict[str, Any]:
+    """The JSON schema of an editor reply: at most `edit_budget` edits, or none and a `no_change` reason."""
+    edit = {
+        "type": "object",
+        "properties": {"op": {"type": "string", "enum": list(EDIT_OPS)}, "old": _string(MAX_FIELD_CHARS),
+                       "new": _string(MAX_FIELD_CHARS), "why": _string(MAX_FIELD_CHARS)},
+        "required": ["op", "old", "new", "why"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"edits": {"type": "array", "items": edit, "maxItems": max(1, int(edit_budget))},
+                       "no_change": _string(MAX_FIELD_CHARS)},
+        "required": ["edits", "no_change"],
+        "additionalProperties": False,
+    }
+
+
+DIAGNOSIS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"diagnosis": {"type": "string", "minLength": 1, "maxLength": MAX_DIAGNOSIS_CHARS}},
+    "required": ["diagnosis"],
+    "additionalProperties": False,
+}
+
+EDIT_OPS_JSON_INSTRUCTION = (
+    "Reply with one JSON object instead of <edit> blocks: "
+    '{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}. '
+    '"op" is add, replace or delete; replace and delete quote "old" exactly as it is in the file; '
+    '"no_change" is read only when "edits" is empty: when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
+)
+DIAGNOSIS_JSON_INSTRUCTION = 'Reply with one JSON object instead of the <diagnosis> block: {"diagnosis": "one paragraph"}.'
+
+
+def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The `response_format` request field of `reply_format` for `schema`."""
+    if reply_format == JSON_SCHEMA:
+        return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+    if reply_format == JSON_OBJECT_SCHEMA:
+        return {"type": "json_object", "schema": schema}
+    raise ValueError(f"reply format {reply_format!r} has no response_format; structured formats are {list(STRUCTURED_FORMATS)}")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError as exc:
+        raise ReplyFormatError(f"expected one JSON object, the reply is not JSON ({exc.msg} at char {exc.pos})") from exc
+    if not isinstance(value, dict):
+        raise ReplyFormatError(f"expected one JSON object, got a JSON {type(value).__name__}")
+    return value
+
+
+def _text_field(obj: dict[str, Any], key: str, where: str, *, collapse: bool = True) -> str:
+    value = obj.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ReplyFormatError(f"{where}: {key!r} must be a string, got {type(value).__name__}")
+    return " ".join(value.split()) if collapse else value.strip()
+
+
+def parse_diagnosis_json(text: str) -> str:
+    """The diagnosis paragraph of a `{"diagnosis": "..."}` reply, whitespace collapsed."""
+    body = _text_field(_json_object(text), "diagnosis", "diagnosis reply")
+    if not body:
+        raise ReplyFormatError('the "diagnosis" field is missing or empty')
+    return body
+
+
+def parse_edit_ops_json(text: str) -> EditOps:
+    """`EditOps` of a `{"edits": [...], "no_change": "..."}` reply; ReplyFormatError names the faulty edit.
+
+    With edits, "no_change" is ignored; without, it must give the reason.
+    """
+    obj = _json_object(text)
+    edits_value = obj.get("edits", [])
+    if not isinstance(edits_value, list):
+        raise ReplyFormatError(f'"edits" must be a list, got {type(edits_value).__name__}')
+    no_change = _text_field(obj, "no_change", "editor reply")
+    if not edits_value:  # "no_change" is read only when there is no edit (the schema makes both fields required)
+        if no_change:
+            return EditOps(edits=[], no_change=no_change)
+        raise ReplyFormatError('expected edits or a "no_change" reason, found neither')
+    edits: list[Edit] = []
+    for i, item in enumerate(edits_value, 1):
+        if not isinstance(item, dict):
+            raise ReplyFormatError(f"edit {i} must be an object, got {type(item).__name__}")
+        op = _text_field(item, "op", f"edit {i}").lower()
+        old, new = (_text_field(item, key, f"edit {i}", collapse=False) for key in ("old", "new"))  # quoted file text
+        why = _text_field(item, "why", f"edit {i}")
+        if op == "add":
+            if not new:
+                raise ReplyFormatError(f'edit {i} (add) has an empty "new"')
+            edits.append(Edit(op="add", text=new, rationale=why))
+        elif op in ("replace", "delete"):
+            if not old:
+                raise ReplyFormatError(f'edit {i} ({op}) has an empty "old"')
+            if op == "replace" and not new:
+                raise ReplyFormatError(f'edit {i} (replace) has an empty "new"')
+            edits.append(Edit(op=op, text=new, old=old, rationale=why))
+        else:
+            raise ReplyFormatError(f'edit {i} has op {op!r}; expected one of {list(EDIT_OPS)}')
+    return EditOps(edits=edits)
+
+
+def is_probe_reply(text: str) -> bool:
+    """True when `text` is exactly the probe schema's one admitted object."""
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError:
+        return False
+    return value == {"probe": PROBE_VALUE}

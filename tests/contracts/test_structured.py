@@ -1,0 +1,62 @@
+"""Structured editor/diagnoser replies: JSON parsers, response_format dialects, the probe on the sim provider."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from harness.contracts.evolution import ReplyFormatError
+from harness.contracts.roles import Role
+from harness.contracts.structured import (
+    JSON_OBJECT_SCHEMA,
+    JSON_SCHEMA,
+    TEXT,
+    edit_ops_schema,
+    parse_diagnosis_json,
+    parse_edit_ops_json,
+    response_format,
+)
+from harness.evolution.ask import probe_reply_format
+from harness.sim.provider import SimProvider
+from harness.sim.world import World
+
+
+def test_edit_ops_json_gives_the_text_parsers_data():
+    ops = parse_edit_ops_json('{"edits": [{"op": "add", "old": "", "new": " Check twice. ", "why": "misread"},'
+                              ' {"op": "replace", "old": "Read.", "new": "Read slowly.", "why": "x"}], "no_change": "ignored"}')
+    assert [(e.op, e.text, e.old) for e in ops.edits] == [("add", "Check twice.", ""), ("replace", "Read slowly.", "Read.")]
+    assert ops.no_change is None
+    assert parse_edit_ops_json('{"edits": [], "no_change": "nothing  to do"}').no_change == "nothing to do"
+
+
+@pytest.mark.parametrize("reply, message", [
+    ('{"edits": [], "no_change": ""}', "neither"),
+    ('{"edits": [{"op": "delete", "old": "", "new": "", "why": ""}], "no_change": ""}', "empty \"old\""),
+    ('{"edits": [{"op": "rewrite", "old": "a", "new": "b", "why": ""}], "no_change": ""}', "op 'rewrite'"),
+    ('{"edits": [{"op": "add", "old": "", "new": "x"', "not JSON"),
+    ('[1, 2]', "JSON list"),
+])
+def test_malformed_json_replies_name_the_problem(reply, message):
+    with pytest.raises(ReplyFormatError, match=message):
+        parse_edit_ops_json(reply)
+
+
+def test_diagnosis_json():
+    assert parse_diagnosis_json('{"diagnosis": "missed\\n the clock"}') == "missed the clock"
+    with pytest.raises(ReplyFormatError, match="diagnosis"):
+        parse_diagnosis_json('{"diagnosis": ""}')
+
+
+def test_response_format_dialects():
+    schema = edit_ops_schema(2)
+    assert schema["properties"]["edits"]["maxItems"] == 2
+    assert response_format(JSON_OBJECT_SCHEMA, "edit_ops", schema) == {"type": "json_object", "schema": schema}
+    assert response_format(JSON_SCHEMA, "edit_ops", schema)["json_schema"]["schema"] is schema
+    with pytest.raises(ValueError, match="text"):
+        response_format(TEXT, "edit_ops", schema)
+
+
+def test_the_sim_provider_probes_to_the_text_format():
+    sim = SimProvider(World.generate(seed=3, n_task_types=2, questions_per_type=4))
+    assert asyncio.run(probe_reply_format(sim, Role.EDITOR)) == TEXT
