@@ -206,10 +206,12 @@ def load_params(
     """Load a composed snapshot (`params.yaml`, as DVC tracks it) into the schema, apply `.env`,
     validate and freeze. For DVC stages, which must read exactly the params DVC hashed."""
     try:
-        loaded = OmegaConf.load(path)
+        loaded = OmegaConf.load(os.fspath(path))
         cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), loaded)
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found (write it with `python -m harness.config.snapshot`)") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: the top level must be a mapping of config groups")
     return finalize_config(cfg, cli_overrides=[], env_file=env_file, environ=environ)

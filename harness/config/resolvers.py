@@ -26,7 +26,7 @@ A resolver that returns a plain list fails inside OmegaConf, hence
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, cast
 
 from omegaconf import ListConfig, OmegaConf
 
@@ -93,4 +93,4 @@ def register_resolvers() -> None:
     """Register the `ht.*` resolvers once (idempotent; safe on re-import)."""
     for name, function in _RESOLVERS.items():
         if not OmegaConf.has_resolver(name):
-            OmegaConf.register_new_resolver(name, function)
+            OmegaConf.register_new_resolver(name, cast(Callable[..., Any], function))

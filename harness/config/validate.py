@@ -332,8 +332,8 @@ def _schema_shape(schema: Any) -> dict[str, Any]:
     def shape(ref: DictConfig) -> Any:
         if OmegaConf.get_type(ref) in (dict, None):
             return _FREE
-        return {key: shape(ref._get_node(key)) if isinstance(ref._get_node(key), DictConfig) else None
-                for key in ref.keys()}
+        nodes = {key: ref._get_node(key) for key in ref.keys()}
+        return {key: shape(node) if isinstance(node, DictConfig) else None for key, node in nodes.items()}
 
     return shape(OmegaConf.structured(schema))
 
@@ -351,7 +351,7 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
         if shape == _FREE or not isinstance(shape, dict):
             return
         for key in node.keys():
-            full = f"{prefix}{key}"
+            full = prefix + str(key)
             if key not in shape:
                 section = prefix.rstrip(".") or "the root"
                 violations.append(Violation(full, "<set>", f"unknown key: not in the schema of {section} "

@@ -45,7 +45,7 @@ def information_scores(prior: Sequence[tuple[Optional[float], int]], prior_obs: 
     return scores
 
 
-def floor_probabilities(scores: Sequence[float], floor: float) -> np.ndarray:
+def floor_probabilities(scores: Sequence[float] | np.ndarray, floor: float) -> np.ndarray:
     """pi proportional to `scores`, raised to floor / N where below it (water-filling); sums to 1.
 
     floor = 1 gives uniform pi. Every pi_i >= floor / N, so 1 / (N pi_i) <= 1 / floor.

@@ -101,7 +101,8 @@ class PlanRequest:
 
 
 class SamplingPlan(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         """The block planner of one gate (the pool is non-empty)."""

@@ -48,10 +48,17 @@ class AcceptanceRule(Protocol):
       screen and the run-level FDR level apply to it).
     """
 
-    name: str
-    questions: str
-    single_block: bool
-    sequential: bool
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def questions(self) -> str: ...
+
+    @property
+    def single_block(self) -> bool: ...
+
+    @property
+    def sequential(self) -> bool: ...
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                peak_log_e: float | None = None) -> RuleDecision:

@@ -4,10 +4,9 @@ A stage's code is the import closure of its entry module (`stages.<name>`):
 every first-party module reachable through `import` / `from ... import`
 statements anywhere in a module's source (function-local imports included,
 since the stages import their heavy modules inside the stage call), through
-`importlib.import_module("<literal>")`, through `"pkg.module:attr"` string
-constants (the lazy entries of a strategy registry), and through
-`"-m", "<module>"` argument pairs (worker processes started as
-`python -m <module>`), plus the
+`importlib.import_module("<literal>")`, and through `"-m", "<module>"`
+argument pairs (worker processes started as `python -m <module>`), through a
+registry's lazy `"harness.x.y:attr"` strategy strings, plus the
 `__init__.py` of every package on the way. First-party means the module
 resolves to a file under the project root; third-party imports are left out
 (their versions are the environment's business, not the pipeline's).
@@ -102,12 +101,12 @@ def referenced_modules(path: Path, module: str, is_package: bool) -> set[str]:
                 names.add(node.args[0].value)
         elif isinstance(node, (ast.List, ast.Tuple)):
             names.update(_dash_m_modules(node.elts))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _ENTRY_REF.match(node.value):
-            names.add(node.value.partition(":")[0])  # "pkg.module:attr", a registry's lazily imported entry
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY_PATH.fullmatch(node.value):
+            names.add(node.value.partition(":")[0])  # a registry's lazy "module:attribute" strategy
     return {n for n in names if n}
 
 
-_ENTRY_REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_LAZY_PATH = re.compile(r"(?:harness|stages)(?:\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _absolute(name: str | None, level: int, package: str, path: Path) -> str:

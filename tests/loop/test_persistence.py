@@ -5,10 +5,9 @@ import os
 
 import pytest
 
-from harness.kernel.ladder import pool_fingerprint
+from harness.kernel.ladder import GatePools, pool_fingerprint
 from harness.kernel.pools import PoolParams
 from harness.loop.persistence import DurableBaselineCache as BaselineCache
-from harness.kernel.ladder import GatePools
 from harness.loop.persistence import build_or_load_pools, load_gate_pools, load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.state import StateError
 

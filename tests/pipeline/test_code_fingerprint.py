@@ -35,8 +35,8 @@ def _tree(root: Path) -> None:
         "pkg/__init__.py": "",
         "pkg/top.py": "from . import sibling\nfrom .sub import *\n",
         "pkg/sibling.py": "import importlib\nM = importlib.import_module('pkg.dynamic')\n",
-        "pkg/dynamic.py": "ARGV = ['python', '-m', 'pkg.worker']\nREGISTRY = {'x': 'pkg.registered:make'}\n",
-        "pkg/registered.py": "def make():\n    return 1\n",
+        "pkg/dynamic.py": "ARGV = ['python', '-m', 'pkg.worker']\nREGISTRY = {'x': 'stages.registered:make'}\n",
+        "stages/registered.py": "def make():\n    return 1\n",
         "pkg/worker.py": "X = 1\n",
         "pkg/sub/__init__.py": "",
         "pkg/sub/lazy.py": "from ..top import sibling\n",
@@ -52,8 +52,8 @@ def _names(root: Path, files: list[Path]) -> list[str]:
 def test_closure_follows_local_relative_dynamic_registry_and_dash_m_imports(tmp_path: Path) -> None:
     _tree(tmp_path)
     assert _names(tmp_path, closure_files(["stages.one"], tmp_path)) == [
-        "pkg/__init__.py", "pkg/dynamic.py", "pkg/registered.py", "pkg/sibling.py", "pkg/sub/__init__.py", "pkg/sub/lazy.py",
-        "pkg/top.py", "pkg/worker.py", "stages/__init__.py", "stages/one.py",
+        "pkg/__init__.py", "pkg/dynamic.py", "pkg/sibling.py", "pkg/sub/__init__.py", "pkg/sub/lazy.py",
+        "pkg/top.py", "pkg/worker.py", "stages/__init__.py", "stages/one.py", "stages/registered.py",
     ]  # os is third-party (no file under root); pkg/other.py and pkg/unused.py are not imported by one
     assert _names(tmp_path, closure_files(["stages.two"], tmp_path)) == ["pkg/__init__.py", "pkg/other.py",
                                                                          "stages/__init__.py", "stages/two.py"]
