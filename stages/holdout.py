@@ -10,7 +10,6 @@ from pathlib import Path
 
 from harness.pipeline.entry import run_stage, stage_parser
 
-
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
 PARAMS = ("benchmark", "llm", "train.run_name", "train.concurrency")
 # Path keys DVC already sees in the stage's command line, deps or outs.

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checkpoint import (
+from harness.kernel.fdr import FdrState
+from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
+from harness.loop.checkpoint import (
     STATE_KEYS,
     CheckpointError,
     Progress,
@@ -21,8 +23,6 @@ from harness.checkpoint import (
     serialize_progress,
     serialize_state,
 )
-from harness.kernel.fdr import FdrState
-from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 
 SEED_FIELDS = {
     "correctness", "eval_prev_acc", "eval_prev_run_id", "baseline_skills_version", "baseline_prompts_version",
@@ -209,7 +209,7 @@ def test_decision_change_only_warns(tmp_path, caplog):
     changed = copy.deepcopy(CFG)
     changed["gate"]["lambda"] = 2.0
     changed["evolve"]["edit_budget_start"] = 5
-    with caplog.at_level(logging.WARNING, logger="harness.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="harness.loop.checkpoint"):
         ck = load_checkpoint(path, changed)
     assert ck.state == _state()
     assert "gate.lambda (3.0 -> 2.0)" in caplog.text and "evolve.edit_budget_start" in caplog.text

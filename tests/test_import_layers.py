@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("atomic", "identity"),
     ("questions", "tree", "log"),
     ("kernel", "store"),
-    ("contracts", "checkpoint"),
+    ("contracts",),
     ("config",),
     ("llm",),
     ("bench", "workspace"),

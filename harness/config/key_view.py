@@ -14,7 +14,7 @@ of the computation) is the one full read: `resume_metadata()`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 WHOLE = None  # a declared leaf: everything below it is readable
 
@@ -47,7 +47,7 @@ def resolved(config: Any) -> dict:
 
     if isinstance(config, KeyView):
         return config.to_container()
-    return OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else dict(config)
+    return cast(dict, OmegaConf.to_container(config, resolve=True)) if OmegaConf.is_config(config) else dict(config)
 
 
 class KeyView:
@@ -103,7 +103,7 @@ class KeyView:
         """The declared keys, resolved, as plain data."""
         from omegaconf import OmegaConf
 
-        out = {}
+        out: dict[str, Any] = {}
         for name in self._tree:
             value = self._read(name)
             if isinstance(value, KeyView):
@@ -117,4 +117,4 @@ class KeyView:
         from omegaconf import OmegaConf
 
         root = self._root
-        return OmegaConf.to_container(root, resolve=True) if OmegaConf.is_config(root) else dict(root)
+        return cast(dict, OmegaConf.to_container(root, resolve=True)) if OmegaConf.is_config(root) else dict(root)

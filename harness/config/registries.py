@@ -1,28 +1,27 @@
 """The registries behind every config key that chooses a strategy, as config validation reads them.
 
 `gate.rule` and `gate.ladder` are kernel registries (objects); `evolve.method`
-(the proposer) lives in the loop, so its registry holds lazy "module:function"
-paths that only the loop resolves (`harness.loop.stages.evolve`); config load
-reads the names without importing the loop.
+(the proposer) lives in the loop (`harness.loop.proposers.PROPOSERS`), so only
+its names are here: config load neither imports the loop nor makes every stage
+depend on the proposers' code.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from harness.kernel.plans import SAMPLING_PLANS
 from harness.kernel.registry import Registry
 from harness.kernel.rules import RULES
 
-# evolve.method -> stage function (ctx, epoch, step, prev_state, rollout, out) -> None
-PROPOSERS: Registry[Callable[..., Any]] = Registry("evolve.method", {
-    "reflective": "harness.loop.stages.evolve:stage_evolve_reflective",
-    "h2": "harness.loop.evolve_h2:stage_evolve_h2",
-})
+# evolve.method: the proposers registered in harness.loop.proposers.PROPOSERS (the loop checks the two agree);
+# only the names live here, so loading the config neither imports nor depends on the proposers' code
+PROPOSER_NAMES: tuple[str, ...] = ("h2", "reflective")
+PROPOSER_CHOICES: Registry[None] = Registry("evolve.method", dict.fromkeys(PROPOSER_NAMES))  # names only
 
 # config key -> registry, for config validation (`one_of` over the registered names)
 CHOICE_REGISTRIES: dict[str, Registry[Any]] = {
     RULES.key: RULES,
     SAMPLING_PLANS.key: SAMPLING_PLANS,
-    PROPOSERS.key: PROPOSERS,
+    PROPOSER_CHOICES.key: PROPOSER_CHOICES,
 }

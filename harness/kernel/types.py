@@ -1,7 +1,7 @@
 """Plain dataclasses shared by the decision kernel, the loop and the checkpoint.
 
 Everything here is data: no I/O, no LLM. Field sets are part of the
-checkpoint format (harness/checkpoint.py revives them with `Cls(**d)`), so
+checkpoint format (harness/loop/checkpoint.py revives them with `Cls(**d)`), so
 adding a field is a format change.
 """
 

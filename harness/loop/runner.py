@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from harness.checkpoint import check_resume, config_fingerprint, load_checkpoint
 from harness.kernel.schedule import CARRYING_KINDS, StageItem, full_schedule
 from harness.llm.protocol import LLMProvider
+from harness.loop.checkpoint import check_resume, config_fingerprint, load_checkpoint
 from harness.loop.context import StageContext, make_context
 from harness.loop.documents import to_json
 from harness.loop.stages.batches import stage_batches

@@ -4,7 +4,7 @@ A *state directory* is what a workspace-carrying stage (pools/init, gate,
 slow) writes, and what the next stage reads:
 
     <dir>/workspace/        the workspace (harness/workspace.py layout: versions, manifest, best pointer)
-    <dir>/checkpoint.json   TrainState (harness/checkpoint.py)
+    <dir>/checkpoint.json   TrainState (harness/loop/checkpoint.py)
     <dir>/gate_pools.json   the information ladder (kernel GatePools)
     <dir>/baseline_cache.jsonl kernel BaselineCache (append-only)
     <dir>/lineage.json      run-log fragments of every earlier stage of this chain + stop flag
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
-from harness.checkpoint import load_checkpoint, save_checkpoint
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
+from harness.loop.checkpoint import load_checkpoint, save_checkpoint
 from harness.loop.train_state import Progress, TrainState
 from harness.workspace import copy_workspace, drop_empty_run_scratch
 

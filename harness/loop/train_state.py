@@ -3,7 +3,7 @@
 `TrainState` holds the seed's field set; its methods are the state changes
 the stages make (gate: step outcomes, case packs, cooldowns; slow: epoch
 close and the next epoch's start). `Progress` says where in the schedule a
-state directory is. Serialization: harness/checkpoint.py.
+state directory is. Serialization: harness/loop/checkpoint.py.
 """
 
 from __future__ import annotations

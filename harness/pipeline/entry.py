@@ -15,8 +15,8 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable
 
 from harness.loop.telemetry import StageTelemetry, cache_stats_of, record_stage, telemetry_dir

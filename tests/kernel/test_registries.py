@@ -7,23 +7,23 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.config.registries import CHOICE_REGISTRIES, PROPOSERS
+from harness.config.registries import CHOICE_REGISTRIES, PROPOSER_NAMES
 from harness.kernel.gate import gate_decision
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, FixedBlocks, PlanRequest
 from harness.kernel.registry import UnknownStrategyError
 from harness.kernel.rules import RULES, RuleDecision, rule_for
 from harness.kernel.types import GateParams, PairResult
+from harness.loop.proposers import PROPOSERS
 
 
 def test_every_registered_strategy_resolves() -> None:
     for key, registry in CHOICE_REGISTRIES.items():
-        for name in registry.names():
-            entry = registry.get(name)
-            assert entry is not None, f"{key}={name}"
-            if registry is RULES or registry is SAMPLING_PLANS:
-                assert entry.name == name
-    assert callable(PROPOSERS.get("h2")) and callable(PROPOSERS.get("reflective"))
+        if registry is RULES or registry is SAMPLING_PLANS:
+            for name in registry.names():
+                assert registry.get(name).name == name, f"{key}={name}"
+    assert PROPOSERS.names() == PROPOSER_NAMES == CHOICE_REGISTRIES["evolve.method"].names()
+    assert all(callable(PROPOSERS.get(name)) for name in PROPOSER_NAMES)
 
 
 def test_unknown_name_lists_the_valid_ones() -> None:

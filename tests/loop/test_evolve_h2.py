@@ -11,13 +11,13 @@ import pytest
 from conftest import tiny_cfg
 
 from harness import workspace as wsp
-from harness.checkpoint import load_checkpoint
 from harness.h2.loop_bridge import PROBE_RUN_KIND, AsRole, SkillStepTask, restrict_to
 from harness.h2.roles import Editor, FunctionResponder, Roles
 from harness.h2.run import improve_task
 from harness.identity import PROBE_INDEX_BASE, STEP_STRIDE, probe_sample_index
 from harness.kernel.types import EditApplication
 from harness.llm.protocol import LLMRequest, Role
+from harness.loop.checkpoint import load_checkpoint
 from harness.loop.evolve_h2 import (
     hunk_edits,
     probe_qids,

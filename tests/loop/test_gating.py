@@ -7,9 +7,9 @@ import hashlib
 import pytest
 
 from harness import workspace as wsp
-from harness.checkpoint import TrainState
 from harness.kernel.ladder import GatePools
 from harness.kernel.types import Edit, EditApplication, EvolutionRecord, GateParams, RejectedEdit
+from harness.loop.checkpoint import TrainState
 from harness.loop.gating import Candidate, GateContext, gate_batch_skills
 from harness.questions import Question, write_questions
 from harness.tree import HarnessTree

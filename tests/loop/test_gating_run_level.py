@@ -7,9 +7,9 @@ import math
 import pytest
 
 from harness import workspace as wsp
-from harness.checkpoint import TrainState
 from harness.kernel.baseline_cache import BaselineCache
 from harness.kernel.fdr import FdrState, elond_level, level_lambda
+from harness.loop.checkpoint import TrainState
 from harness.loop.gating import Candidate, gate_batch_skills
 from harness.loop.validate import skill_hash
 from tests.loop import test_gating

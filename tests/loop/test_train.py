@@ -10,9 +10,9 @@ import pytest
 from conftest import Interrupt, make_runner, tiny_cfg
 
 from harness import workspace as wsp
-from harness.checkpoint import load_checkpoint
 from harness.kernel.ladder import GatePools
 from harness.kernel.schedule import full_schedule
+from harness.loop.checkpoint import load_checkpoint
 from harness.loop.state import is_done, read_lineage
 
 

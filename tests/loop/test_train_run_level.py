@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import Interrupt, make_runner, tiny_cfg
 
-from harness.checkpoint import load_checkpoint
 from harness.kernel.fdr import FdrState, elond_level
 from harness.kernel.schedule import full_schedule
+from harness.loop.checkpoint import load_checkpoint
 
 RUN_LEVEL = ("gate.fdr=elond", "gate.screen=true", "gate.screen_margin=0", "gate.undecided=reject", "gate.baseline_reuse=none",
              "gate.futility_min_pairs=40", "gate.probation_settlement=eprocess")

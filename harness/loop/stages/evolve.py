@@ -82,8 +82,8 @@ def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_d
 
 
 def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
-    """The evolve stage: the proposer of `evolve.method` (registry harness.config.registries.PROPOSERS)."""
-    from harness.config.registries import PROPOSERS
+    """The evolve stage: the proposer of `evolve.method` (registry harness.loop.proposers.PROPOSERS)."""
+    from harness.loop.proposers import PROPOSERS
 
     return PROPOSERS.get(str(ctx.cfg.evolve.method))(ctx, epoch, step, prev_state, rollout, out)
 
