@@ -77,6 +77,9 @@ async def reply_format_of(llm: LLMProvider, role: Role) -> str:
         known = _FORMATS.setdefault(llm, {})
     except TypeError:  # a provider that cannot be weakly referenced: probe, remember nothing
         known = {}
+    if role.value not in known and getattr(llm, "structured_output", None) is False:
+        known[role.value] = TEXT  # the provider declares text formats only: no probe request
+        log.info("%s replies from provider %s: text format (declared, not probed)", role.value, getattr(llm, "name", "?"))
     if role.value not in known:
         known[role.value] = await probe_reply_format(llm, role)
         log.info("%s replies from provider %s (model %s): %s format (probed once)", role.value, getattr(llm, "name", "?"),

@@ -286,6 +286,7 @@ class CachedProvider:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
+        self.structured_output = getattr(inner, "structured_output", None)  # a declared capability passes through
         self._in_flight: dict[str, asyncio.Future[LLMResponse]] = {}
 
     def model_for(self, role: Role) -> str:

@@ -28,6 +28,7 @@ class SimProvider:
     """Answers every role from the world's hidden truth. Stateless apart from parse caches."""
 
     name = "sim"
+    structured_output = False  # answers the text formats only: reply_format_of takes "text" without a probe call
 
     def __init__(self, world: World, cfg: Any = None):
         self.world = world
