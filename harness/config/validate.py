@@ -88,6 +88,13 @@ class _Checker:
     def one_of(self, key: str, allowed: tuple[str, ...]) -> bool:
         return self.check(key, lambda v: v in allowed, f"must be one of {', '.join(allowed)}")
 
+    def ordered_pair(self, low_key: str, high_key: str, ok: Callable[[Any], bool], rule: str) -> None:
+        """Both keys satisfy `ok` (`rule`), and the high one is >= the low one."""
+        low_ok = self.check(low_key, ok, rule)
+        if self.check(high_key, ok, rule) and low_ok:
+            low = self.value(low_key)
+            self.check(high_key, lambda v: v >= low, f"must be >= {low_key} = {low}")
+
     def registered(self, key: str) -> bool:
         """The value names a strategy of the registry behind `key` (harness/config/registries.py)."""
         names = CHOICE_REGISTRIES[key].names()
@@ -303,17 +310,11 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
     c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
     c.one_of("gate.accept_prior", ACCEPT_PRIORS)
-    low_ok = c.check("gate.accept_prior_low", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)")
-    if c.check("gate.accept_prior_high", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)") and low_ok:
-        low = c.value("gate.accept_prior_low")
-        c.check("gate.accept_prior_high", lambda v: v >= low, f"must be >= gate.accept_prior_low = {low}")
+    c.ordered_pair("gate.accept_prior_low", "gate.accept_prior_high", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)")
     c.positive_int("gate.accept_prior_points")
     c.check("gate.importance_floor", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < importance_floor <= 1 (1 = uniform order)")
     c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
-    bet_low_ok = c.check("gate.bet_low", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
-    if c.check("gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)") and bet_low_ok:
-        bet_low = c.value("gate.bet_low")
-        c.check("gate.bet_high", lambda v: v >= bet_low, f"must be >= gate.bet_low = {bet_low}")
+    c.ordered_pair("gate.bet_low", "gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.positive_int("gate.bet_points")
     c.check("gate.adaptive_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < adaptive_top_fraction <= 1")
     c.positive_int("gate.ladder_prior_obs", minimum=0)
