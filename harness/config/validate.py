@@ -159,6 +159,8 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("llm.max_retries", minimum=0)
     if c.positive_number("llm.backoff_base_s") and c.positive_number("llm.backoff_max_s"):
         c.check("llm.backoff_max_s", lambda v: v >= c.value("llm.backoff_base_s"), "must be >= llm.backoff_base_s")
+        if c.positive_number("llm.retry_after_max_s"):
+            c.check("llm.retry_after_max_s", lambda v: v >= c.value("llm.backoff_max_s"), "must be >= llm.backoff_max_s")
     c.check("llm.temperature", lambda v: _is_number(v) and 0 <= v <= 2, "must be in [0, 2]")
     c.positive_int("llm.max_tokens")
     c.positive_int("llm.concurrency")
@@ -193,7 +195,6 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("evolve.cooldown_steps", minimum=0)
     c.positive_int("evolve.max_case_questions")
     c.positive_int("evolve.max_skill_chars")
-    c.positive_int("evolve.diagnose_concurrency")
     c.positive_int("evolve.h2_k")
     c.one_of("evolve.h2_mode", H2_MODES)
     c.positive_number("evolve.h2_budget_usd")
@@ -202,7 +203,6 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     # train
     c.positive_int("train.epochs")
     c.positive_int("train.early_stop_patience")
-    c.positive_int("train.concurrency")
     c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
             "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
             f"(run ids with {GATE_MARK!r} are gate rollouts)")

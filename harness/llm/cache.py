@@ -313,7 +313,7 @@ class CachedProvider:
         entry = self.cache.get(key)
         if entry is not None:
             self.cache.record_hit(entry.cost_usd)
-            return _from_entry(entry, latency_s=time.perf_counter() - started, cost_usd=0.0, cached=True)
+            return _from_entry(entry, latency_s=time.perf_counter() - started, cost_usd=0.0, cached=True, replayed_usd=entry.cost_usd)
         pending = self._in_flight.get(key)
         if pending is not None:  # same request already on its way: wait for it instead of paying twice
             response = await asyncio.shield(pending)
@@ -342,7 +342,7 @@ class CachedProvider:
             await closer()
 
 
-def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached: bool) -> LLMResponse:
+def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached: bool, replayed_usd: float = 0.0) -> LLMResponse:
     return LLMResponse(
         text=entry.text,
         model=entry.model,
@@ -351,10 +351,12 @@ def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached
         cost_usd=cost_usd,
         latency_s=latency_s,
         cached=cached,
+        replayed_usd=replayed_usd,
     )
 
 
 def _replace_cost(response: LLMResponse, *, latency_s: float) -> LLMResponse:
     return LLMResponse(
-        text=response.text, model=response.model, provider=response.provider, usage=response.usage, cost_usd=0.0, latency_s=latency_s, cached=True
+        text=response.text, model=response.model, provider=response.provider, usage=response.usage, cost_usd=0.0, latency_s=latency_s, cached=True,
+        replayed_usd=response.cost_usd,
     )

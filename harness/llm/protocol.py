@@ -71,6 +71,7 @@ class LLMResponse:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     cached: bool = False
+    replayed_usd: float = 0.0  # cached: what the reply cost when it was first paid (cost_usd is 0 now)
 
 
 class LocalStoreError(RuntimeError):

@@ -35,7 +35,7 @@ def rollout_fn(ctx: Any, log: Any) -> RolloutFn:
             return []
         result = await run_inference(
             [q for q, _ in requests], harness_tree_for=tree, llm=llm, tool_dispatch_fn=bench.tool_dispatch, scorer=bench.score,
-            log=log, run_id=run_id, concurrency=int(cfg.train.concurrency), max_steps=int(cfg.llm.max_agent_steps),
+            log=log, run_id=run_id, concurrency=int(cfg.llm.concurrency), max_steps=int(cfg.llm.max_agent_steps),
             sample_indices=[i for _, i in requests], params=params, run_kind=run_kind(run_id), keep_traces=False,
             answer_parsing=str(cfg.benchmark.answer_parsing),
         )

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.identity import epoch_of_run
 from harness.kernel.schedule import StateLayout
+from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
 from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
@@ -65,6 +66,9 @@ class RunLayout:
 
     def evolve(self, epoch: int, step: int) -> Path:
         return self.root / self._layout.of_step("evolve", epoch, step)
+
+    def step_stage(self, kind: str, epoch: int, step: int) -> Path:
+        return self.root / self._layout.of_step(kind, epoch, step)
 
     @property
     def holdout(self) -> Path:
@@ -120,16 +124,42 @@ def prediction_totals(layout: RunLayout) -> dict[str, dict[str, float]]:
     return totals
 
 
+def read_spend(stage_dir: Path) -> StageSpend:
+    """The stage's LLM spend (`llm_spend.json`); empty for a stage that made no LLM call (no file: a stopped
+    or LLM-free stage)."""
+    path = Path(stage_dir) / SPEND_FILE
+    if not path.is_file():
+        return StageSpend()
+    return StageSpend.from_json(_read_json(path, "LLM spend"), where=str(path))
+
+
+def spend_by_epoch(layout: RunLayout) -> dict[int, StageSpend]:
+    """epoch -> the LLM spend of its rollout, evolve and gate stages and its slow update, every role."""
+    out: dict[int, StageSpend] = {}
+    for epoch in range(1, layout.epochs + 1):
+        total = StageSpend()
+        for step in range(1, layout.steps_per_epoch + 1):
+            for kind in ("rollout", "evolve", "gate"):
+                total.add(read_spend(layout.step_stage(kind, epoch, step)))
+        total.add(read_spend(layout.slow(epoch)))
+        out[epoch] = total
+    return out
+
+
 def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
     """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
     per_run = prediction_totals(layout)
     rollouts_by_epoch: dict[int, int] = {}
-    usd_by_epoch: dict[int, float] = {}
     for run_id, t in per_run.items():
         epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
-            usd_by_epoch[epoch] = usd_by_epoch.get(epoch, 0.0) + float(t["usd"])
+    spend = spend_by_epoch(layout)  # USD of every role (solver, diagnoser, editor, ...), not only the rollouts'
+    usd_by_epoch = {epoch: s.usd for epoch, s in spend.items()}
+    run_spend = StageSpend()
+    for s in spend.values():
+        run_spend.add(s)
+    run_spend.add(read_spend(layout.holdout))
 
     gates: list[GateDecision] = []
     epochs: list[EpochSummary] = []
@@ -175,6 +205,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         accept_threshold=_num(cfg.gate["lambda"]),
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
+        usd_by_role={role: round(s.usd, 6) for role, s in sorted(run_spend.roles.items())},
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
         summary = _with_oracle(cfg, layout, summary)

@@ -84,6 +84,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
         if frag.exists():
             new_lineage = new_lineage.with_fragment(rel_to(ctx.root, frag))
     write_lineage(out_dir, new_lineage)
-    mark_done(out_dir, {"stage": f"gate@e{epoch}.s{step}", "accepted": sum(r["action"] in ("accept", "probation") for r in rows)})
+    mark_done(out_dir, {"stage": f"gate@e{epoch}.s{step}", "accepted": sum(r["action"] in ("accept", "probation") for r in rows)},
+              spend=ctx.take_spend())
     progress.info("[gate@e%d.s%d] %s", epoch, step, ", ".join(f"{r['task_type']}:{r['action']}" for r in rows) or "no candidates")
 

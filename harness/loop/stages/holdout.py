@@ -54,7 +54,7 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
         test={r["which"]: r["hard_acc"] for r in rows}, n_test=len(p["test"]),
         stopped_early=lineage.stopped, stop_reason=lineage.stop_reason)
     write_document(out_dir / HOLDOUT, result)
-    mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)})
+    mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)}, spend=ctx.take_spend())
     progress.info("[holdout] delivered skills %s prompts %s: test acc %.3f (base %.3f)", sv, pv, result.test["delivered"],
                   result.test["base"])
 

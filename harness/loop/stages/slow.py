@@ -88,6 +88,6 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
         new_lineage = Lineage(new_lineage.fragments, True, f"early stop after epoch {epoch}: best did not improve for "
                                                            f"{state.steps_since_best_improved} epoch(s)")
     write_lineage(out_dir, new_lineage)
-    mark_done(out_dir, {"stage": f"slow@e{epoch}", "eval_acc": report["eval_acc"], "early_stop": stop})
+    mark_done(out_dir, {"stage": f"slow@e{epoch}", "eval_acc": report["eval_acc"], "early_stop": stop}, spend=ctx.take_spend())
     progress.info("[slow@e%d] eval %.3f (%s), best %.3f, rollbacks %s%s", epoch, report["eval_acc"], report["label"],
                   report["best_val_acc"] or 0.0, report["rollbacks"] or "none", ", EARLY STOP" if stop else "")
