@@ -17,7 +17,7 @@ from harness.tree import HarnessTree
 
 ToolResult = Union[str, Awaitable[str]]
 ToolDispatch = Callable[[str, Mapping[str, Any]], ToolResult]
-Scorer = Callable[[Question, Union[str, None]], bool]
+Scorer = Callable[[Question, Union[str, None]], Union[bool, float]]  # a float in [0, 1] is a soft score (bench/soft.py)
 
 
 class ToolError(Exception):

@@ -51,6 +51,9 @@ class LLMConfig:
     temperature: float = 0.7
     max_tokens: int = 1024
     concurrency: int = 16  # requests in flight at once over every role and stage: the run's one concurrency knob
+    # solver replies: ask for the answer's token log-probabilities with this many alternatives (0 = off); the
+    # multiple-choice soft score (harness/bench/soft.py). OpenAI, vLLM and llama.cpp's server return them
+    top_logprobs: int = 0
     # llm=openai: processes running the SDK's HTTP work (1 = in this process; >1 helps above ~300 requests/s, docs/llm.md)
     client_processes: int = 1
     # USD per million tokens: {model: {"input": x, "output": y}}

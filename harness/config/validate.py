@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.bench.soft import GATE_METRICS
 from harness.config.errors import ConfigError, Violation
 from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
@@ -164,6 +165,8 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.check("llm.temperature", lambda v: _is_number(v) and 0 <= v <= 2, "must be in [0, 2]")
     c.positive_int("llm.max_tokens")
     c.positive_int("llm.concurrency")
+    c.check("llm.top_logprobs", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 20,
+            "must be an integer in [0, 20] (0 = no log-probabilities; OpenAI allows at most 20)")
     c.positive_int("llm.client_processes")  # 1 = the SDK runs in the provider's process
     c.positive_int("llm.max_agent_steps")
     c.check("llm.prices", lambda v: all(set(p) <= {"input", "output"} and all(_is_number(x) and x >= 0 for x in p.values())
@@ -276,6 +279,10 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
     c = _Checker(cfg)
     c.registered("gate.rule")
+    if c.one_of("gate.metric", GATE_METRICS) and c.value("gate.metric") != "hard":
+        c.check("gate.metric", lambda v: c.value("llm.top_logprobs") != 0 or c.value("benchmark.scorer") not in BUILTIN_SCORERS,
+                "soft and mixed need a soft score: llm.top_logprobs > 0 (token log-probabilities) or a benchmark.scorer "
+                "'module:function' that returns floats in [0, 1]")
     c.registered("gate.ladder")
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,

@@ -26,6 +26,7 @@ from urllib.parse import urlparse, urlsplit
 import httpx
 import openai
 
+from harness.contracts.logprobs import TokenLogprob, parse_logprobs
 from harness.llm.backoff import backoff_delay, parse_retry_after
 from harness.llm.client_ipc import RemoteAttemptError
 from harness.llm.prices import cost_usd, has_price, validate_prices
@@ -185,7 +186,8 @@ def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
 
 
 def extract_completion(body: Any) -> tuple[str, Usage | None]:
-    """(text, usage or None) of a chat-completion JSON body; ValueError naming what is wrong."""
+    """(text, usage or None) of a chat-completion JSON body; ValueError naming what is wrong (token
+    log-probabilities: `parse_logprobs(body["choices"][0])`)."""
     if not isinstance(body, dict):
         raise ValueError(f"response body is not a JSON object (got {type(body).__name__})")
     choices = body.get("choices")
@@ -431,7 +433,8 @@ class OpenAIProvider:
             try:
                 completion = await self._attempt(payload)
                 text, usage = extract_completion(completion)
-                return self._response(text, usage, model, request, started)
+                logprobs = parse_logprobs(completion["choices"][0]) if payload.get("logprobs") else None
+                return self._response(text, usage, model, request, started, logprobs)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # classified below; nothing escapes unclassified
@@ -440,6 +443,9 @@ class OpenAIProvider:
             retryable = kind in RETRYABLE_KINDS or (kind == "bad_response" and bad_responses < min(MAX_BAD_RESPONSE_RETRIES, self._max_retries))
             if kind == "bad_response":
                 bad_responses += 1
+            if kind == "bad_request" and payload.get("logprobs"):
+                detail += (f" (the request asked for token log-probabilities, llm.top_logprobs={payload.get('top_logprobs')}; "
+                           "set llm.top_logprobs=0 if this server or model does not return them)")
             if not retryable or attempt >= self._max_retries:
                 logger.warning("%s call to model %s failed for good after %d attempt(s): %s", request.role.value, model, attempt + 1, detail)
                 raise LLMError(kind, f"{request.role.value} call to model {model!r} failed after {attempt + 1} attempt(s): {detail}", role=request.role, model=model)
@@ -449,7 +455,8 @@ class OpenAIProvider:
             attempt += 1
             await self._sleep(delay)
 
-    def _response(self, text: str, usage: Usage | None, model: str, request: LLMRequest, started: float) -> LLMResponse:
+    def _response(self, text: str, usage: Usage | None, model: str, request: LLMRequest, started: float,
+                  logprobs: tuple[TokenLogprob, ...] | None = None) -> LLMResponse:
         if usage is None:
             if model not in self._warned_no_usage:
                 self._warned_no_usage.add(model)
@@ -465,4 +472,5 @@ class OpenAIProvider:
             usage=usage,
             cost_usd=cost_usd(self._prices, model, usage),
             latency_s=time.perf_counter() - started,
+            logprobs=logprobs,
         )

@@ -87,6 +87,7 @@ RULES = [
     ("llm.temperature", 3.0, 0.0, "[0, 2]"),
     ("llm.max_tokens", 0, 1, ">= 1"),
     ("llm.concurrency", 0, 1, ">= 1"),
+    ("llm.top_logprobs", 21, 5, "[0, 20]"),
     ("llm.max_agent_steps", 0, 1, ">= 1"),
     ("llm.api_key_env", "my key", "MY_KEY", "NAME of an environment variable"),
     ("llm.models", {"painter": "m"}, {"editor": "gpt-4o"}, "roles"),

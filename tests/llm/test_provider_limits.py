@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import socket
 import threading
 import time
@@ -18,6 +17,7 @@ from harness.llm.backoff import parse_retry_after
 from harness.llm.openai_provider import OpenAIProvider
 from harness.llm.protocol import ChatMessage, LLMError, LLMRequest, Role
 from tests.support import unclosed
+from tests.support.http_json import send_json
 from tests.support.llm_config import fast_llm_config
 from tests.support.openai_server import FakeOpenAIServer
 
@@ -52,12 +52,7 @@ class CountingServer:
                 with lock:
                     outer.active -= 1
                     outer.served += 1
-                body = json.dumps({"choices": [{"message": {"content": "ANSWER: A"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_json(self, {"choices": [{"message": {"content": "ANSWER: A"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
