@@ -779,6 +779,22 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
         a, z = r["result"][caps[0]], r["result"][caps[-1]]
         lines.append(f"| {r['d']:.2f} | {r['delta']:+d} | {r['rule']} | {a['p_accept']:.3f} ± {a['se']:.3f} | {a['p_reject']:.3f} | {a['p_undecided']:.3f} | "
                      f"{a['mean_pairs']:.0f} | {z['p_accept']:.3f} | {z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
+    if b.get("futility"):
+        lines += [
+            "",
+            "## 10b. Futility stop (`gate.futility_min_pairs`, off by default) on the betting rule, homogeneous cells",
+            "",
+            "The kernel's `futility_stop` (reject once ≥ min_pairs pairs are in and wins − losses ≤ 0, checked at block ends after the rule) "
+            "on the same cells as section 10: it cannot add a false accept, it ends null gates early, and it rejects real edits that start slowly.",
+            "",
+            f"| futility_min_pairs | d | Δ pts | P(accept) cap {caps[0]} | P(reject) cap {caps[0]} | mean pairs cap {caps[0]} | "
+            f"P(accept) cap {caps[-1]} | P(reject) cap {caps[-1]} | mean pairs cap {caps[-1]} | runs |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in b["futility"]:
+            a, z = r["result"][caps[0]], r["result"][caps[-1]]
+            lines.append(f"| {r['min_pairs']} | {r['d']:.2f} | {r['delta']:+d} | {a['p_accept']:.3f} | {a['p_reject']:.3f} | {a['mean_pairs']:.0f} | "
+                         f"{z['p_accept']:.3f} | {z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
     lines += [
         "",
         "## 11. Infrastructure failures missing not at random (issue 13 item 5)",
