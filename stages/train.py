@@ -1,6 +1,6 @@
 """Train in one process: the same stage functions as `dvc repro`, as a Hydra app.
 
-    python -m stages.train                                  # default config, state under runs/<run_name>/<time>/
+    python -m stages.train                                  # default config, state under runs/<run_name>/<time>_<pid>/
     python -m stages.train gate.lambda=2.0 train=tiny       # any override
     python -m stages.train +sweep=gate_lambda               # multirun over gate.lambda (MLflow parent + children)
     python -m stages.train +sweep=gate_lambda hydra/launcher=joblib hydra.launcher.n_jobs=2
@@ -11,6 +11,8 @@ logs one MLflow run (a child of the sweep's parent run under a multirun).
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
@@ -19,17 +21,27 @@ import harness.config  # noqa: F401  (registers the ht.* resolvers and the schem
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    from harness.pipeline.run_lock import RunDirInUse
     from harness.pipeline.train_job import run_training_job
     from harness.tracking.progress import configure_logging
 
     configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
-    return run_training_job(cfg)
+    try:
+        return run_training_job(cfg)
+    except RunDirInUse as exc:  # a sweep job's directory, or one named with an interpolation
+        print(f"stages.train: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
-    import sys
-
     from harness.config.secrets import refuse_secrets_on_command_line
+    from harness.pipeline import run_lock
 
     refuse_secrets_on_command_line(sys.argv[1:], "stages.train")  # before Hydra saves the overrides in .hydra/
+    try:  # a directory named on the command line is locked before Hydra writes .hydra/ and its log into it
+        for directory in run_lock.explicit_dirs(sys.argv[1:]):
+            run_lock.acquire(directory)
+    except run_lock.RunDirInUse as exc:
+        print(f"stages.train: {exc}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -10,7 +10,7 @@ from tests.conftest import REPO_ROOT
 CONF = REPO_ROOT / "conf"
 OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve")
 # values an option cannot have a default for
-REQUIRED_EXTRAS = {("benchmark", "jsonl"): ["benchmark.path=data/my_questions.jsonl"]}
+REQUIRED_EXTRAS = {("benchmark", "jsonl"): ["benchmark.path=data/my_questions.jsonl", "llm=openai"]}
 
 
 def _options(group: str) -> list[str]:
