@@ -34,10 +34,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    from harness.config.project import enter_project_root
     from harness.config.secrets import refuse_secrets_on_command_line
     from harness.pipeline import run_lock
 
     refuse_secrets_on_command_line(sys.argv[1:], "stages.train")  # before Hydra saves the overrides in .hydra/
+    enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
     try:  # a directory named on the command line is locked before Hydra writes .hydra/ and its log into it
         for directory in run_lock.explicit_dirs(sys.argv[1:]):
             run_lock.acquire(directory)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness.pipeline import run_lock
-from tests.pipeline.support import BIN, TEST_OVERRIDES, env, make_project
+from tests.pipeline.support import BIN, REPO_ROOT, TEST_OVERRIDES, env, make_project
 
 HOLDER = ("import sys, time\nfrom pathlib import Path\nfrom harness.pipeline import run_lock\n"
           "run_lock.acquire(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(600)\n")
@@ -87,9 +87,9 @@ def test_a_second_train_job_is_refused_at_once_and_a_killed_owner_resumes(tmp_pa
     assert json.loads((job / "reports" / "metrics.json").read_text())
 
 
-def test_default_run_directories_of_jobs_started_in_the_same_second_differ(tmp_path: Path) -> None:
+def test_default_run_directories_of_jobs_started_in_the_same_second_differ() -> None:
     command = [str(BIN / "python"), "-m", "stages.train", "--cfg", "all", "--resolve"]
-    jobs = [subprocess.Popen(command, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    jobs = [subprocess.Popen(command, cwd=REPO_ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(3)]
     dirs = {}
     for job in jobs:
