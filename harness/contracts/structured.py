@@ -94,7 +94,9 @@ def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dic
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text or "")
+        # strict=False: a raw newline or tab inside a string (llama.cpp's JSON grammar lets small models emit one) is
+        # read as that character; the reply's meaning is unambiguous, so refusing it would only lose the edit
+        value = json.loads(text or "", strict=False)
     except json.JSONDecodeError as exc:
         raise ReplyFormatError(f"expected one JSON object, the reply is not JSON ({exc.msg} at char {exc.pos})") from exc
     if not isinstance(value, dict):

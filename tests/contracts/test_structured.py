@@ -46,6 +46,10 @@ def test_diagnosis_json():
     assert parse_diagnosis_json('{"diagnosis": "missed\\n the clock"}') == "missed the clock"
     with pytest.raises(ReplyFormatError, match="diagnosis"):
         parse_diagnosis_json('{"diagnosis": ""}')
+    # a raw newline inside the string (SmolLM2 under llama.cpp's JSON grammar wrote one: "Invalid control character")
+    assert parse_diagnosis_json('{"diagnosis": "the model\n\tanswered B"}') == "the model answered B"
+    with pytest.raises(ReplyFormatError, match="not JSON"):
+        parse_diagnosis_json('{"diagnosis": "unterminated\n')
 
 
 def test_response_format_dialects():
