@@ -80,6 +80,10 @@ EDIT_OPS_JSON_INSTRUCTION = (
     '"op" is add, replace or delete; replace and delete quote "old" exactly as it is in the file; '
     '"no_change" is read only when "edits" is empty: when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
 )
+# the example values of EDIT_OPS_JSON_INSTRUCTION: a small model copies them back as its "edit" (SmolLM2 added the rule
+# "one rule sentence" and "no_change"); an edit whose new text is one of them is malformed, not applied
+EXAMPLE_EDIT_TEXTS = frozenset({"one rule sentence", "replacement text", "exact text now in the file", "no_change",
+                                "no change", "the reason", "short reason"})
 DIAGNOSIS_JSON_INSTRUCTION = 'Reply with one JSON object instead of the <diagnosis> block: {"diagnosis": "one paragraph"}.'
 
 
@@ -142,6 +146,8 @@ def parse_edit_ops_json(text: str) -> EditOps:
         op = _text_field(item, "op", f"edit {i}").lower()
         old, new = (_text_field(item, key, f"edit {i}", collapse=False) for key in ("old", "new"))  # quoted file text
         why = _text_field(item, "why", f"edit {i}")
+        if " ".join(new.lower().strip(" .").split()) in EXAMPLE_EDIT_TEXTS:
+            raise ReplyFormatError(f'edit {i} copies the format example ("new": {new!r}); write the rule itself')
         if op == "add":
             if not new:
                 raise ReplyFormatError(f'edit {i} (add) has an empty "new"')
