@@ -11,8 +11,6 @@ logs one MLflow run (a child of the sweep's parent run under a multirun).
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
@@ -21,19 +19,23 @@ import harness.config  # noqa: F401  (registers the ht.* resolvers and the schem
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    from harness.pipeline.run_lock import RunDirInUse
+    import sys
+
+    from harness.pipeline.entry import one_line_errors
     from harness.pipeline.train_job import run_training_job
     from harness.tracking.progress import configure_logging
 
     configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
     try:
         return run_training_job(cfg)
-    except RunDirInUse as exc:  # a sweep job's directory, or one named with an interpolation
+    except one_line_errors() as exc:  # an INFRA abort or unreadable answers: one line, exit 2, no traceback
         print(f"stages.train: {exc}", file=sys.stderr)
-        sys.exit(2)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
+    import sys
+
     from harness.config.project import enter_project_root
     from harness.config.secrets import refuse_secrets_on_command_line
     from harness.pipeline import run_lock
