@@ -58,9 +58,24 @@ def test_markdown_and_html_report(tmp_path: Path) -> None:
     assert "| epoch | val acc |" in md and "true val acc" in md
     assert "ocr\\|text" in md  # a pipe in a cell is escaped, not a column break
     html = files["html"].read_text()
-    assert html.count("<svg") == 2 and "<script" not in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert "accept (gate.lambda)" in html  # threshold line on the evidence chart
+    assert html.count("<svg") == 3 and "<script" not in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "accept at gate.lambda" in html  # threshold line on the evidence chart
     assert "true accuracy" in html.lower()
+    # the gate section: one row per task type, then every decision inside a collapsed <details>
+    assert html.index("<h3>Per task type</h3>") < html.index("<details><summary>All 2 gate decisions</summary>")
+    assert "<details open" not in html
+
+
+def test_chart_files_are_the_report_charts(tmp_path: Path) -> None:
+    files = write_reports(_summary(), tmp_path)
+    html = files["html"].read_text()
+    for kind, chart in (("accuracy_chart", "accuracy"), ("gate_evidence_chart", "gate-evidence"), ("cost_chart", "cost")):
+        svg = files[kind].read_text()
+        assert f'data-chart="{chart}"' in svg and svg in html, kind  # the same chart inline and as the DVC plot
+        assert "<script" not in svg and "href" not in svg
+    evidence = files["gate_evidence_chart"].read_text()
+    assert evidence.count("<g data-panel=") == 2  # one panel per task type: counting, ocr|text
+    assert 'data-panel="ocr|text"' in evidence and "counting: 1/1 accepted" in evidence
 
 
 def test_without_oracle_no_true_columns(tmp_path: Path) -> None:
@@ -75,7 +90,8 @@ def test_rendering_is_deterministic_and_replaces_stale_plots(tmp_path: Path) -> 
     (b / "plots" / "gate_evidence").mkdir(parents=True)
     (b / "plots" / "gate_evidence" / "stale_gate.csv").write_text("seq,log_e\n")
     write_reports(_summary(), b)
-    for name in ("metrics.json", "report.md", "report.html", "plots/accuracy.json"):
+    for name in ("metrics.json", "report.md", "report.html", "plots/accuracy.json", "plots/accuracy.svg",
+                 "plots/gate_evidence.svg", "plots/cost.svg"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert not (b / "plots" / "gate_evidence" / "stale_gate.csv").exists()
 
