@@ -19,11 +19,18 @@ import harness.config  # noqa: F401  (registers the ht.* resolvers and the schem
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    import sys
+
+    from harness.pipeline.entry import one_line_errors
     from harness.pipeline.train_job import run_training_job
     from harness.tracking.progress import configure_logging
 
     configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
-    return run_training_job(cfg)
+    try:
+        return run_training_job(cfg)
+    except one_line_errors() as exc:  # an INFRA abort or unreadable answers: one line, exit 2, no traceback
+        print(f"stages.train: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

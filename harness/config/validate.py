@@ -148,6 +148,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             "task types must be distinct non-empty strings")
     c.non_empty_str("benchmark.questions_path")
     c.one_of("benchmark.answer_parsing", ANSWER_PARSING_MODES)
+    c.check("benchmark.max_unparsed_share", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1] (1: never stop)")
     # llm
     c.one_of("llm.provider", PROVIDERS)
     c.non_empty_str("llm.model")

@@ -48,8 +48,9 @@ def run_stage(
     The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
     `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
     reading any other key raises UndeclaredKeyError. A configuration, state or local store error
-    (`LocalStoreError`: the response cache file) is printed as one clear line (exit 2, no DONE.json: the
-    stage did not finish); anything else propagates with its traceback.
+    (`LocalStoreError`: the response cache file), an INFRA-guard abort or an unreadable-answers stop
+    (`one_line_errors`) is printed as one clear line (exit 2, no DONE.json: the stage did not finish);
+    anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
     if cfg is None:
@@ -57,16 +58,14 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
-    from harness.llm.protocol import LocalStoreError
     from harness.loop.context import make_context
-    from harness.loop.state import StateError
 
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)
     ctx = make_context(view, project_root)
     try:
         call(ctx, view)
-    except (StateError, LocalStoreError) as exc:
+    except one_line_errors() as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -79,6 +78,17 @@ def run_stage(
     log.info("[%s] finished in %.1f s: rollouts %d, USD %.4f, LLM cache %d hits / %d misses",
              stage, seconds, rollouts, usd, hits, misses)
     return 0
+
+
+def one_line_errors() -> tuple[type[BaseException], ...]:
+    """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
+    response store, the INFRA guard (`InfraFailureError`) and unreadable solver answers (`AnswerFormatError`)."""
+    from harness.contracts.answers import AnswerFormatError
+    from harness.llm.protocol import LocalStoreError
+    from harness.loop.state import StateError
+    from harness.loop.validate import InfraFailureError
+
+    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:
