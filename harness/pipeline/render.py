@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import shutil
+import statistics
 from html import escape
 from pathlib import Path
 from typing import Any, Sequence
@@ -125,11 +127,24 @@ def gate_evidence_chart(summary: RunSummary) -> str:
                for run_id, points in sorted(summary.gate_paths.items()) if run_id not in decisions]
     if orphans:
         panels.append(Panel("no decision recorded", orphans, key="unknown"))
-    hlines = {"accept at gate.lambda": summary.accept_threshold} if summary.accept_threshold is not None else {}
+    hlines = accept_line(summary)
     legend = [("accepted", ACTION_COLORS["accept"], False), ("probation", ACTION_COLORS["probation"], False),
               ("rejected", ACTION_COLORS["reject"], False)]
     return small_multiples_svg(panels, title="Gate evidence: log E per pair, one panel per task type",
                                x_label="pairs", y_label="log E", legend=legend, hlines=hlines, chart="gate-evidence")
+
+
+def accept_line(summary: RunSummary) -> dict[str, float]:
+    """The accept threshold to draw on the log E axis. A gate accepts when log E reaches log(1/level) of the
+    level it was given: under e-LOND that level differs per gate (the line is the median, the label gives the
+    range); with a fixed level it is gate.lambda for every gate."""
+    thresholds = sorted(math.log(1.0 / g.fdr_level) for g in summary.gates if g.fdr_level)
+    if not thresholds:
+        return {"accept at gate.lambda": summary.accept_threshold} if summary.accept_threshold is not None else {}
+    median = statistics.median(thresholds)
+    if math.isclose(thresholds[0], thresholds[-1], abs_tol=1e-9):
+        return {f"accept at log(1/level) = {median:.2f}": median}
+    return {f"accept at log(1/level): median {median:.2f}, {thresholds[0]:.2f}-{thresholds[-1]:.2f} per gate": median}
 
 
 def cost_chart(summary: RunSummary) -> str:

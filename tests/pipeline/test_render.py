@@ -78,6 +78,21 @@ def test_chart_files_are_the_report_charts(tmp_path: Path) -> None:
     assert 'data-panel="ocr|text"' in evidence and "counting: 1/1 accepted" in evidence
 
 
+def test_accept_line_is_the_level_each_gate_was_given() -> None:
+    from dataclasses import replace
+
+    from harness.pipeline.render import accept_line
+
+    summary = _summary()
+    assert accept_line(summary) == {"accept at gate.lambda": 3.0}  # no level recorded: the configured threshold
+    levels = (0.01, 0.001)  # e-LOND gives each gate its own level: log(1/0.01) = 4.61, log(1/0.001) = 6.91
+    with_levels = replace(summary, gates=tuple(replace(g, fdr_level=lv) for g, lv in zip(summary.gates, levels)))
+    ((label, value),) = accept_line(with_levels).items()
+    assert abs(value - (4.60517 + 6.90776) / 2) < 1e-4 and "4.61-6.91 per gate" in label
+    fixed = replace(summary, gates=tuple(replace(g, fdr_level=0.05) for g in summary.gates))
+    assert list(accept_line(fixed)) == ["accept at log(1/level) = 3.00"]
+
+
 def test_without_oracle_no_true_columns(tmp_path: Path) -> None:
     files = write_reports(_summary(oracle=False), tmp_path)
     assert "true val acc" not in files["markdown"].read_text()
