@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.identity import epoch_of_run
+from harness.contracts.answers import UNPARSED_MODES
+from harness.identity import epoch_of_run, run_purpose
 from harness.kernel.schedule import StateLayout
 from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.observation import TABLES, read_table
@@ -146,14 +147,47 @@ def spend_by_epoch(layout: RunLayout) -> dict[int, StageSpend]:
     return out
 
 
+def parse_mode_counts(layout: RunLayout) -> dict[str, dict[str, int]]:
+    """run_id -> {answer parse mode: judged rollouts} from every fragment's predictions (infra rollouts left out)."""
+    from harness.log import RunLogReader
+
+    fragments = layout.fragments()
+    if not fragments:
+        return {}
+    rows = RunLogReader(fragments).query("SELECT run_id, parse_mode, COUNT(*) AS n FROM predictions "
+                                         "WHERE correct IS NOT NULL AND parse_mode IS NOT NULL GROUP BY run_id, parse_mode")
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        modes = counts.setdefault(str(row["run_id"]), {})
+        modes[str(row["parse_mode"])] = modes.get(str(row["parse_mode"]), 0) + int(row["n"])
+    return counts
+
+
+def _merged(counts: list[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for modes in counts:
+        for mode, n in modes.items():
+            out[mode] = out.get(mode, 0) + n
+    return out
+
+
+def _failure_rate(modes: dict[str, int]) -> float | None:
+    total = sum(modes.values())
+    return round(sum(modes.get(m, 0) for m in UNPARSED_MODES) / total, 6) if total else None
+
+
 def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
     """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
     per_run = prediction_totals(layout)
+    modes_by_run = parse_mode_counts(layout)
     rollouts_by_epoch: dict[int, int] = {}
+    by_purpose: dict[int, dict[str, int]] = {}
     for run_id, t in per_run.items():
         epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
+            purposes = by_purpose.setdefault(epoch, {})
+            purposes[run_purpose(run_id)] = purposes.get(run_purpose(run_id), 0) + int(t["rollouts"])
     spend = spend_by_epoch(layout)  # USD of every role (solver, diagnoser, editor, ...), not only the rollouts'
     usd_by_epoch = {epoch: s.usd for epoch, s in spend.items()}
     run_spend = StageSpend()
@@ -164,7 +198,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
     gates: list[GateDecision] = []
     epochs: list[EpochSummary] = []
     for epoch in range(1, layout.epochs + 1):
-        epoch_gates = _gate_decisions(layout, epoch)
+        epoch_gates = _gate_decisions(layout, epoch, modes_by_run)
         gates += epoch_gates
         report_path = layout.slow(epoch) / REPORT
         if not report_path.is_file():
@@ -183,6 +217,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
             rollouts=rollouts_by_epoch.get(epoch, 0),
             usd=round(usd_by_epoch.get(epoch, 0.0), 6),
             early_stop=bool(report.get("early_stop")),
+            epoch_parse_failure_rate=_failure_rate(_merged([m for r, m in modes_by_run.items() if epoch_of_run(r) == epoch])),
         ))
 
     holdout_doc = _read_json(layout.holdout / "holdout.json", "holdout result")
@@ -206,13 +241,15 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
         usd_by_role={role: round(s.usd, 6) for role, s in sorted(run_spend.roles.items())},
+        rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
+        parse_modes=_merged(list(modes_by_run.values())),
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
         summary = _with_oracle(cfg, layout, summary)
     return summary
 
 
-def _gate_decisions(layout: RunLayout, epoch: int) -> list[GateDecision]:
+def _gate_decisions(layout: RunLayout, epoch: int, modes_by_run: dict[str, dict[str, int]]) -> list[GateDecision]:
     out = []
     for step in range(1, layout.steps_per_epoch + 1):
         path = layout.gate(epoch, step) / REPORT
@@ -228,6 +265,8 @@ def _gate_decisions(layout: RunLayout, epoch: int) -> list[GateDecision]:
                 n_pairs=_int(row.get("n_pairs")), rollouts=_int(row.get("rollouts")),
                 gate_run_id=row.get("gate_run_id"),
                 fdr_level=_num(row.get("fdr_level")), fdr_test=_int(row.get("fdr_test")), fdr_spent=_num(row.get("fdr_spent")),
+                parse_failure_base=_failure_rate(modes_by_run.get(f"{row.get('gate_run_id')}_base", {})),
+                parse_failure_cand=_failure_rate(modes_by_run.get(f"{row.get('gate_run_id')}_cand", {})),
             ))
     return out
 

@@ -48,8 +48,9 @@ def run_stage(
     The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
     `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
     reading any other key raises UndeclaredKeyError. A configuration, state or local store error
-    (`LocalStoreError`: the response cache file) is printed as one clear line (exit 2, no DONE.json: the
-    stage did not finish); anything else propagates with its traceback.
+    (`LocalStoreError`: the response cache file), an INFRA-guard abort or an unreadable-answers stop
+    (`one_line_errors`) is printed as one clear line (exit 2, no DONE.json: the stage did not finish);
+    anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
     if cfg is None:
@@ -57,16 +58,14 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
-    from harness.llm.protocol import LocalStoreError
     from harness.loop.context import make_context
-    from harness.loop.state import StateError
 
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)
     ctx = make_context(view, project_root)
     try:
         call(ctx, view)
-    except (StateError, LocalStoreError) as exc:
+    except one_line_errors() as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -79,6 +78,19 @@ def run_stage(
     log.info("[%s] finished in %.1f s: rollouts %d, USD %.4f, LLM cache %d hits / %d misses",
              stage, seconds, rollouts, usd, hits, misses)
     return 0
+
+
+def one_line_errors() -> tuple[type[BaseException], ...]:
+    """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
+    response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
+    a run directory another job holds (`RunDirInUse`)."""
+    from harness.contracts.answers import AnswerFormatError
+    from harness.llm.protocol import LocalStoreError
+    from harness.loop.state import StateError
+    from harness.loop.validate import InfraFailureError
+    from harness.pipeline.run_lock import RunDirInUse
+
+    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:
@@ -128,6 +140,12 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
     one clear line when the configuration is bad (the caller exits 2)."""
     configure_logging(quiet=args.quiet)
     from harness.config.errors import ConfigError
+    from harness.config.project import stage_root_message
+
+    wrong_place = stage_root_message(f"stages.{stage}", Path(args.params))
+    if wrong_place:
+        print(wrong_place, file=sys.stderr)
+        return None
 
     try:
         cfg = load_stage_config(Path(args.params))
@@ -136,7 +154,20 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
         return None
     if cfg.get("quiet", False):
         configure_logging(quiet=True)
+    announce_progress(stage, cfg)
     return cfg
+
+
+def announce_progress(stage: str, cfg: Any) -> None:
+    """Under `dvc repro`: log `[k/N] <stage>` and the time left (harness/pipeline/repro_progress.py)."""
+    from harness.pipeline.repro_progress import announce_stage, pipeline_order
+
+    improve = cfg.get("improve")
+    order = pipeline_order(int(cfg.train.epochs), int(cfg.train.steps_per_epoch),
+                           [str(d) for d in improve.domains] if improve is not None else ())
+    line = announce_stage(stage, order, telemetry_dir(Path.cwd(), str(cfg.train.state_dir)))
+    if line:
+        log.info(line)
 
 
 def load_stage_config(params_path: Path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,19 @@ def make_report(
     telemetry: Path | None = None,
 ) -> ReportResult:
     """Collect, render into `out_dir`, then log to MLflow when ``tracking.enabled``."""
+    started = time.monotonic()
+    oracle = "; true accuracies from the simulator's oracle" if str(cfg.benchmark.name) == "sim" else ""
+    log.info("[report] reading the run in %s: %d epochs x %d steps of reports and run logs%s",
+             layout.state_dir, layout.epochs, layout.steps_per_epoch, oracle)
     summary = collect_run(cfg, layout)
+    log.info("[report] read %d epochs and %d gate decisions in %.1f s; writing %s/ (metrics.json, plots, report.md, "
+             "report.html)", len(summary.epochs), len(summary.gates), time.monotonic() - started, out_dir)
     files = write_reports(summary, out_dir)
     log.info("[report] %s", ", ".join(f"{k}={v}" for k, v in summary.final_metrics().items() if v is not None))
     run_id = None
     if bool(cfg.tracking.enabled):
+        log.info("[report] logging the run to MLflow (experiment %s; importing mlflow takes a few seconds)",
+                 cfg.tracking.experiment)
         tel_dir = telemetry or telemetry_dir(project_root, layout.state_dir)
         run_id = log_to_mlflow(cfg, layout, summary, files, project_root=project_root,
                                run_name=mlflow_run_name or str(cfg.train.run_name), parent_run_id=parent_run_id,

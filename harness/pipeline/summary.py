@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.contracts.answers import parse_shares
+
 
 @dataclass(frozen=True)
 class EpochSummary:
@@ -29,6 +31,8 @@ class EpochSummary:
     # sim only: the oracle's exact expected accuracy of the epoch's current harness
     true_val_acc: float | None = None
     true_test_acc: float | None = None
+    # share of the epoch's judged rollouts whose reply designates no single choice (answers.UNPARSED_MODES)
+    epoch_parse_failure_rate: float | None = None
 
     def metrics(self) -> dict[str, Any]:
         """MLflow/DVC metric values of this epoch (epoch included, Nones kept)."""
@@ -53,6 +57,8 @@ class GateDecision:
     fdr_level: float | None = None  # the level the gate was given (e-LOND alpha_t, or exp(-gate.lambda))
     fdr_test: int | None = None  # its index in the run's e-LOND sequence (None: gate.fdr=none or not an e-value rule)
     fdr_spent: float | None = None  # the run's e-LOND base budget spent after this gate
+    parse_failure_base: float | None = None  # share of the gate's baseline / candidate rollouts with no readable answer
+    parse_failure_cand: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,9 @@ class RunSummary:
     oracle_available: bool = False
     # role -> USD of the whole run's calls of that role (every stage, the final held-out included)
     usd_by_role: dict[str, float] = field(default_factory=dict)
+    # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
+    rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
+    parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
 
     def final_metrics(self) -> dict[str, float | int | None]:
         """The flat metrics of reports/metrics.json (deterministic: no timings, no cache counters)."""
@@ -89,6 +98,7 @@ class RunSummary:
             "usd": round(sum(self.usd_by_role.values()), 6),  # every role, every stage (held-out included)
             "fdr_level_spent": max((g.fdr_spent for g in self.gates if g.fdr_spent is not None), default=None),
             "fdr_tests": max((g.fdr_test for g in self.gates if g.fdr_test is not None), default=None),
+            **parse_shares(self.parse_modes),  # parse_share_<mode>, parse_failure_rate (contracts/answers.py)
         }
         for role, usd in sorted(self.usd_by_role.items()):
             metrics[f"usd_{role}"] = usd
