@@ -60,7 +60,7 @@ def test_dvc_repro_refuses_an_hashed_key_from_the_environment_and_takes_an_engin
     assert again.returncode != 0 and "HT__POOLS__SEED (from .env)" in again.stdout + again.stderr
     (project / ".env").unlink()
     cache = tmp_path / "elsewhere-cache"
-    run(["dvc", "repro", "pools"], project, extra_env={"HT__LLM__CACHE_DIR": str(cache), "HT__TRAIN__CONCURRENCY": "2"})
+    run(["dvc", "repro", "pools"], project, extra_env={"HT__LLM__CACHE_DIR": str(cache), "HT__LLM__CONCURRENCY": "2"})
     assert (project / "data" / "pools.json").is_file()
     status = run(["dvc", "status", "pools"], project)
     assert "changed" not in status.stdout, status.stdout
