@@ -58,7 +58,8 @@ class BenchmarkAdapter(Protocol):
         """The tools the solver may call for `question`; None when it has none."""
         ...
 
-    def score(self, question: Question, predicted: str | None) -> bool:
+    def score(self, question: Question, predicted: str | None) -> bool | float:
+        """Right or wrong, or a soft score: a float in [0, 1] (harness/bench/soft.py)."""
         ...
 
 
