@@ -29,7 +29,9 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     import sys
 
+    from harness.config.project import enter_project_root
     from harness.config.secrets import refuse_secrets_on_command_line
 
     refuse_secrets_on_command_line(sys.argv[1:], "stages.train")  # before Hydra saves the overrides in .hydra/
+    enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
     main()

@@ -22,10 +22,15 @@ Registered on import of `harness.config` and by the Hydra plugin module
 `hydra_plugins` namespace at startup, which is how DVC's composition sees them).
 A resolver that returns a plain list fails inside OmegaConf, hence
 `OmegaConf.create(...)`.
+
+`benchmark=jsonl` sizes (conf/pools/jsonl.yaml, conf/batching/jsonl.yaml) are
+derived from the questions file by `ht.fit` and `ht.fit_batch`
+(harness/bench/sizing.py), so params.yaml carries numbers that fit the data.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, cast
 
 from omegaconf import ListConfig, OmegaConf
@@ -82,10 +87,43 @@ def _epoch_schedule(epochs: Any, steps_per_epoch: Any, state_dir: Any = "state")
     return OmegaConf.create(epoch_schedule_items(epochs, steps_per_epoch, state_dir))
 
 
+def fit(key: Any, path: Any, task_types: Any = ()) -> int:
+    """`pools.<key>` that fits the questions file at `path` (relative to the working directory)."""
+    from harness.bench.sizing import POOL_KEYS, fit_sizes, task_type_counts
+
+    if key not in POOL_KEYS:
+        raise ValueError(f"ht.fit: key must be one of {', '.join(POOL_KEYS)}, got {key!r}")
+    if path in (None, ""):
+        raise ValueError("benchmark.path: benchmark=jsonl needs the questions file (benchmark.path=<file.jsonl|file.parquet>); "
+                         "the pools.* sizes are derived from it")
+    file_path = Path(str(path))
+    if not file_path.is_file():
+        raise ValueError(f"benchmark.path = {path}: no such file (looked in {Path.cwd()}); the pools.* sizes of benchmark=jsonl "
+                         "are derived from it: create it, or set pools.test_size, pools.val_size, pools.diagnosis_size "
+                         "and pools.eval_min_per_class")
+    types = [str(t) for t in (task_types or ())]
+    counts = task_type_counts(file_path, types)
+    return int(getattr(fit_sizes(counts, source=f"benchmark.path = {path}"), str(key)))
+
+
+def fit_batch(key: Any, diagnosis_size: Any) -> int:
+    """`batching.<key>` for a diagnosis pool of `diagnosis_size` questions (five steps per epoch)."""
+    from harness.bench.sizing import batch_sizes
+
+    batch, min_class = batch_sizes(_positive_int("pools.diagnosis_size", diagnosis_size))
+    if key == "batch_size":
+        return batch
+    if key == "min_class_per_batch":
+        return min_class
+    raise ValueError(f"ht.fit_batch: key must be batch_size or min_class_per_batch, got {key!r}")
+
+
 _RESOLVERS = {
     f"{NAMESPACE}.ceil_div": ceil_div,
     f"{NAMESPACE}.schedule": _schedule,
     f"{NAMESPACE}.epoch_schedule": _epoch_schedule,
+    f"{NAMESPACE}.fit": fit,
+    f"{NAMESPACE}.fit_batch": fit_batch,
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
@@ -367,8 +368,35 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
     return violations
 
 
+def _validate_data_sizes(cfg: DictConfig) -> list[Violation]:
+    """benchmark=jsonl: the pool sizes against the questions file, when it exists (harness/bench/sizing.py).
+
+    A missing file is prepare's error (it names the file); sizes derived by `ht.fit` always pass."""
+    path = _get(cfg, "benchmark.path")
+    if _get(cfg, "benchmark.name") != "jsonl" or not isinstance(path, str) or not Path(path).is_file():
+        return []
+    sizes = {key: _get(cfg, f"pools.{key}") for key in ("test_size", "val_size", "diagnosis_size", "eval_min_per_class")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()):
+        return []  # the general layer reports them
+    from harness.bench.sizing import SizingError, check_sizes, task_type_counts
+    from harness.questions import QuestionsError
+
+    task_types = _get(cfg, "benchmark.task_types")
+    try:
+        counts = task_type_counts(path, [str(t) for t in task_types] if task_types not in (_UNSET, None) else [])
+        check_sizes(counts, source=f"benchmark.path = {path}", **sizes)
+    except SizingError as exc:
+        return [Violation("pools", " ".join(f"{k}={v}" for k, v in sizes.items()), str(exc))]
+    except QuestionsError as exc:
+        return [Violation("benchmark.path", path, str(exc))]
+    return []
+
+
 def validate_config(cfg: DictConfig) -> None:
-    """Run the four layers of seed 000 §3 (plus the unknown-key check); raise one ConfigError listing all."""
+    """Run the four layers of seed 000 §3 (plus the unknown-key check and, for benchmark=jsonl, the sizes
+    against the questions file); raise one ConfigError listing all."""
     violations = unknown_keys(cfg) + _validate(cfg) + _validate_edit_budget(cfg) + _validate_minibatch(cfg) + _validate_gate(cfg)
+    if not violations:
+        violations = _validate_data_sizes(cfg)
     if violations:
         raise ConfigError(violations)

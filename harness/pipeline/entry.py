@@ -141,6 +141,12 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
     one clear line when the configuration is bad (the caller exits 2)."""
     configure_logging(quiet=args.quiet)
     from harness.config.errors import ConfigError
+    from harness.config.project import stage_root_message
+
+    wrong_place = stage_root_message(f"stages.{stage}", Path(args.params))
+    if wrong_place:
+        print(wrong_place, file=sys.stderr)
+        return None
 
     try:
         cfg = load_stage_config(Path(args.params))
@@ -149,7 +155,20 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
         return None
     if cfg.get("quiet", False):
         configure_logging(quiet=True)
+    announce_progress(stage, cfg)
     return cfg
+
+
+def announce_progress(stage: str, cfg: Any) -> None:
+    """Under `dvc repro`: log `[k/N] <stage>` and the time left (harness/pipeline/repro_progress.py)."""
+    from harness.pipeline.repro_progress import announce_stage, pipeline_order
+
+    improve = cfg.get("improve")
+    order = pipeline_order(int(cfg.train.epochs), int(cfg.train.steps_per_epoch),
+                           [str(d) for d in improve.domains] if improve is not None else ())
+    line = announce_stage(stage, order, telemetry_dir(Path.cwd(), str(cfg.train.state_dir)))
+    if line:
+        log.info(line)
 
 
 def load_stage_config(params_path: Path):

@@ -7,6 +7,7 @@ off once) and by ``stages.train`` (per sweep job, as a child run).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,19 @@ def make_report(
 ) -> ReportResult:
     """Collect, render into `out_dir`, then finish the run's MLflow run when ``tracking.enabled``
     (harness/pipeline/tracking_run.py)."""
+    started = time.monotonic()
+    oracle = "; true accuracies from the simulator's oracle" if str(cfg.benchmark.name) == "sim" else ""
+    log.info("[report] reading the run in %s: %d epochs x %d steps of reports and run logs%s",
+             layout.state_dir, layout.epochs, layout.steps_per_epoch, oracle)
     summary = collect_run(cfg, layout)
+    log.info("[report] read %d epochs and %d gate decisions in %.1f s; writing %s/ (metrics.json, plots, report.md, "
+             "report.html)", len(summary.epochs), len(summary.gates), time.monotonic() - started, out_dir)
     files = write_reports(summary, out_dir)
     log.info("[report] %s", ", ".join(f"{k}={v}" for k, v in summary.final_metrics().items() if v is not None))
     run_id = None
     if bool(cfg.tracking.enabled):
+        log.info("[report] logging the run to MLflow (experiment %s; importing mlflow takes a few seconds)",
+                 cfg.tracking.experiment)
         from harness.pipeline.live_run import default_run_name
         from harness.pipeline.tracking_run import log_to_mlflow
 

@@ -10,7 +10,9 @@ from tests.conftest import REPO_ROOT
 CONF = REPO_ROOT / "conf"
 OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve")
 # values an option cannot have a default for
-REQUIRED_EXTRAS = {("benchmark", "jsonl"): ["benchmark.path=data/my_questions.jsonl"]}
+# (benchmark=jsonl derives its pool sizes from the questions file, so the file must exist)
+EXAMPLE_QUESTIONS = f"benchmark.path={REPO_ROOT / 'examples' / 'own-run' / 'questions.jsonl'}"
+REQUIRED_EXTRAS = {("benchmark", "jsonl"): [EXAMPLE_QUESTIONS], ("pools", "jsonl"): ["benchmark=jsonl", EXAMPLE_QUESTIONS]}
 
 
 def _options(group: str) -> list[str]:
@@ -24,7 +26,7 @@ def test_expected_groups_and_options_exist() -> None:
     expected = {
         "benchmark": {"sim", "jsonl"}, "llm": {"sim", "openai"},
         "gate": {"sequential", "accept_all", "gepa", "mcnemar"}, "evolve": {"reflective", "h2"},
-        "pools": {"default"}, "batching": {"default"}, "train": {"default", "tiny"}, "tracking": {"mlflow", "none"},
+        "pools": {"sim", "jsonl"}, "batching": {"sim", "jsonl"}, "train": {"default", "tiny"}, "tracking": {"mlflow", "none"},
     }
     for group, options in expected.items():
         assert options <= set(_options(group)), group

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -65,7 +66,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = run(REPRO, project)
     seconds = time.monotonic() - started
     return {"project": project, "state": _final_state(project), "cache": cache_counts(project),
-            "stdout": out.stdout, "seconds": seconds}
+            "stdout": out.stdout, "stderr": out.stderr, "seconds": seconds}
 
 
 def test_repro_runs_every_stage_and_declares_metrics_plots_dag(reference: dict) -> None:
@@ -89,6 +90,20 @@ def test_repro_runs_every_stage_and_declares_metrics_plots_dag(reference: dict) 
     assert paths and not any(p.startswith(".cache") for p in paths)
     entries, misses = reference["cache"]
     assert entries == misses > 0
+
+
+def test_repro_prints_k_of_n_and_the_time_left(reference: dict) -> None:
+    from harness.pipeline.repro_progress import pipeline_order
+
+    params = yaml.safe_load((reference["project"] / "params.yaml").read_text())
+    order = pipeline_order(params["train"]["epochs"], params["train"]["steps_per_epoch"], params["improve"]["domains"])
+    ran = [line.split("'")[1] for line in reference["stdout"].splitlines() if line.startswith("Running stage '")]
+    assert ran == [s for s in order if s in ran]  # DVC runs the stages in the order the count assumes
+    shown = re.findall(r"\[(\d+)/(\d+)\] (\S+)[^\n]* starting(; about (\d+) (s|min)[^\n]*left)?", reference["stderr"])
+    assert [name for _, _, name, *_ in shown] == ran[1:]  # every stage but `library` (no config) says where it is
+    assert [int(k) for k, *_ in shown] == [order.index(name) + 1 for name in ran[1:]]
+    assert {int(n) for _, n, *_ in shown} == {len(order)}
+    assert all(left for *_, left, _, _ in shown[1:]), shown  # an estimate once the first stage has finished
 
 
 def test_train_app_produces_the_same_harness_and_metrics(reference: dict) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.bench.sizing import check_sizes
 from harness.kernel.ladder import GatePools
 from harness.kernel.pools import PoolParams
 from harness.loop.context import StageContext, by_task_type
@@ -20,7 +22,11 @@ progress = logging.getLogger("harness.progress")
 def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: Path) -> None:
     """test -> validation -> diagnosis split (frozen once written) and the initial state at v0/v0."""
     qs = ctx.questions(Path(questions))
-    pools = build_or_load_pools(Path(out_pools), list(qs.values()), PoolParams.from_config(ctx.cfg.pools)).to_json()
+    params = PoolParams.from_config(ctx.cfg.pools)
+    if not Path(out_pools).exists():  # a frozen split is checked against the questions instead
+        check_sizes(Counter(q.task_type for q in qs.values()), test_size=params.test_size, val_size=params.val_size,
+                    diagnosis_size=params.diagnosis_size, eval_min_per_class=params.eval_min_per_class, source=str(questions))
+    pools = build_or_load_pools(Path(out_pools), list(qs.values()), params).to_json()
     out = fresh_output(Path(out_init))
     base = ctx.bench().base_harness()
     skills = base.subtree("skills")
