@@ -32,6 +32,8 @@ class BenchmarkConfig:
     task_types: list[str] = field(default_factory=list)  # empty = take the task types found in the file
     questions_path: str = "data/questions.parquet"
     answer_parsing: str = "lenient"  # "strict" (ANSWER: line only) | "lenient" (+ fallbacks, harness/contracts/answers.py)
+    # a step rollout whose share of unreadable answers (ambiguous + none) exceeds this stops the run (1.0: never)
+    max_unparsed_share: float = 0.9
     # the file the questions come from, prepare's DVC dependency: ${benchmark.path} (jsonl), the conf file (sim)
     source: Optional[str] = None
 

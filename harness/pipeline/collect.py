@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.contracts.answers import UNPARSED_MODES
 from harness.identity import epoch_of_run
 from harness.kernel.schedule import StateLayout
 from harness.loop.observation import TABLES, read_table
@@ -135,7 +136,9 @@ def gate_summary_rows(summary: RunSummary) -> list[dict[str, Any]]:
             "epoch": g.epoch, "step": g.step, "task_type": g.task_type, "action": g.action, "reason": g.reason,
             "log_e": g.log_e, "max_log_e": max((v for _, v in points), default=None), "log_lr_dir": g.log_lr_dir,
             "n_pairs": g.n_pairs, "wins": g.wins, "losses": g.losses, "ties": g.ties, "rollouts": g.rollouts,
-            "fdr_level": g.fdr_level, "fdr_test": g.fdr_test, "fdr_spent": g.fdr_spent, "gate_run_id": g.gate_run_id,
+            "fdr_level": g.fdr_level, "fdr_test": g.fdr_test, "fdr_spent": g.fdr_spent,
+            "parse_failure_base": g.parse_failure_base, "parse_failure_cand": g.parse_failure_cand,
+            "gate_run_id": g.gate_run_id,
         })
     return _ordered(rows, GATE_SUMMARY_ORDER)
 
@@ -162,6 +165,40 @@ def prediction_totals(layout: RunLayout, fragments: list[Path] | None = None) ->
     return totals
 
 
+def parse_mode_counts(layout: RunLayout, fragments: list[Path] | None = None) -> dict[str, dict[str, int]]:
+    """run_id -> {answer parse mode: judged rollouts} from every fragment's predictions (infra rollouts left out;
+    `fragments`: the whole run's when None)."""
+    from harness.log import RunLogReader
+
+    fragments = layout.fragments() if fragments is None else fragments
+    if not fragments:
+        return {}
+    rows = RunLogReader(fragments).query("SELECT run_id, parse_mode, COUNT(*) AS n FROM predictions "
+                                         "WHERE correct IS NOT NULL AND parse_mode IS NOT NULL GROUP BY run_id, parse_mode")
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        modes = counts.setdefault(str(row["run_id"]), {})
+        modes[str(row["parse_mode"])] = modes.get(str(row["parse_mode"]), 0) + int(row["n"])
+    return counts
+
+
+def _merged(counts: list[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for modes in counts:
+        for mode, n in modes.items():
+            out[mode] = out.get(mode, 0) + n
+    return out
+
+
+def _failure_rate(modes: dict[str, int]) -> float | None:
+    total = sum(modes.values())
+    return round(sum(modes.get(m, 0) for m in UNPARSED_MODES) / total, 6) if total else None
+
+
+def _epoch_failure_rate(modes_by_run: dict[str, dict[str, int]], epoch: int) -> float | None:
+    return _failure_rate(_merged([m for r, m in modes_by_run.items() if epoch_of_run(r) == epoch]))
+
+
 def _per_epoch_cost(per_run: dict[str, dict[str, float]]) -> tuple[dict[int, int], dict[int, float]]:
     """(epoch -> rollouts, epoch -> USD) of the runs whose id names an epoch."""
     rollouts_by_epoch: dict[int, int] = {}
@@ -174,8 +211,8 @@ def _per_epoch_cost(per_run: dict[str, dict[str, float]]) -> tuple[dict[int, int
     return rollouts_by_epoch, usd_by_epoch
 
 
-def _epoch_summary(layout: RunLayout, epoch: int, epoch_gates: list[GateDecision], rollouts: int, usd: float
-                   ) -> EpochSummary | None:
+def _epoch_summary(layout: RunLayout, epoch: int, epoch_gates: list[GateDecision], rollouts: int, usd: float,
+                   parse_failure_rate: float | None) -> EpochSummary | None:
     """Epoch `epoch` from its slow report, None when it did not run (stopped early: state passed through)."""
     report_path = layout.slow(epoch) / REPORT
     if not report_path.is_file():
@@ -194,6 +231,7 @@ def _epoch_summary(layout: RunLayout, epoch: int, epoch_gates: list[GateDecision
         rollouts=rollouts,
         usd=round(usd, 6),
         early_stop=bool(report.get("early_stop")),
+        epoch_parse_failure_rate=parse_failure_rate,
     )
 
 
@@ -202,8 +240,11 @@ def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool 
     `collect_run` gives that epoch later. None when the epoch did not run."""
     if not (layout.slow(epoch) / REPORT).is_file():
         return None
-    rollouts, usd = _per_epoch_cost(prediction_totals(layout, layout.epoch_fragments(epoch)))
-    summary = _epoch_summary(layout, epoch, _gate_decisions(layout, epoch), rollouts.get(epoch, 0), usd.get(epoch, 0.0))
+    fragments = layout.epoch_fragments(epoch)
+    rollouts, usd = _per_epoch_cost(prediction_totals(layout, fragments))
+    modes_by_run = parse_mode_counts(layout, fragments)
+    summary = _epoch_summary(layout, epoch, _gate_decisions(layout, epoch, modes_by_run), rollouts.get(epoch, 0),
+                             usd.get(epoch, 0.0), _epoch_failure_rate(modes_by_run, epoch))
     if summary is not None and with_oracle and str(cfg.benchmark.name) == "sim":
         oracle, validation, test = _oracle_and_pools(cfg, layout)
         summary = _with_true_accuracy(layout, summary, oracle, validation, test)
@@ -213,14 +254,15 @@ def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool 
 def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
     """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
     rollouts_by_epoch, usd_by_epoch = _per_epoch_cost(prediction_totals(layout))
+    modes_by_run = parse_mode_counts(layout)
 
     gates: list[GateDecision] = []
     epochs: list[EpochSummary] = []
     for epoch in range(1, layout.epochs + 1):
-        epoch_gates = _gate_decisions(layout, epoch)
+        epoch_gates = _gate_decisions(layout, epoch, modes_by_run)
         gates += epoch_gates
         epoch_summary = _epoch_summary(layout, epoch, epoch_gates, rollouts_by_epoch.get(epoch, 0),
-                                       usd_by_epoch.get(epoch, 0.0))
+                                       usd_by_epoch.get(epoch, 0.0), _epoch_failure_rate(modes_by_run, epoch))
         if epoch_summary is not None:
             epochs.append(epoch_summary)
 
@@ -244,13 +286,14 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         accept_threshold=_num(cfg.gate["lambda"]),
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
+        parse_modes=_merged(list(modes_by_run.values())),
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
         summary = _with_oracle(cfg, layout, summary)
     return summary
 
 
-def _gate_decisions(layout: RunLayout, epoch: int) -> list[GateDecision]:
+def _gate_decisions(layout: RunLayout, epoch: int, modes_by_run: dict[str, dict[str, int]]) -> list[GateDecision]:
     out = []
     for step in range(1, layout.steps_per_epoch + 1):
         path = layout.gate(epoch, step) / REPORT
@@ -266,6 +309,8 @@ def _gate_decisions(layout: RunLayout, epoch: int) -> list[GateDecision]:
                 n_pairs=_int(row.get("n_pairs")), rollouts=_int(row.get("rollouts")),
                 gate_run_id=row.get("gate_run_id"),
                 fdr_level=_num(row.get("fdr_level")), fdr_test=_int(row.get("fdr_test")), fdr_spent=_num(row.get("fdr_spent")),
+                parse_failure_base=_failure_rate(modes_by_run.get(f"{row.get('gate_run_id')}_base", {})),
+                parse_failure_cand=_failure_rate(modes_by_run.get(f"{row.get('gate_run_id')}_cand", {})),
             ))
     return out
 

@@ -49,9 +49,10 @@ def run_stage(
     The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
     `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
     reading any other key raises UndeclaredKeyError. `after(cfg, project_root)` runs once the stage's telemetry is
-    recorded, with the whole config (``slow@e`` logs its epoch to MLflow there). A configuration, state or local store error
-    (`LocalStoreError`: the response cache file) is printed as one clear line (exit 2, no DONE.json: the
-    stage did not finish); anything else propagates with its traceback.
+    recorded, with the whole config (``slow@e`` logs its epoch to MLflow there). A configuration, state or local
+    store error (`LocalStoreError`: the response cache file), an INFRA-guard abort or an unreadable-answers stop
+    (`one_line_errors`) is printed as one clear line (exit 2, no DONE.json: the stage did not finish);
+    anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
     if cfg is None:
@@ -59,9 +60,7 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
-    from harness.llm.protocol import LocalStoreError
     from harness.loop.context import make_context
-    from harness.loop.state import StateError
 
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)
@@ -70,7 +69,7 @@ def run_stage(
     try:
         with tracked:
             call(ctx, view)
-    except (StateError, LocalStoreError) as exc:
+    except one_line_errors() as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -92,6 +91,19 @@ def stage_tracking(stage: str, cfg: Any, project_root: Path):
     from harness.pipeline.live_run import StageTracking
 
     return StageTracking(stage, cfg, project_root)
+
+
+def one_line_errors() -> tuple[type[BaseException], ...]:
+    """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
+    response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
+    a run directory another job holds (`RunDirInUse`)."""
+    from harness.contracts.answers import AnswerFormatError
+    from harness.llm.protocol import LocalStoreError
+    from harness.loop.state import StateError
+    from harness.loop.validate import InfraFailureError
+    from harness.pipeline.run_lock import RunDirInUse
+
+    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:

@@ -126,9 +126,10 @@ def _epoch_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
 
 
 def _gate_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
-    header = ["epoch", "step", "task type", "action", "level", "log E", "wins", "losses", "ties", "pairs", "reason"]
+    header = ["epoch", "step", "task type", "action", "level", "log E", "wins", "losses", "ties", "pairs",
+              "unparsed base", "unparsed cand", "reason"]
     rows = [[_fmt(v) for v in (g.epoch, g.step, g.task_type, g.action, None if g.fdr_level is None else f"{g.fdr_level:.3g}",
-                               g.log_e, g.wins, g.losses, g.ties, g.n_pairs, g.reason)]
+                               g.log_e, g.wins, g.losses, g.ties, g.n_pairs, g.parse_failure_base, g.parse_failure_cand, g.reason)]
             for g in summary.gates]
     return header, rows
 
@@ -168,6 +169,9 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         ("best validation accuracy", _fmt(m["best_val_acc"])),
         ("test accuracy (delivered harness)", _fmt(m["test_hard_acc"])),
         ("edits accepted / rejected / probation", f"{m['accepted']} / {m['rejected']} / {m['probation']}"),
+        ("answers with no readable choice (parse failure rate)", _fmt(m["parse_failure_rate"])),
+        ("answer parse modes (share of judged rollouts)",
+         ", ".join(f"{k.removeprefix('parse_share_')} {_fmt(v)}" for k, v in m.items() if k.startswith("parse_share_"))),
         ("rollouts", _fmt(m["rollouts"])),
         ("USD", _fmt(m["usd"])),
     ]
