@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contracts.answers import UNPARSED_MODES
-from harness.identity import epoch_of_run
+from harness.identity import epoch_of_run, run_purpose
 from harness.kernel.schedule import StateLayout
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
@@ -199,16 +199,20 @@ def _epoch_failure_rate(modes_by_run: dict[str, dict[str, int]], epoch: int) -> 
     return _failure_rate(_merged([m for r, m in modes_by_run.items() if epoch_of_run(r) == epoch]))
 
 
-def _per_epoch_cost(per_run: dict[str, dict[str, float]]) -> tuple[dict[int, int], dict[int, float]]:
-    """(epoch -> rollouts, epoch -> USD) of the runs whose id names an epoch."""
+def _per_epoch_cost(per_run: dict[str, dict[str, float]]
+                    ) -> tuple[dict[int, int], dict[int, float], dict[int, dict[str, int]]]:
+    """(epoch -> rollouts, epoch -> USD, epoch -> {purpose: rollouts}) of the runs whose id names an epoch."""
     rollouts_by_epoch: dict[int, int] = {}
     usd_by_epoch: dict[int, float] = {}
+    by_purpose: dict[int, dict[str, int]] = {}
     for run_id, t in per_run.items():
         epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
             usd_by_epoch[epoch] = usd_by_epoch.get(epoch, 0.0) + float(t["usd"])
-    return rollouts_by_epoch, usd_by_epoch
+            purposes = by_purpose.setdefault(epoch, {})
+            purposes[run_purpose(run_id)] = purposes.get(run_purpose(run_id), 0) + int(t["rollouts"])
+    return rollouts_by_epoch, usd_by_epoch, by_purpose
 
 
 def _epoch_summary(layout: RunLayout, epoch: int, epoch_gates: list[GateDecision], rollouts: int, usd: float,
@@ -241,7 +245,7 @@ def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool 
     if not (layout.slow(epoch) / REPORT).is_file():
         return None
     fragments = layout.epoch_fragments(epoch)
-    rollouts, usd = _per_epoch_cost(prediction_totals(layout, fragments))
+    rollouts, usd, _ = _per_epoch_cost(prediction_totals(layout, fragments))
     modes_by_run = parse_mode_counts(layout, fragments)
     summary = _epoch_summary(layout, epoch, _gate_decisions(layout, epoch, modes_by_run), rollouts.get(epoch, 0),
                              usd.get(epoch, 0.0), _epoch_failure_rate(modes_by_run, epoch))
@@ -253,7 +257,7 @@ def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool 
 
 def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
     """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
-    rollouts_by_epoch, usd_by_epoch = _per_epoch_cost(prediction_totals(layout))
+    rollouts_by_epoch, usd_by_epoch, by_purpose = _per_epoch_cost(prediction_totals(layout))
     modes_by_run = parse_mode_counts(layout)
 
     gates: list[GateDecision] = []
@@ -286,6 +290,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         accept_threshold=_num(cfg.gate["lambda"]),
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
+        rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
         parse_modes=_merged(list(modes_by_run.values())),
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
