@@ -217,6 +217,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     _check_schedule(c)
     # tracking
     c.non_empty_str("tracking.experiment")
+    c.non_empty_str("tracking.improve_experiment")
     for key in ("benchmark.seed", "pools.seed", "train.seed"):
         c.positive_int(key, minimum=0)
     # improve (Harness² over tasks)
