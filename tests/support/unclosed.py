@@ -29,7 +29,12 @@ RECORDER = UnclosedRecorder()
 
 
 def install() -> None:
+    """Attach the recorder; undo what a test's logging setup may have done to the `asyncio` logger
+    (`logging.config.dictConfig` disables existing loggers; a level above ERROR would drop the records)."""
     logger = logging.getLogger("asyncio")
+    logger.disabled = False
+    if logger.level > logging.ERROR:
+        logger.setLevel(logging.ERROR)
     if RECORDER not in logger.handlers:
         logger.addHandler(RECORDER)
 
