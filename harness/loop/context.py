@@ -120,6 +120,16 @@ class StageContext:
             self._llm = build_provider(self.cfg.llm, world=world, cache=self._cache)
         return self._llm
 
+    def meta_prompts(self) -> Any:
+        """The meta roles' system messages (harness/evolution/prompts.py): the package templates, or
+        `evolve.prompts_dir` (relative to the project root), with `benchmark.domain` as $domain."""
+        from harness.evolution.prompts import MetaPrompts
+
+        directory = self.cfg.evolve.prompts_dir
+        if directory is not None and not Path(str(directory)).is_absolute():
+            directory = self.root / str(directory)
+        return MetaPrompts.load(str(self.cfg.benchmark.domain), directory)
+
     def questions(self, path: Optional[Path] = None) -> dict[str, Question]:
         """qid -> Question from the prepared questions file (loaded once)."""
         if self._questions is None:

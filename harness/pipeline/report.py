@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.loop.telemetry import per_epoch_cache, stage_names, telemetry_dir
 from harness.pipeline.collect import RunLayout, collect_run, read_tables
+from harness.pipeline.learned import append_learned, run_changes
 from harness.pipeline.render import accuracy_chart, gate_evidence_chart, write_reports
 from harness.pipeline.summary import RunSummary
 
@@ -41,6 +42,8 @@ def make_report(
     """Collect, render into `out_dir`, then log to MLflow when ``tracking.enabled``."""
     summary = collect_run(cfg, layout)
     files = write_reports(summary, out_dir)
+    # what was learned: diff base -> delivered per file, each line with its gate (harness/pipeline/learned.py)
+    append_learned(files["markdown"], files["html"], run_changes(layout.root / layout.state_dir, layout.epochs))
     log.info("[report] %s", ", ".join(f"{k}={v}" for k, v in summary.final_metrics().items() if v is not None))
     run_id = None
     if bool(cfg.tracking.enabled):

@@ -33,9 +33,13 @@ def run(args: list[str], cwd: Path, timeout: float = 600, extra_env: dict[str, s
     return done
 
 
-def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES) -> Path:
-    """Copy the project's code and config into `dest`, write params.yaml for `overrides`, commit it."""
+def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: dict[str, Path] | None = None) -> Path:
+    """Copy the project's code and config (and `files`: relative path -> source) into `dest`, write params.yaml
+    for `overrides`, commit it."""
     dest.mkdir(parents=True)
+    for relative, source in (files or {}).items():
+        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest / relative)
     for name in PROJECT_FILES:
         src = REPO_ROOT / name
         if src.is_dir():
