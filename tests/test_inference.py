@@ -44,6 +44,9 @@ class RuleProvider:
     def model_for(self, role: Role) -> str:
         return "rule-1"
 
+    def request_identity(self, request: LLMRequest) -> dict:
+        return {"provider": self.name, "endpoint": "in-process", "model": "rule-1", "params": request.params_dict}
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         self.calls += 1
         self.sample_indices.append(request.sample_index)

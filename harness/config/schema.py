@@ -38,6 +38,8 @@ class BenchmarkConfig:
     harness_surface: str = "native"  # "native" | "codex" | "opencode" (harness/h2/surfaces.py)
     # what the agent answers, in the meta prompts' words ($domain of harness/evolution/templates/*.md)
     domain: str = "questions"
+    # a step rollout whose share of unreadable answers (ambiguous + none) exceeds this stops the run (1.0: never)
+    max_unparsed_share: float = 0.9
     # the file the questions come from, prepare's DVC dependency: ${benchmark.path} (jsonl), the conf file (sim)
     source: Optional[str] = None
 
@@ -155,6 +157,7 @@ class TrackingConfig:
     enabled: bool = True
     tracking_uri: Optional[str] = None  # None = sqlite:///<project root>/mlflow.db (absolute)
     experiment: str = "harness-trainer"
+    improve_experiment: str = "harness-trainer-improve"  # Harness² rounds (stages.improve) log here, apart
     log_tables: bool = True
     parent_run_name: Optional[str] = None
 

@@ -3,6 +3,9 @@
     python -m harness.config.snapshot [overrides...]            # write params.yaml (atomic)
     python -m harness.config.snapshot --check [overrides...]    # exit 1 when params.yaml is stale
 
+From any directory inside the project: conf/ and params.yaml are those of the
+project root (the nearest directory upwards with dvc.yaml and conf/config.yaml).
+
 The text is exactly what DVC's own Hydra composition writes (`dvc exp run`
 with `hydra: enabled: true`: compose, `OmegaConf.resolve`, `OmegaConf.to_yaml`),
 so `dvc exp run -S gate.lambda=2.0` rewrites the same keys. The environment
@@ -62,9 +65,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.config.snapshot", description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. gate.lambda=2.0")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 when the file is out of date")
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="file to write/check (default: params.yaml)")
-    parser.add_argument("--config-dir", default=None, help="Hydra config directory (default: ./conf)")
+    parser.add_argument("--output", default=None, help="file to write/check (default: params.yaml in the project root)")
+    parser.add_argument("--config-dir", default=None, help="Hydra config directory (default: conf/ in the project root)")
     args = parser.parse_args(argv)
+    if args.config_dir is None:  # the project's conf/ and params.yaml, found from the working directory upwards
+        from harness.config.project import ProjectRootError, require_project_root
+
+        try:
+            root = require_project_root("harness.config.snapshot")
+        except ProjectRootError as exc:
+            sys.stderr.write(f"{exc}\n")
+            return 2
+        args.config_dir = str(root / "conf")
+        args.output = args.output or str(root / DEFAULT_OUTPUT)
+    args.output = args.output or DEFAULT_OUTPUT
     try:
         if args.check:
             diff = params_diff(args.output, args.overrides, config_dir=args.config_dir)

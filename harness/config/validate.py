@@ -19,6 +19,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config.errors import ConfigError, Violation
+from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
@@ -155,8 +156,11 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     else:
         c.check("benchmark.harness_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
                 "must be null or an existing directory (relative to the project root)")
+    c.check("benchmark.max_unparsed_share", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1] (1: never stop)")
     # llm
-    c.one_of("llm.provider", PROVIDERS)
+    if c.one_of("llm.provider", PROVIDERS) and c.value("benchmark.name") == "jsonl":
+        c.check("llm.provider", lambda v: v != "sim", "llm=sim answers only the simulated benchmark's questions, "
+                "not benchmark=jsonl's: use llm=openai with a server (llm.base_url) for your own questions")
     c.non_empty_str("llm.model")
     c.check("llm.models", lambda v: all(role in LLM_ROLES and isinstance(m, str) and m for role, m in v.items()),
             f"keys must be roles ({', '.join(LLM_ROLES)}) and values non-empty model names")
@@ -223,11 +227,11 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
             "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
             f"(run ids with {GATE_MARK!r} are gate rollouts)")
-    c.check("train.state_dir", lambda v: isinstance(v, str) and v.strip("/") != "" and not v.startswith("/")
-            and ".." not in v.split("/"), "must be a relative path inside the project (no '..')")
+    # train.state_dir and the other output paths: harness/config/locations.py (validate_config)
     _check_schedule(c)
     # tracking
     c.non_empty_str("tracking.experiment")
+    c.non_empty_str("tracking.improve_experiment")
     for key in ("benchmark.seed", "pools.seed", "train.seed"):
         c.positive_int(key, minimum=0)
     # improve (Harness² over tasks)
@@ -289,11 +293,30 @@ def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+def _check_rule_plan(c: _Checker) -> None:
+    """A weighted rule (betting) needs a population-valid plan; a weighted plan (importance) needs a weighted rule:
+    any other rule would ignore the importance weights and test the pi-weighted effect, not the pool's."""
+    rule = CHOICE_REGISTRIES["gate.rule"].get(c.value("gate.rule"))
+    plan = CHOICE_REGISTRIES["gate.ladder"].get(c.value("gate.ladder"))
+    if rule.questions != "sampling":  # the rule brings its own questions; gate.ladder is not used
+        return
+    if rule.weighted and not plan.population_valid:
+        valid = [n for n in CHOICE_REGISTRIES["gate.ladder"].names() if CHOICE_REGISTRIES["gate.ladder"].get(n).population_valid]
+        c.add("gate.ladder", plan.name, f"gate.rule={rule.name} needs a plan that draws questions with known probabilities: "
+                                        f"one of {', '.join(valid)}")
+    if plan.weighted and not rule.weighted:
+        weighted = [n for n in CHOICE_REGISTRIES["gate.rule"].names() if CHOICE_REGISTRIES["gate.rule"].get(n).weighted]
+        c.add("gate.ladder", plan.name, f"gate.ladder={plan.name} hands out importance weights that gate.rule={rule.name} "
+                                        f"ignores (it would test the pi-weighted effect); use gate.rule {', '.join(weighted)} "
+                                        "or another gate.ladder")
+
+
 def _validate_gate(cfg: DictConfig) -> list[Violation]:
     """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
     c = _Checker(cfg)
-    c.registered("gate.rule")
-    c.registered("gate.ladder")
+    rule_known = c.registered("gate.rule")
+    if c.registered("gate.ladder") and rule_known:
+        _check_rule_plan(c)
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
             "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")
@@ -316,7 +339,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
-    c.one_of("gate.fdr", ("none", "elond"))
+    c.registered("gate.fdr")
     c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.positive_int("gate.fdr_horizon")
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
@@ -412,6 +435,7 @@ def validate_config(cfg: DictConfig) -> None:
     """Run the four layers of seed 000 §3 (plus the unknown-key check and, for benchmark=jsonl, the sizes
     against the questions file); raise one ConfigError listing all."""
     violations = unknown_keys(cfg) + _validate(cfg) + _validate_edit_budget(cfg) + _validate_minibatch(cfg) + _validate_gate(cfg)
+    violations += location_violations(cfg)  # output paths and the tracking URI
     if not violations:
         violations = _validate_data_sizes(cfg)
     if violations:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,6 +45,7 @@ AMBIGUOUS = "ambiguous"
 NONE = "none"
 FALLBACK_MODES: tuple[str, ...] = (LEADING_LETTER, ANSWER_PHRASE, CHOICE_TEXT, FINAL_LETTER)
 ANSWER_MODES: tuple[str, ...] = (STRICT, *FALLBACK_MODES, AMBIGUOUS, NONE)
+UNPARSED_MODES: tuple[str, ...] = (AMBIGUOUS, NONE)  # a reply that designates no single choice: a parse failure
 
 _ANSWER_LINE = re.compile(r"^\s*ANSWER\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -190,3 +192,40 @@ def _named_choices(text: str, choices: tuple[str, ...]) -> set[str]:
     # "12" inside "12 apples" when both are choices: keep the longer one only
     hits = {i for i in hits if not any(j != i and norms[i] != norms[j] and f" {norms[i]} " in f" {norms[j]} " for j in hits)}
     return {LETTERS[i] for i in hits}
+
+
+def parse_shares(counts: Mapping[str, int]) -> dict[str, float | None]:
+    """`parse_share_<mode>` for every mode of ANSWER_MODES plus `parse_failure_rate` (ambiguous + none),
+    over judged rollouts (`counts`: mode -> rollouts). All None when nothing was judged (never 0)."""
+    unknown = sorted(set(counts) - set(ANSWER_MODES))
+    if unknown:
+        raise ValueError(f"unknown answer parse mode(s) {unknown}; expected one of {', '.join(ANSWER_MODES)}")
+    total = sum(int(k) for k in counts.values())
+    shares: dict[str, float | None] = {
+        f"parse_share_{mode}": (round(int(counts.get(mode, 0)) / total, 6) if total else None) for mode in ANSWER_MODES}
+    failed = sum(int(counts.get(mode, 0)) for mode in UNPARSED_MODES)
+    shares["parse_failure_rate"] = round(failed / total, 6) if total else None
+    return shares
+
+
+class AnswerFormatError(RuntimeError):
+    """The solver model's replies mostly designate no answer (`benchmark.max_unparsed_share`): training on them
+    would measure the reply format, not the harness."""
+
+
+def check_answer_format(replies: list[tuple[str, str | None]], max_share: float, *, model: str, where: str) -> None:
+    """Raise AnswerFormatError when the share of unparsed replies (mode in UNPARSED_MODES) among the judged
+    `replies` ((parse_mode, reply text) pairs) exceeds `max_share`; the one-line message names the model,
+    the share and an example reply."""
+    if not replies:
+        return
+    failed = [text for mode, text in replies if mode in UNPARSED_MODES]
+    share = len(failed) / len(replies)
+    if share <= max_share:
+        return
+    example = " ".join(str(failed[0] or "").split())
+    example = example if len(example) <= 160 else example[:157] + "..."
+    raise AnswerFormatError(
+        f"{where}: model {model!r} gave no readable answer in {len(failed)} of {len(replies)} replies ({share:.0%} > "
+        f"benchmark.max_unparsed_share={max_share:g}), e.g. {example!r}; make the model follow the 'ANSWER: <letter>' "
+        f"line, use benchmark.answer_parsing=lenient, or raise benchmark.max_unparsed_share")

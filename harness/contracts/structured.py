@@ -80,6 +80,10 @@ EDIT_OPS_JSON_INSTRUCTION = (
     '"op" is add, replace or delete; replace and delete quote "old" exactly as it is in the file; '
     '"no_change" is read only when "edits" is empty: when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
 )
+# the example values of EDIT_OPS_JSON_INSTRUCTION: a small model copies them back as its "edit" (SmolLM2 added the rule
+# "one rule sentence" and "no_change"); an edit whose new text is one of them is malformed, not applied
+EXAMPLE_EDIT_TEXTS = frozenset({"one rule sentence", "replacement text", "exact text now in the file", "no_change",
+                                "no change", "the reason", "short reason"})
 DIAGNOSIS_JSON_INSTRUCTION = 'Reply with one JSON object instead of the <diagnosis> block: {"diagnosis": "one paragraph"}.'
 
 
@@ -94,7 +98,9 @@ def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dic
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text or "")
+        # strict=False: a raw newline or tab inside a string (llama.cpp's JSON grammar lets small models emit one) is
+        # read as that character; the reply's meaning is unambiguous, so refusing it would only lose the edit
+        value = json.loads(text or "", strict=False)
     except json.JSONDecodeError as exc:
         raise ReplyFormatError(f"expected one JSON object, the reply is not JSON ({exc.msg} at char {exc.pos})") from exc
     if not isinstance(value, dict):
@@ -140,6 +146,8 @@ def parse_edit_ops_json(text: str) -> EditOps:
         op = _text_field(item, "op", f"edit {i}").lower()
         old, new = (_text_field(item, key, f"edit {i}", collapse=False) for key in ("old", "new"))  # quoted file text
         why = _text_field(item, "why", f"edit {i}")
+        if " ".join(new.lower().strip(" .").split()) in EXAMPLE_EDIT_TEXTS:
+            raise ReplyFormatError(f'edit {i} copies the format example ("new": {new!r}); write the rule itself')
         if op == "add":
             if not new:
                 raise ReplyFormatError(f'edit {i} (add) has an empty "new"')

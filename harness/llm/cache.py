@@ -1,8 +1,12 @@
 """Content-addressed LLM response cache shared by every stage (`llm.cache_dir`).
 
-Key: sha256 of the canonical JSON of (provider, model, messages, params,
-sample_index). A re-run of the same work is served from the cache (zero
-provider calls); a new sample index is a new key, hence a fresh sample.
+Key: sha256 of the canonical JSON of (the provider's `request_identity`:
+provider, endpoint, model and every sampling parameter as sent, defaults and
+seed included; messages; sample_index). A re-run of the same work is served
+from the cache (zero provider calls); a new sample index is a new key, hence
+a fresh sample; another server (another base URL) or another temperature or
+max_tokens of any role is another key, so it is never answered from this
+one's replies.
 
 Storage: one SQLite file in WAL mode with a busy timeout, so several
 processes (DVC stages, sweep jobs) and threads can read and write at once.
@@ -32,12 +36,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.llm.protocol import LLMRequest, LLMResponse, LocalStoreError, Role, Usage
+from harness.llm.protocol import CacheableProvider, LLMRequest, LLMResponse, LocalStoreError, Role, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -64,13 +68,18 @@ INSERT OR IGNORE INTO cache_stats (name, value) VALUES ('hits', 0), ('misses', 0
 """
 
 
-def cache_key(provider: str, model: str, request: LLMRequest) -> str:
-    """sha256 hex of the canonical JSON of what determines a response."""
+IDENTITY_FIELDS = ("provider", "endpoint", "model", "params")
+
+
+def cache_key(identity: Mapping[str, Any], request: LLMRequest) -> str:
+    """sha256 hex of the canonical JSON of what determines a response: the provider's `request_identity(request)`
+    (IDENTITY_FIELDS, ValueError naming a missing one), the messages and the sample index."""
+    missing = [name for name in IDENTITY_FIELDS if name not in identity]
+    if missing:
+        raise ValueError(f"request identity lacks {missing} (has {sorted(identity)}); a cache key needs {list(IDENTITY_FIELDS)}")
     payload = {
-        "provider": provider,
-        "model": model,
+        "identity": dict(identity),
         "messages": [m.to_dict() for m in request.messages],
-        "params": {k: v for k, v in request.params},
         "sample_index": int(request.sample_index),
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -282,7 +291,10 @@ class CachedProvider:
     one inner call. LLMError from `inner` propagates and is not stored.
     """
 
-    def __init__(self, inner: Any, cache: ResponseCache):
+    def __init__(self, inner: CacheableProvider, cache: ResponseCache):
+        if not callable(getattr(inner, "request_identity", None)):
+            raise TypeError(f"{type(inner).__name__} cannot be cached: it has no request_identity(request) saying which "
+                            "endpoint, model and sampling parameters answer a request (harness/llm/protocol.CacheableProvider)")
         self.inner = inner
         self.cache = cache
         self.name = inner.name
@@ -292,9 +304,12 @@ class CachedProvider:
     def model_for(self, role: Role) -> str:
         return self.inner.model_for(role)
 
+    def request_identity(self, request: LLMRequest) -> dict[str, Any]:
+        return self.inner.request_identity(request)
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.perf_counter()
-        key = cache_key(self.inner.name, self.inner.model_for(request.role), request)
+        key = cache_key(self.inner.request_identity(request), request)
         entry = self.cache.get(key)
         if entry is not None:
             self.cache.record_hit(entry.cost_usd)

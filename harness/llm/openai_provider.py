@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import ssl
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import httpx
 import openai
@@ -27,7 +28,7 @@ import openai
 from harness.llm.backoff import backoff_delay
 from harness.llm.client_ipc import RemoteAttemptError
 from harness.llm.prices import cost_usd, has_price, validate_prices
-from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
+from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage, sample_seed
 from harness.llm.roles import check_role_names, model_for_role
 
 if TYPE_CHECKING:
@@ -56,6 +57,27 @@ def aiohttp_transport_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"  # the SDK's endpoint when llm.base_url is null
+
+
+def endpoint_identity(base_url: str | None) -> str:
+    """Which server answers: `scheme://host:port/path` of `base_url` (lower-cased scheme and host, default port
+    made explicit, no trailing slash). Credentials (user:password@), the query and the fragment are left out,
+    so the identity (part of every cache key) can never hold a secret."""
+    parts = urlsplit(base_url or DEFAULT_ENDPOINT)
+    scheme = (parts.scheme or "http").lower()
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"llm.base_url: the port is not a number ({exc})") from None
+    if not parts.hostname:
+        raise ValueError("llm.base_url: expected an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
+    port = port or {"http": 80, "https": 443}.get(scheme)
+    host = parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}{'' if port is None else f':{port}'}{parts.path.rstrip('/')}"
 
 
 def is_local_base_url(base_url: str | None) -> bool:
@@ -225,6 +247,8 @@ class OpenAIProvider:
         self._backoff_max_s = float(llm_cfg.backoff_max_s)
         self._api_key = api_key or resolve_api_key(llm_cfg)
         self._base_url = getattr(llm_cfg, "base_url", None) or None
+        # base_url null: the SDK reads OPENAI_BASE_URL, else its default endpoint
+        self.endpoint = endpoint_identity(self._base_url or os.environ.get("OPENAI_BASE_URL"))
         self._clients: list[openai.AsyncOpenAI] = []
         self._in_flight: list[int] = []
         self._ssl_context: ssl.SSLContext | None = None
@@ -297,10 +321,20 @@ class OpenAIProvider:
         for client in clients:
             await client.close()
 
-    def _payload(self, request: LLMRequest, model: str) -> dict[str, Any]:
-        params = {"temperature": self._cfg.temperature, "max_tokens": self._cfg.max_tokens}
+    def sampling_params(self, request: LLMRequest) -> dict[str, Any]:
+        """Every sampling parameter the request is sent with: `llm.temperature` / `llm.max_tokens` unless the request
+        sets its own, and a `seed` from the sample index (distinct samples, distinct seeds) unless it sets one."""
+        params: dict[str, Any] = {"temperature": float(self._cfg.temperature), "max_tokens": int(self._cfg.max_tokens),
+                                  "seed": sample_seed(request.sample_index)}
         params.update(request.params_dict)
-        return {"model": model, "messages": [m.to_dict() for m in request.messages], **params}
+        return params
+
+    def request_identity(self, request: LLMRequest) -> dict[str, Any]:
+        return {"provider": self.name, "endpoint": self.endpoint, "model": self.model_for(request.role),
+                "params": self.sampling_params(request)}
+
+    def _payload(self, request: LLMRequest, model: str) -> dict[str, Any]:
+        return {"model": model, "messages": [m.to_dict() for m in request.messages], **self.sampling_params(request)}
 
     async def _attempt(self, payload: dict[str, Any]) -> Any:
         """The JSON reply of one attempt, in this process or in a client worker process."""

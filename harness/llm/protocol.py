@@ -14,7 +14,17 @@ from typing import Any, Protocol, runtime_checkable
 
 from harness.contracts.roles import Role
 
-__all__ = ["ChatMessage", "LLMError", "LLMProvider", "LLMRequest", "LLMResponse", "Role", "Usage"]
+__all__ = ["CacheableProvider", "ChatMessage", "LLMError", "LLMProvider", "LLMRequest", "LLMResponse", "Role", "Usage",
+           "sample_seed"]
+
+# `seed` sent with a request: its sample index modulo a prime below 2**31 (llama.cpp and OpenAI take a 32-bit
+# seed). Two sample indices less than SEED_MODULUS apart (every rollout sample of one gate) never share a seed.
+SEED_MODULUS = 2**31 - 1
+
+
+def sample_seed(sample_index: int) -> int:
+    """The sampling seed of `sample_index`: distinct samples ask a seed-honouring server for distinct draws."""
+    return int(sample_index) % SEED_MODULUS
 
 
 @dataclass(frozen=True)
@@ -98,4 +108,16 @@ class LLMProvider(Protocol):
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Return the response or raise LLMError. Never hangs past its timeout."""
+        ...
+
+
+@runtime_checkable
+class CacheableProvider(LLMProvider, Protocol):
+    """A provider whose replies the response cache may replay (harness/llm/cache.py)."""
+
+    def request_identity(self, request: LLMRequest) -> dict[str, Any]:
+        """Everything besides the messages and the sample index that decides the reply to `request`, as JSON data:
+        `provider`, `endpoint` (which server or world answers; never a credential), `model`, and `params` (every
+        sampling parameter as sent, the provider's defaults and the seed included). Two requests with equal
+        identities, messages and sample index must be answered by the same distribution."""
         ...

@@ -42,14 +42,17 @@ def run_stage(
     locations: Sequence[str] = (),
     root: Path | None = None,
     out: Path | None = None,
+    after: Callable[[Any, Path], None] | None = None,
 ) -> int:
     """Load the config, set up logging, build the context and run `call(ctx, cfg)`; returns an exit code.
 
     The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
     `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
-    reading any other key raises UndeclaredKeyError. A configuration, state or local store error
-    (`LocalStoreError`: the response cache file) is printed as one clear line (exit 2, no DONE.json: the
-    stage did not finish); anything else propagates with its traceback.
+    reading any other key raises UndeclaredKeyError. `after(cfg, project_root)` runs once the stage's telemetry is
+    recorded, with the whole config (``slow@e`` logs its epoch to MLflow there). A configuration, state or local
+    store error (`LocalStoreError`: the response cache file), an INFRA-guard abort or an unreadable-answers stop
+    (`one_line_errors`) is printed as one clear line (exit 2, no DONE.json: the stage did not finish);
+    anything else propagates with its traceback.
     """
     cfg = configure_and_load(stage, args)
     if cfg is None:
@@ -57,16 +60,16 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
-    from harness.llm.protocol import LocalStoreError
     from harness.loop.context import make_context
-    from harness.loop.state import StateError
 
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)
     ctx = make_context(view, project_root)
+    tracked = stage_tracking(stage, cfg, project_root)  # the live MLflow run (harness/pipeline/live_run.py)
     try:
-        call(ctx, view)
-    except (StateError, LocalStoreError) as exc:
+        with tracked:
+            call(ctx, view)
+    except one_line_errors() as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -75,10 +78,32 @@ def run_stage(
     seconds = time.monotonic() - started
     record_stage(telemetry_dir(project_root, str(cfg.train.state_dir)),
                  StageTelemetry(stage, hits, misses, round(saved, 6), round(seconds, 3)))
+    if after is not None:
+        after(cfg, project_root)
     rollouts, usd = stage_rollouts(out)
     log.info("[%s] finished in %.1f s: rollouts %d, USD %.4f, LLM cache %d hits / %d misses",
              stage, seconds, rollouts, usd, hits, misses)
     return 0
+
+
+def stage_tracking(stage: str, cfg: Any, project_root: Path):
+    """The stage's part in the run's live MLflow run (a no-op unless ``tracking.enabled``)."""
+    from harness.pipeline.live_run import StageTracking
+
+    return StageTracking(stage, cfg, project_root)
+
+
+def one_line_errors() -> tuple[type[BaseException], ...]:
+    """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
+    response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
+    a run directory another job holds (`RunDirInUse`)."""
+    from harness.contracts.answers import AnswerFormatError
+    from harness.llm.protocol import LocalStoreError
+    from harness.loop.state import StateError
+    from harness.loop.validate import InfraFailureError
+    from harness.pipeline.run_lock import RunDirInUse
+
+    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:
@@ -128,6 +153,12 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
     one clear line when the configuration is bad (the caller exits 2)."""
     configure_logging(quiet=args.quiet)
     from harness.config.errors import ConfigError
+    from harness.config.project import stage_root_message
+
+    wrong_place = stage_root_message(f"stages.{stage}", Path(args.params))
+    if wrong_place:
+        print(wrong_place, file=sys.stderr)
+        return None
 
     try:
         cfg = load_stage_config(Path(args.params))
@@ -136,7 +167,20 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
         return None
     if cfg.get("quiet", False):
         configure_logging(quiet=True)
+    announce_progress(stage, cfg)
     return cfg
+
+
+def announce_progress(stage: str, cfg: Any) -> None:
+    """Under `dvc repro`: log `[k/N] <stage>` and the time left (harness/pipeline/repro_progress.py)."""
+    from harness.pipeline.repro_progress import announce_stage, pipeline_order
+
+    improve = cfg.get("improve")
+    order = pipeline_order(int(cfg.train.epochs), int(cfg.train.steps_per_epoch),
+                           [str(d) for d in improve.domains] if improve is not None else ())
+    line = announce_stage(stage, order, telemetry_dir(Path.cwd(), str(cfg.train.state_dir)))
+    if line:
+        log.info(line)
 
 
 def load_stage_config(params_path: Path):

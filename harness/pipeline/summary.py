@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.contracts.answers import parse_shares
+
+# Per-epoch counters: `epoch_<name>` in MLflow's per-epoch history; `<name>` alone is the run total
+# (reports/metrics.json and MLflow's run-level metrics). One meaning per name (docs/tracking.md).
+EPOCH_COUNTERS = ("accepted", "rejected", "probation", "rollouts", "usd", "cache_hits", "cache_misses")
+
 
 @dataclass(frozen=True)
 class EpochSummary:
@@ -29,10 +35,17 @@ class EpochSummary:
     # sim only: the oracle's exact expected accuracy of the epoch's current harness
     true_val_acc: float | None = None
     true_test_acc: float | None = None
+    # share of the epoch's judged rollouts whose reply designates no single choice (answers.UNPARSED_MODES)
+    epoch_parse_failure_rate: float | None = None
 
     def metrics(self) -> dict[str, Any]:
-        """MLflow/DVC metric values of this epoch (epoch included, Nones kept)."""
-        return {k: v for k, v in asdict(self).items() if k != "early_stop"}
+        """This epoch's MLflow metrics (step = epoch; key "epoch" included, Nones kept).
+
+        Counters of this epoch alone carry the ``epoch_`` prefix (`EPOCH_COUNTERS`), so they never share a
+        name with the run totals of `RunSummary.final_metrics` (docs/tracking.md, "Metric names").
+        """
+        values = {k: v for k, v in asdict(self).items() if k != "early_stop"}
+        return {(f"epoch_{k}" if k in EPOCH_COUNTERS else k): v for k, v in values.items()}
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,8 @@ class GateDecision:
     fdr_level: float | None = None  # the level the gate was given (e-LOND alpha_t, or exp(-gate.lambda))
     fdr_test: int | None = None  # its index in the run's e-LOND sequence (None: gate.fdr=none or not an e-value rule)
     fdr_spent: float | None = None  # the run's e-LOND base budget spent after this gate
+    parse_failure_base: float | None = None  # share of the gate's baseline / candidate rollouts with no readable answer
+    parse_failure_cand: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,9 @@ class RunSummary:
     reject_threshold: float | None  # gate.lambda_dir
     delivered: dict[str, Any] = field(default_factory=dict)  # skills/prompts version, fingerprint, true test acc
     oracle_available: bool = False
+    # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
+    rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
+    parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
 
     def final_metrics(self) -> dict[str, float | int | None]:
         """The flat metrics of reports/metrics.json (deterministic: no timings, no cache counters)."""
@@ -87,6 +105,7 @@ class RunSummary:
             "usd": round(sum(e.usd for e in self.epochs), 6),
             "fdr_level_spent": max((g.fdr_spent for g in self.gates if g.fdr_spent is not None), default=None),
             "fdr_tests": max((g.fdr_test for g in self.gates if g.fdr_test is not None), default=None),
+            **parse_shares(self.parse_modes),  # parse_share_<mode>, parse_failure_rate (contracts/answers.py)
         }
         for which, row in sorted(held.items()):
             metrics[f"holdout_{which}_hard_acc"] = row["hard_acc"]

@@ -10,6 +10,9 @@ expected. Usage is counted as chars/4; cost comes from `llm.prices`
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
 import time
 from typing import Any
@@ -37,9 +40,16 @@ class SimProvider:
         self._models: dict[str, str] = dict(getattr(cfg, "models", None) or {})
         self._default_model = str(getattr(cfg, "model", None) or "sim-solver-1")
         self._prices: dict[str, dict[str, float]] = {k: dict(v) for k, v in (getattr(cfg, "prices", None) or {}).items()}
+        params = json.dumps(dataclasses.asdict(world.params), sort_keys=True, default=str)
+        # which world answers: its seed and generation parameters (another world is another cache key)
+        self.endpoint = f"sim://world/{world.seed}/{hashlib.sha256(params.encode()).hexdigest()[:16]}"
 
     def model_for(self, role: Role) -> str:
         return self._models.get(Role(role).value, self._default_model)
+
+    def request_identity(self, request: LLMRequest) -> dict[str, Any]:
+        # the world reads no sampling parameter but the sample index: the request's own params are all there is
+        return {"provider": self.name, "endpoint": self.endpoint, "model": self.model_for(request.role), "params": request.params_dict}
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.perf_counter()

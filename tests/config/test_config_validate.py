@@ -58,8 +58,10 @@ RULES = [
     ("gate.block_size", 0, 1, ">= 1"),
     ("gate.max_pairs", 2, 3, ">= gate.block_size"),
     ("gate.undecided", "maybe", "reject", "probation, reject"),
-    ("gate.rule", "vibes", "gepa", "accept_all, cap_evolve, gepa, mcnemar, sequential, skillopt"),
-    ("gate.ladder", "adaptiv", "random", "adaptive, random, static"),
+    ("gate.rule", "vibes", "gepa", "accept_all, betting, cap_evolve, gepa, mcnemar, sequential, skillopt"),
+    ("gate.ladder", "adaptiv", "random", "adaptive, importance, random, static"),
+    ("gate.ladder", "static", "random", "gate.rule=betting needs a plan that draws questions with known probabilities"),
+    ("gate.fdr", "bh", "none", "elond, none"),
     ("gate.probe_every", 0, 1, ">= 1"),
     ("gate.mcnemar_alpha", 1.0, 0.01, "(0, 1)"),
     ("gate.infra_max_ratio", 0.0, 1.0, "(0, 1]"),
@@ -112,6 +114,7 @@ def test_rule_fails_on_bad_value_and_passes_on_good(compose_cfg, key: str, bad: 
     good_cfg = _with(base, key, good)
     if key == "benchmark.name" and good == "jsonl":
         OmegaConf.update(good_cfg, "benchmark.path", "q.jsonl")
+        OmegaConf.update(good_cfg, "llm.provider", "openai")
     assert key not in _violated_keys(good_cfg)
 
 
@@ -149,11 +152,21 @@ def test_mcnemar_n_must_fit_the_pair_budget(compose_cfg) -> None:
     assert "gate.mcnemar_n" not in _violated_keys(_with(compose_cfg(), "gate.mcnemar_n", 13))
 
 
+def test_a_weighted_plan_needs_a_weighted_rule(compose_cfg) -> None:
+    """gate.ladder=importance hands out importance weights that only the betting rule reads."""
+    cfg = _with(compose_cfg(["gate=sequential"]), "gate.ladder", "importance")
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg)
+    assert info.value.keys == ["gate.ladder"] and "ignores" in str(info.value)
+    assert _violated_keys(compose_cfg(["gate=sequential"])) == []  # the sign rule on its static ladder stays selectable
+    assert _violated_keys(_with(compose_cfg(["gate=gepa"]), "gate.ladder", "static")) == []  # gepa brings its own questions
+
+
 def test_jsonl_val_size_uses_listed_task_types_then_the_data(compose_cfg, tmp_path) -> None:
     path = tmp_path / "q.jsonl"
     path.write_text("".join(json.dumps({"qid": f"{t}{i}", "task_type": t, "question": "?", "answer": "x"}) + "\n"
                             for t in "abcd" for i in range(10)))
-    jsonl = ["benchmark=jsonl", f"benchmark.path={path}"]
+    jsonl = ["benchmark=jsonl", f"benchmark.path={path}", "llm=openai"]
     with pytest.raises(ConfigError) as info:  # 4 listed types x eval_min_per_class 2 = 8 > val_size 6
         compose_cfg([*jsonl, "benchmark.task_types=[a,b,c,d]"])
     assert "pools.val_size = 6" in str(info.value) and "2 x 4 = 8" in str(info.value)
@@ -166,7 +179,7 @@ def test_jsonl_val_size_uses_listed_task_types_then_the_data(compose_cfg, tmp_pa
 
 def test_jsonl_requires_a_path(compose_cfg) -> None:
     with pytest.raises(ConfigError) as info:
-        compose_cfg(["benchmark=jsonl"])
+        compose_cfg(["benchmark=jsonl", "llm=openai"])
     assert info.value.keys == ["benchmark.path"]
 
 

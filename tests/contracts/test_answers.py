@@ -104,3 +104,30 @@ def test_bad_mode_is_refused_with_the_key():
 
 def test_modes_are_listed():
     assert set(ANSWER_MODES) == {STRICT, LEADING_LETTER, ANSWER_PHRASE, CHOICE_TEXT, FINAL_LETTER, AMBIGUOUS, NONE}
+
+
+def test_parse_shares_name_every_mode_and_the_failure_rate():
+    from harness.contracts.answers import parse_shares
+
+    shares = parse_shares({STRICT: 2, LEADING_LETTER: 5, AMBIGUOUS: 2, NONE: 1})
+    assert set(shares) == {f"parse_share_{m}" for m in ANSWER_MODES} | {"parse_failure_rate"}
+    assert shares["parse_share_leading_letter"] == 0.5 and shares["parse_share_final_letter"] == 0.0
+    assert shares["parse_failure_rate"] == 0.3  # ambiguous + none
+    assert sum(v for k, v in shares.items() if k.startswith("parse_share_")) == pytest.approx(1.0)
+    assert set(parse_shares({}).values()) == {None}  # nothing judged: absent, never 0
+    with pytest.raises(ValueError, match="unknown answer parse mode"):
+        parse_shares({"guessed": 1})
+
+
+def test_unreadable_answers_stop_with_one_line_naming_model_share_and_example():
+    from harness.contracts.answers import AnswerFormatError, check_answer_format
+
+    replies = [(NONE, "Sure! Here is\nmy   reply about it"), (AMBIGUOUS, "A. London\nB. Dublin"), (LEADING_LETTER, "C. Cairo")]
+    check_answer_format(replies, 0.7, model="m", where="step rollout r_e1_s1")  # 2/3 = 0.67 <= 0.7: no stop
+    check_answer_format([], 0.0, model="m", where="x")  # nothing judged: nothing to say
+    with pytest.raises(AnswerFormatError) as err:
+        check_answer_format(replies, 0.5, model="smollm2", where="step rollout r_e1_s1")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'smollm2'" in message and "2 of 3" in message and "67%" in message and "max_unparsed_share=0.5" in message
+    assert "Sure! Here is my reply about it" in message  # the first unreadable reply, whitespace collapsed

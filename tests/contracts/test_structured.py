@@ -36,6 +36,9 @@ def test_edit_ops_json_gives_the_text_parsers_data():
     ('{"edits": [{"op": "rewrite", "old": "a", "new": "b", "why": ""}], "no_change": ""}', "op 'rewrite'"),
     ('{"edits": [{"op": "add", "old": "", "new": "x"', "not JSON"),
     ('[1, 2]', "JSON list"),
+    # SmolLM2's replies under the schema: the instruction's example values copied back as the edit
+    ('{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}', "format example"),
+    ('{"edits": [{"op": "add", "old": "", "new": "no_change", "why": "short reason"}], "no_change": ""}', "format example"),
 ])
 def test_malformed_json_replies_name_the_problem(reply, message):
     with pytest.raises(ReplyFormatError, match=message):
@@ -46,6 +49,10 @@ def test_diagnosis_json():
     assert parse_diagnosis_json('{"diagnosis": "missed\\n the clock"}') == "missed the clock"
     with pytest.raises(ReplyFormatError, match="diagnosis"):
         parse_diagnosis_json('{"diagnosis": ""}')
+    # a raw newline inside the string (SmolLM2 under llama.cpp's JSON grammar wrote one: "Invalid control character")
+    assert parse_diagnosis_json('{"diagnosis": "the model\n\tanswered B"}') == "the model answered B"
+    with pytest.raises(ReplyFormatError, match="not JSON"):
+        parse_diagnosis_json('{"diagnosis": "unterminated\n')
 
 
 def test_response_format_dialects():

@@ -18,7 +18,7 @@ def test_every_template_is_a_shipped_file_and_only_the_simulator_speaks_of_video
     assert not any("video" in p.read_text() for p in TEMPLATES_DIR.glob("*.md"))
     sim = MetaPrompts.load(compose_cfg().benchmark.domain)
     assert "questions about videos" in sim.system("skill_editor")
-    jsonl = compose_cfg(["benchmark=jsonl", f"benchmark.path={REPO_ROOT / 'examples' / 'own-run' / 'questions.jsonl'}"], tiny=False)
+    jsonl = compose_cfg(["benchmark=jsonl", f"benchmark.path={REPO_ROOT / 'examples' / 'own-run' / 'questions.jsonl'}", "llm=openai"], tiny=False)
     real = MetaPrompts.load(jsonl.benchmark.domain)
     assert all("video" not in text for text in real.systems.values())
     assert real.system("diagnoser").startswith(f"You diagnose one failure of an AI agent that answers {jsonl.benchmark.domain}.")

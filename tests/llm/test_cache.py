@@ -29,6 +29,9 @@ class CountingProvider:
     def model_for(self, role: Role) -> str:
         return f"m-{Role(role).value}"
 
+    def request_identity(self, request: LLMRequest) -> dict:
+        return {"provider": self.name, "endpoint": "in-process", "model": self.model_for(request.role), "params": request.params_dict}
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         self.calls += 1
         if self.delay_s:
@@ -55,11 +58,35 @@ def run_all(provider, requests):
     return asyncio.run(go())
 
 
+def ident(provider="p", endpoint="http://127.0.0.1:1/v1", model="m", **params):
+    return {"provider": provider, "endpoint": endpoint, "model": model, "params": params}
+
+
 def test_key_depends_on_every_component():
-    base = cache_key("p", "m", req())
-    assert base == cache_key("p", "m", req())
-    assert len({base, cache_key("q", "m", req()), cache_key("p", "n", req()), cache_key("p", "m", req("other")),
-                cache_key("p", "m", req(temperature=0.5)), cache_key("p", "m", req(sample_index=1))}) == 6
+    base = cache_key(ident(), req())
+    assert base == cache_key(ident(), req())
+    assert len({base, cache_key(ident(provider="q"), req()), cache_key(ident(model="n"), req()), cache_key(ident(), req("other")),
+                cache_key(ident(temperature=0.5), req()), cache_key(ident(max_tokens=9), req()),
+                cache_key(ident(endpoint="http://127.0.0.1:2/v1"), req()), cache_key(ident(), req(sample_index=1))}) == 8
+
+
+def test_key_refuses_an_identity_without_its_fields():
+    with pytest.raises(ValueError, match=r"lacks \['endpoint'\]"):
+        cache_key({"provider": "p", "model": "m", "params": {}}, req())
+
+
+def test_a_provider_without_request_identity_cannot_be_cached(tmp_path):
+    class Bare:
+        name = "bare"
+
+        def model_for(self, role):
+            return "m"
+
+        async def complete(self, request):
+            raise AssertionError("never called")
+
+    with ResponseCache(tmp_path / "cache") as cache, pytest.raises(TypeError, match="Bare cannot be cached: it has no request_identity"):
+        CachedProvider(Bare(), cache)
 
 
 def test_rerun_makes_zero_provider_calls_and_new_sample_index_is_fresh(tmp_path):
@@ -194,7 +221,7 @@ def test_a_conversation_holding_a_lone_surrogate_has_a_key(tmp_path):
     with ResponseCache(tmp_path / "cache") as cache:
         run_all(CachedProvider(inner, cache), [req("previous reply \ud800"), req("previous reply \ud800")])
     assert inner.calls == 1
-    assert cache_key("p", "m", req("x \ud800")) != cache_key("p", "m", req("x \udfff"))
+    assert cache_key(ident(), req("x \ud800")) != cache_key(ident(), req("x \udfff"))
 
 
 def test_corrupt_cache_file_is_a_local_error_naming_it(tmp_path):

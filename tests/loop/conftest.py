@@ -26,6 +26,9 @@ class CountingProvider:
     def model_for(self, role):
         return self.inner.model_for(role)
 
+    def request_identity(self, request):
+        return self.inner.request_identity(request)
+
     async def complete(self, request):
         if self.die_after is not None and self.calls >= self.die_after:
             raise Interrupt(f"killed after {self.calls} provider calls")
@@ -48,6 +51,9 @@ class FrozenEditor:
 
     def model_for(self, role):
         return self.inner.model_for(role)
+
+    def request_identity(self, request):
+        return self.inner.request_identity(request)
 
     async def complete(self, request):
         from harness.llm.protocol import LLMResponse

@@ -207,6 +207,9 @@ def test_accepted_h2_candidate_is_installed_as_delivered(tmp_path):
         def model_for(self, role):
             return self.inner.model_for(role)
 
+        def request_identity(self, request):
+            return self.inner.request_identity(request)
+
         async def complete(self, request):
             raise AssertionError(f"a re-run reached the provider ({request.role})")
 

@@ -33,11 +33,12 @@ def run(args: list[str], cwd: Path, timeout: float = 600, extra_env: dict[str, s
     return done
 
 
-def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: dict[str, Path] | None = None) -> Path:
-    """Copy the project's code and config (and `files`: relative path -> source) into `dest`, write params.yaml
-    for `overrides`, commit it."""
+def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: tuple[str, ...] | dict[str, Path] = ()) -> Path:
+    """Copy the project's code and config (and `files`: paths relative to the repository, e.g. a questions file, or
+    {relative path in the project: source file}) into `dest`, write params.yaml for `overrides`, commit it."""
     dest.mkdir(parents=True)
-    for relative, source in (files or {}).items():
+    sources = dict(files) if isinstance(files, dict) else {name: REPO_ROOT / name for name in files}
+    for relative, source in sources.items():
         (dest / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, dest / relative)
     for name in PROJECT_FILES:

@@ -6,8 +6,11 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.contracts.answers import check_answer_format
+from harness.contracts.roles import Role
 from harness.identity import STEP_INDEX, step_run_id
-from harness.log import HarnessLog
+from harness.llm.roles import model_for_role
+from harness.log import HarnessLog, RunLogReader
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext
 from harness.loop.documents import OUTCOMES, RolloutDoc, read_document, write_document
@@ -40,6 +43,10 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
         log.close()
     n_infra = sum(v is None for v in got)
     guard_infra_failures(n_infra, len(got), ctx.infra_limits, f"step rollout {run_id}")
+    replies = [(str(r["parse_mode"]), r["reasoning"]) for r in RunLogReader(out / RUNLOG).query(
+        "SELECT parse_mode, reasoning FROM predictions WHERE run_id = ? AND correct IS NOT NULL ORDER BY qid", (run_id,))]
+    check_answer_format(replies, float(ctx.cfg.benchmark.max_unparsed_share), model=model_for_role(ctx.cfg.llm, Role.SOLVER),
+                        where=f"step rollout {run_id}")
     write_document(out / OUTCOMES, RolloutDoc(run_id=run_id, sample_index=index, skills_version=m.skills_version,
                                               prompts_version=m.prompts_version, outcomes=dict(zip(qids, got))))
     acc = sum(bool(v) for v in got if v is not None) / max(1, sum(v is not None for v in got))
