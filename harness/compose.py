@@ -41,7 +41,7 @@ def start_harness(bench_cfg: Any, root: str | Path) -> Any:
     if not harness_dir:
         return None
     from harness.bench.jsonl import load_harness_dir
-    from harness.h2.layouts import to_native
+    from harness.bench.layouts import to_native
     from harness.tree import HarnessTree
 
     surface = str(getattr(bench_cfg, "harness_surface", "native"))

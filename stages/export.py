@@ -7,7 +7,7 @@
 params.yaml, i.e. the `dvc repro` run; after `python -m stages.train` pass
 `runs/<run_name>/<time>/state/holdout/delivered`). `--surface` defaults to `benchmark.harness_surface`
 of params.yaml, the layout the run started from, so a Codex or OpenCode harness goes back as one
-(harness/h2/layouts.py), with the trigger lines that surface's validator adds. The exported tree is checked by the Harness² validator of that surface; a
+(harness/bench/layouts.py), with the trigger lines that surface's validator adds. The exported tree is checked by the Harness² validator of that surface; a
 failed check is printed and the exit code is 1 (the files are written, so they can be inspected).
 Not a DVC stage: it only reads a finished run.
 """
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace the content of a non-empty --to directory")
     args = parser.parse_args(argv)
 
-    from harness.h2.layouts import from_native
+    from harness.bench.layouts import from_native
     from harness.h2.surfaces import surface_for
     from harness.h2.validator import validate_tree
     from harness.tree import HarnessTree

@@ -2,7 +2,8 @@
 
 The trainer's solver reads the native layout (harness/contracts/solver.py):
 `system_prompt.md`, `tools/<name>.md`, `skills/<task_type>/SKILL.md`. A Codex
-or OpenCode tree (harness/h2/surfaces.py) starts training through `to_native`
+or OpenCode tree (the surfaces of harness/h2/surfaces.py; this module sits below them so that no
+training stage depends on Harness² code, and tests/bench/test_layouts.py keeps the two tables equal) starts training through `to_native`
 and is delivered back through `from_native`:
 
 - the substrate's main always-on file is the system prompt (`AGENTS.md`,
@@ -27,7 +28,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.h2.surfaces import surface_for
 from harness.tree import HarnessTree
 
 SYSTEM_PROMPT = "system_prompt.md"
@@ -43,18 +43,21 @@ class Layout:
     merged: tuple[str, ...]  # other always-on files, merged into the system prompt as marked sections
     skill_prefix: str
     tool_file: str | None  # the substrate's one tool-guide file (None: guides are sections of prompt_file)
+    frontmatter_required: bool = False  # skills need `name`/`description` frontmatter (Surface.skill_frontmatter_required)
 
 
 LAYOUTS = {
     "native": Layout(SYSTEM_PROMPT, (), SKILLS, None),
-    "codex": Layout("AGENTS.md", (), ".agents/skills/", None),
-    "opencode": Layout("systemprompt.md", ("guardrails.md", "LongTermMEMORY.md"), "skills/", "tool_descriptions/tool_guidance.md"),
+    "codex": Layout("AGENTS.md", (), ".agents/skills/", None, frontmatter_required=True),
+    "opencode": Layout("systemprompt.md", ("guardrails.md", "LongTermMEMORY.md"), "skills/", "tool_descriptions/tool_guidance.md",
+                       frontmatter_required=True),
 }
 TOOL_GUIDE_NAME = "tool_guidance"  # the native name of OpenCode's tool-guide file
 
 
 def layout_for(surface: str) -> Layout:
-    surface_for(surface)  # the error for an unknown surface names the known ones
+    if surface not in LAYOUTS:
+        raise ValueError(f"unknown harness surface {surface!r}; expected one of {sorted(LAYOUTS)}")
     return LAYOUTS[surface]
 
 
@@ -110,7 +113,7 @@ def from_native(tree: HarnessTree, surface: str) -> HarnessTree:
     layout = layout_for(surface)
     if surface == "native":
         return tree
-    required = surface_for(surface).skill_frontmatter_required
+    required = layout.frontmatter_required
     main, sections = split_sections(tree.get(SYSTEM_PROMPT, ""))
     files = {path: text for path, text in sections.items() if path in layout.merged}
     rest = {path: text for path, text in sections.items() if path not in layout.merged}

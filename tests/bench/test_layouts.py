@@ -1,10 +1,10 @@
-"""Codex / OpenCode trees <-> the native layout training uses (harness/h2/layouts.py)."""
+"""Codex / OpenCode trees <-> the native layout training uses (harness/bench/layouts.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.h2.layouts import from_native, to_native
+from harness.bench.layouts import LAYOUTS, from_native, to_native
 from harness.h2.surfaces import surface_for
 from harness.h2.validator import validate_tree
 from harness.tree import HarnessTree
@@ -46,6 +46,17 @@ def test_a_trained_native_tree_exports_to_a_valid_codex_tree() -> None:
     assert "Read context first." in codex["AGENTS.md"] and codex[".agents/skills/algebra/SKILL.md"].startswith("---\nname: algebra\n")
     assert validate_tree(codex, surface_for("codex")).ok, validate_tree(codex, surface_for("codex"))
     assert to_native(codex, "codex") == native.with_files({"skills/algebra/SKILL.md": codex[".agents/skills/algebra/SKILL.md"]})
+
+
+def test_the_layouts_agree_with_the_harness2_surfaces() -> None:
+    from harness.h2.surfaces import SURFACES
+
+    assert set(LAYOUTS) == set(SURFACES)
+    for name, layout in LAYOUTS.items():
+        surface = SURFACES[name]
+        assert layout.frontmatter_required == surface.skill_frontmatter_required, name
+        assert surface.is_always_on(layout.prompt_file) and all(surface.is_always_on(p) for p in layout.merged), name
+        assert surface.classify(f"{layout.skill_prefix}x/SKILL.md") == "skill", name
 
 
 def test_a_tree_without_its_main_file_is_named() -> None:
