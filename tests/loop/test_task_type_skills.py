@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,8 @@ def test_real_path_trains_one_skill_per_task_type(tmp_path: Path) -> None:
     task_types = sorted({r["task_type"] for r in rows})
     model = ScriptedModel({r["question"]: r["answer"] for r in rows})
     (tmp_path / "data").mkdir()
+    shutil.copytree(REPO_ROOT / "conf", tmp_path / "conf")  # stages.train runs from a project root (dvc.yaml + conf/)
+    shutil.copy2(REPO_ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
     (tmp_path / "data" / "q.jsonl").write_text(EXAMPLE.read_text())
     with FakeOpenAIServer(reply=model, record=False) as server:
         done = _train(tmp_path, server.base_url, "train.run_name=first")
