@@ -13,8 +13,8 @@ the end and compares:
   cache misses minus new stored responses; a call in flight at the moment of the kill is not visible here);
 - MLflow duplicates: FINISHED runs beyond one, and RUNNING runs left behind.
 
-Usage: nice -n 10 python benchmarks/kill_trials.py [--trials 10] [--seed 0] [--out reports/benchmarks/kill_trials.md]
-A reduced form runs in CI: tests/pipeline/test_kill_trials.py (2 trials).
+Usage: nice -n 10 python benchmarks/kill_trials.py [--trials 10] [--seed 0] [--quick] [--out summary.json]
+A reduced form runs in CI: tests/pipeline/test_kill_trials.py (1 epoch x 1 step, 1 trial).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from tests.pipeline.support import BIN, cache_counts, env, file_digests, make_project, table_rows  # noqa: E402
 
 OVERRIDES = ("train=tiny",)  # tracking on: MLflow duplicates are part of what is measured
+QUICK = ("train=tiny", "train.epochs=1", "pools.diagnosis_size=4")  # CI's reduced form: 1 epoch x 1 step
 REPRO = ("dvc", "repro", "report")
 FINAL_ARTIFACTS = ("reports/metrics.json", "reports/plots", "state/holdout/delivered", "state/holdout/holdout.json",
                    "data/pools.json")
@@ -103,8 +104,8 @@ def _repro(project: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
                           timeout=timeout, check=False)
 
 
-def reference_run(workdir: Path) -> tuple[dict, float]:
-    project = make_project(workdir / "reference", overrides=OVERRIDES)
+def reference_run(workdir: Path, overrides: tuple[str, ...] = OVERRIDES) -> tuple[dict, float]:
+    project = make_project(workdir / "reference", overrides=overrides)
     started = time.monotonic()
     done = _repro(project)
     seconds = time.monotonic() - started
@@ -113,8 +114,9 @@ def reference_run(workdir: Path) -> tuple[dict, float]:
     return {"state": final_state(project), "mlflow": mlflow_runs(project)}, seconds
 
 
-def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict) -> Trial:
-    project = make_project(workdir / f"trial{index}", overrides=OVERRIDES)
+def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
+              overrides: tuple[str, ...] = OVERRIDES) -> Trial:
+    project = make_project(workdir / f"trial{index}", overrides=overrides)
     proc = subprocess.Popen([str(BIN / "dvc"), *REPRO[1:]], cwd=project, env=env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(kill_after_s)
@@ -141,19 +143,21 @@ def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict) -
                  *mlflow_runs(project))
 
 
-def run_trials(trials: int, seed: int, workdir: Path) -> dict:
-    reference, seconds = reference_run(workdir)
+def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, ...] = OVERRIDES,
+               window: tuple[float, float] = (0.03, 0.97)) -> dict:
+    """`trials` kills at uniform random fractions `window` of the reference's duration."""
+    reference, seconds = reference_run(workdir, overrides)
     print(f"reference dvc repro: {seconds:.1f} s, MLflow (FINISHED, RUNNING) = {reference['mlflow']}", flush=True)
     rng = random.Random(seed)
     results = []
     for index in range(trials):
-        kill_after = rng.uniform(0.03, 0.97) * seconds
-        trial = one_trial(workdir, index, kill_after, reference)
+        kill_after = rng.uniform(*window) * seconds
+        trial = one_trial(workdir, index, kill_after, reference, overrides)
         print(f"trial {index}: kill after {trial.kill_after_s:.1f} s, survived={trial.survived} {asdict(trial)}",
               flush=True)
         results.append(trial)
     return {
-        "reference_seconds": round(seconds, 1), "reference_mlflow": reference["mlflow"], "trials": len(results),
+        "overrides": list(overrides), "reference_seconds": round(seconds, 1), "reference_mlflow": reference["mlflow"], "trials": len(results),
         "killed_while_running": sum(t.killed_running for t in results),
         "survived": sum(t.survived for t in results),
         "rows_lost": sum(max(t.rows_lost, 0) for t in results),
@@ -170,12 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="1 epoch x 1 step (CI's reduced form), not the figure")
     parser.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the projects here (default: a temp dir)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kill_trials_") as tmp:
-        summary = run_trials(args.trials, args.seed, args.workdir or Path(tmp))
+        summary = run_trials(args.trials, args.seed, args.workdir or Path(tmp),
+                             overrides=QUICK if args.quick else OVERRIDES)
     summary["wall_seconds"] = round(time.monotonic() - started, 1)
     summary["load_average"] = os.getloadavg()
     text = json.dumps(summary, indent=2)

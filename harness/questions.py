@@ -368,3 +368,17 @@ def check_questions_ref(ref: str, *, base: str | os.PathLike[str] | None = None)
     if digest and questions_digest(path) != digest:
         raise QuestionsError(ref, f"questions file {path} changed: its sha256 is {questions_digest(path)}, the reference expects {digest}")
     return path
+
+
+def require_recorded_questions(ref: str, path: str | os.PathLike[str]) -> None:
+    """Refuse to compute on `path` when its content is not the questions file `ref` recorded (a workspace's
+    manifest): a stage run by hand, or after the file changed, would mix two question sets in one run."""
+    _, sep, digest = str(ref).rpartition(_REF_SEP)
+    if not sep or not Path(path).is_file():
+        return  # no digest recorded / read_questions names the missing file
+    actual = questions_digest(path)
+    if actual != digest:
+        raise QuestionsError(str(path), f"sha256 {actual[:16]}... is not the questions file this run's workspace "
+                             f"recorded ({ref}); re-create it with `dvc repro` (prepare), or point "
+                             "benchmark.questions_path at the recorded file")
+

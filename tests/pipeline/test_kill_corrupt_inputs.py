@@ -122,3 +122,27 @@ def test_the_run_log_names_a_corrupt_file_and_keeps_the_first_error(tmp_path: Pa
     with HarnessLog(good) as log:
         log.record_run("r1", "train")
     assert RunLogReader([good]).runs("r1")
+
+
+def test_a_stage_run_by_hand_refuses_questions_its_workspace_did_not_record(finished: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from harness.questions import read_questions, write_questions
+
+    questions = finished / "data/questions.parquet"
+    backup = tmp_path / "questions.parquet"
+    shutil.copy2(questions, backup)
+    out = finished / "state/e1/s1/rollout"
+    kept = tmp_path / "rollout"
+    shutil.copytree(out, kept)
+    try:
+        original = read_questions(questions)
+        write_questions(questions, [replace(original[0], question=original[0].question + " (edited)"), *original[1:]])
+        done = _run_stage(finished, "rollout@0")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert "data/questions.parquet" in done.stderr and "is not the questions file this run's workspace recorded" \
+            in done.stderr, done.stderr[-3000:]
+    finally:
+        shutil.copy2(backup, questions)
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(kept, out)
