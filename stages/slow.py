@@ -33,7 +33,13 @@ def main(argv: list[str] | None = None) -> int:
         rollouts = [args.epoch_dir / f"s{step}" / "rollout" for step in range(1, int(cfg.train.steps_per_epoch) + 1)]
         stage_slow(ctx, args.epoch, args.last_gate, rollouts, args.out)
 
-    return run_stage(f"slow@e{args.epoch}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
+    def log_epoch(cfg, root: Path) -> None:  # the epoch has ended: its metrics go to the live MLflow run now
+        from harness.pipeline.tracking_run import log_stage_epoch
+
+        log_stage_epoch(cfg, root, args.epoch)
+
+    return run_stage(f"slow@e{args.epoch}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out,
+                     after=log_epoch)
 
 
 if __name__ == "__main__":

@@ -139,6 +139,7 @@ class TrackingConfig:
     enabled: bool = True
     tracking_uri: Optional[str] = None  # None = sqlite:///<project root>/mlflow.db (absolute)
     experiment: str = "harness-trainer"
+    improve_experiment: str = "harness-trainer-improve"  # Harness² rounds (stages.improve) log here, apart
     log_tables: bool = True
     parent_run_name: Optional[str] = None
 

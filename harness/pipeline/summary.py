@@ -12,6 +12,10 @@ from typing import Any
 
 from harness.contracts.answers import parse_shares
 
+# Per-epoch counters: `epoch_<name>` in MLflow's per-epoch history; `<name>` alone is the run total
+# (reports/metrics.json and MLflow's run-level metrics). One meaning per name (docs/tracking.md).
+EPOCH_COUNTERS = ("accepted", "rejected", "probation", "rollouts", "usd", "cache_hits", "cache_misses")
+
 
 @dataclass(frozen=True)
 class EpochSummary:
@@ -35,8 +39,13 @@ class EpochSummary:
     epoch_parse_failure_rate: float | None = None
 
     def metrics(self) -> dict[str, Any]:
-        """MLflow/DVC metric values of this epoch (epoch included, Nones kept)."""
-        return {k: v for k, v in asdict(self).items() if k != "early_stop"}
+        """This epoch's MLflow metrics (step = epoch; key "epoch" included, Nones kept).
+
+        Counters of this epoch alone carry the ``epoch_`` prefix (`EPOCH_COUNTERS`), so they never share a
+        name with the run totals of `RunSummary.final_metrics` (docs/tracking.md, "Metric names").
+        """
+        values = {k: v for k, v in asdict(self).items() if k != "early_stop"}
+        return {(f"epoch_{k}" if k in EPOCH_COUNTERS else k): v for k, v in values.items()}
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,8 @@ class RunSummary:
     reject_threshold: float | None  # gate.lambda_dir
     delivered: dict[str, Any] = field(default_factory=dict)  # skills/prompts version, fingerprint, true test acc
     oracle_available: bool = False
+    # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
+    rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
     parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
 
     def final_metrics(self) -> dict[str, float | int | None]:
