@@ -57,8 +57,10 @@ RULES = [
     ("gate.block_size", 0, 1, ">= 1"),
     ("gate.max_pairs", 2, 3, ">= gate.block_size"),
     ("gate.undecided", "maybe", "reject", "probation, reject"),
-    ("gate.rule", "vibes", "gepa", "accept_all, cap_evolve, gepa, mcnemar, sequential, skillopt"),
-    ("gate.ladder", "adaptiv", "random", "adaptive, random, static"),
+    ("gate.rule", "vibes", "gepa", "accept_all, betting, cap_evolve, gepa, mcnemar, sequential, skillopt"),
+    ("gate.ladder", "adaptiv", "random", "adaptive, importance, random, static"),
+    ("gate.ladder", "static", "random", "gate.rule=betting needs a plan that draws questions with known probabilities"),
+    ("gate.fdr", "bh", "none", "elond, none"),
     ("gate.probe_every", 0, 1, ">= 1"),
     ("gate.mcnemar_alpha", 1.0, 0.01, "(0, 1)"),
     ("gate.infra_max_ratio", 0.0, 1.0, "(0, 1]"),
@@ -76,7 +78,6 @@ RULES = [
     ("pools.val_correct_ratio", 1.0, 0.5, "(0, 1)"),
     ("train.epochs", 0, 1, ">= 1"),
     ("train.early_stop_patience", 0, 3, ">= 1"),
-    ("train.concurrency", 0, 1, ">= 1"),
     ("train.steps_per_epoch", 3, 2, "ceil(pools.diagnosis_size / batching.batch_size)"),
     ("train.run_name", "nightly_gate_run", "nightly-run", "gate"),
     ("train.state_dir", "../state", "state/", "relative path"),
@@ -84,9 +85,11 @@ RULES = [
     ("llm.timeout_s", 0.0, 0.5, "> 0"),
     ("llm.max_retries", -1, 0, ">= 0"),
     ("llm.backoff_max_s", 0.1, 0.5, ">= llm.backoff_base_s"),
+    ("llm.retry_after_max_s", 10.0, 20.0, ">= llm.backoff_max_s"),
     ("llm.temperature", 3.0, 0.0, "[0, 2]"),
     ("llm.max_tokens", 0, 1, ">= 1"),
     ("llm.concurrency", 0, 1, ">= 1"),
+    ("llm.top_logprobs", 21, 5, "[0, 20]"),
     ("llm.max_agent_steps", 0, 1, ">= 1"),
     ("llm.api_key_env", "my key", "MY_KEY", "NAME of an environment variable"),
     ("llm.models", {"painter": "m"}, {"editor": "gpt-4o"}, "roles"),
@@ -147,6 +150,16 @@ def test_mcnemar_n_must_fit_the_pair_budget(compose_cfg) -> None:
     assert "gate.mcnemar_n" not in _violated_keys(_with(cfg, "gate.mcnemar_n", 12))
     # the budget rule only binds the mcnemar rule
     assert "gate.mcnemar_n" not in _violated_keys(_with(compose_cfg(), "gate.mcnemar_n", 13))
+
+
+def test_a_weighted_plan_needs_a_weighted_rule(compose_cfg) -> None:
+    """gate.ladder=importance hands out importance weights that only the betting rule reads."""
+    cfg = _with(compose_cfg(["gate=sequential"]), "gate.ladder", "importance")
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg)
+    assert info.value.keys == ["gate.ladder"] and "ignores" in str(info.value)
+    assert _violated_keys(compose_cfg(["gate=sequential"])) == []  # the sign rule on its static ladder stays selectable
+    assert _violated_keys(_with(compose_cfg(["gate=gepa"]), "gate.ladder", "static")) == []  # gepa brings its own questions
 
 
 def test_jsonl_val_size_uses_listed_task_types_else_waits_for_data(compose_cfg) -> None:
