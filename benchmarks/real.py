@@ -64,13 +64,13 @@ QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
 TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 PARTS = ("parsing", "train")
-# 240 questions: test 60 (held out), validation 20, diagnosis 40 = 2 steps of 20; gates of at most 20 pairs
+# 240 questions: test 40 (held out), validation 20, diagnosis 40 = 2 steps of 20; gates of at most 16 pairs
 TRAIN_OVERRIDES = (
     "train.epochs=1", "train.slow_update=false", "train.momentum=false", "train.system_tool_update=false",
     "train.concurrency=1", "train.run_name=real_bench",
-    "pools.test_size=60", "pools.val_size=20", "pools.diagnosis_size=40", "pools.eval_min_per_class=4",
+    "pools.test_size=40", "pools.val_size=20", "pools.diagnosis_size=40", "pools.eval_min_per_class=4",
     "batching.batch_size=20", "batching.min_class_per_batch=2",
-    "gate.block_size=10", "gate.max_pairs=20", "gate.mcnemar_n=20", "gate.infra_min_denominator=3",
+    "gate.block_size=8", "gate.max_pairs=16", "gate.mcnemar_n=16", "gate.infra_min_denominator=3",
     "evolve.max_case_questions=3", "evolve.diagnose_concurrency=1",
     "llm.max_tokens=192", "llm.timeout_s=300", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
 )
@@ -280,7 +280,7 @@ def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wal
     paired = paired_difference(held["base"], held["delivered"])
     actions = Counter(g["action"] for g in run["gates"])
     decided = sum(actions[a] for a in ("accept", "reject", "probation"))
-    fallbacks = sum(1 for doc in run["evolves"] for s in doc["skipped"] if str(s.get("reason", "")).startswith("first:"))
+    fallbacks = sum(1 for doc in run["evolves"] for s in doc["skipped"] if "unparseable" in str(s.get("reason", "")))
     proposed = sum(len(doc["candidates"]) for doc in run["evolves"])
     lines = [
         "## 3. Training on the easy set: base vs delivered on held-out questions",
