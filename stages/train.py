@@ -1,6 +1,6 @@
 """Train in one process: the same stage functions as `dvc repro`, as a Hydra app.
 
-    python -m stages.train                                  # default config, state under runs/<run_name>/<time>/
+    python -m stages.train                                  # default config, state under runs/<run_name>/<time>_<pid>/
     python -m stages.train gate.lambda=2.0 train=tiny       # any override
     python -m stages.train +sweep=gate_lambda               # multirun over gate.lambda (MLflow parent + children)
     python -m stages.train +sweep=gate_lambda hydra/launcher=joblib hydra.launcher.n_jobs=2
@@ -38,7 +38,14 @@ if __name__ == "__main__":
 
     from harness.config.project import enter_project_root
     from harness.config.secrets import refuse_secrets_on_command_line
+    from harness.pipeline import run_lock
 
     refuse_secrets_on_command_line(sys.argv[1:], "stages.train")  # before Hydra saves the overrides in .hydra/
     enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
+    try:  # a directory named on the command line is locked before Hydra writes .hydra/ and its log into it
+        for directory in run_lock.explicit_dirs(sys.argv[1:]):
+            run_lock.acquire(directory)
+    except run_lock.RunDirInUse as exc:
+        print(f"stages.train: {exc}", file=sys.stderr)
+        sys.exit(2)
     main()

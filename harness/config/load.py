@@ -18,6 +18,7 @@ and frozen: read-only and struct, so no stage can change it afterwards.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -34,6 +35,15 @@ from harness.config.validate import validate_config
 
 ENV_PREFIX = "HT__"
 CONFIG_NAME = "config"
+# Inside DVC stages (`load_params`) the environment may set only these: they change where or how fast a
+# run works (cache, server address, key variable, concurrency, retries, tracking store), never what it
+# computes. Every other key is a research setting: DVC hashed it from params.yaml, and an HT__ value
+# would change the stage's result while dvc.lock and `dvc status` still show params.yaml's.
+ENGINEERING_KEYS = (
+    "llm.cache_dir", "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.max_retries",
+    "llm.backoff_base_s", "llm.backoff_max_s", "llm.concurrency", "llm.client_processes",
+    "train.concurrency", "evolve.diagnose_concurrency", "improve.workers", "tracking.tracking_uri", "quiet",
+)
 _log = logging.getLogger(__name__)
 
 
@@ -85,8 +95,27 @@ def _parse_env_value(key: str, raw: str, source: str) -> Any:
     return override.value()
 
 
-def apply_env_layer(cfg: DictConfig, layer: Mapping[str, tuple[str, str]], cli_keys: set[str]) -> None:
-    """Set each env value on `cfg` (in place) unless the command line set the same key."""
+def refuse_research_settings(layer: Mapping[str, tuple[str, str]], allowed: Sequence[str]) -> None:
+    """Raise ConfigError for every `.env`/HT__ key outside `allowed` (inside DVC stages: research settings
+    come only from params.yaml), saying how to change the setting instead."""
+    refused = []
+    for key, (raw, source) in sorted(layer.items()):
+        if key in allowed:
+            continue
+        variable = source.split(" ", 1)[0]
+        refused.append(Violation(key, raw, (
+            f"{source} would change a research setting inside a DVC stage, which reads it from params.yaml "
+            f"as DVC hashed it; change it with `dvc exp run -S {key}=...` or edit conf/ and run "
+            f"`python -m harness.config.snapshot`, and unset {variable} (inside DVC stages the environment "
+            f"may set only {', '.join(allowed)})")))
+    if refused:
+        raise ConfigError(refused)
+
+
+def apply_env_layer(cfg: DictConfig, layer: Mapping[str, tuple[str, str]], cli_keys: set[str],
+                    allowed: Sequence[str] | None = None) -> None:
+    """Set each env value on `cfg` (in place) unless the command line set the same key; with `allowed`
+    (DVC stages), a key outside it is refused (`refuse_research_settings`)."""
     check_overrides([f"{key}={raw}" for key, (raw, _) in layer.items()], source="in HT__ variables / .env")
     for key, (raw, source) in sorted(layer.items()):
         if key in cli_keys:
@@ -98,10 +127,14 @@ def apply_env_layer(cfg: DictConfig, layer: Mapping[str, tuple[str, str]], cli_k
         if isinstance(parent._get_node(leaf), DictConfig) and not raw.lstrip().startswith("{"):
             raise ConfigError([Violation(key, raw, f"{source}: '{key}' is a section; .env sets values only "
                                                    f"(choose groups on the command line, e.g. {key}={raw})")])
+        if allowed is not None and key not in allowed:
+            continue  # refused below, all at once, once every key is known to exist
         try:
             OmegaConf.update(cfg, key, _parse_env_value(key, raw, source), merge=False)
         except OmegaConfBaseException as exc:
             raise ConfigError([Violation(key, raw, f"{source}: {_first_line(exc)}")]) from None
+    if allowed is not None:
+        refuse_research_settings({k: v for k, v in layer.items() if k not in cli_keys}, allowed)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -132,18 +165,19 @@ def finalize_config(
     cli_overrides: Sequence[str] | None = None,
     env_file: str | os.PathLike[str] | None = ".env",
     environ: Mapping[str, str] | None = None,
+    env_allowed: Sequence[str] | None = None,
 ) -> DictConfig:
     """Apply the `.env` layer to an already-composed cfg, then check, resolve, validate and freeze a copy.
 
     For `@hydra.main` apps (e.g. `stages.train`): `cfg = finalize_config(cfg)` takes the command-line
     overrides from HydraConfig so they keep precedence over `.env`. Pass `env_file=None, environ={}`
-    to ignore the environment (snapshots)."""
+    to ignore the environment (snapshots); `env_allowed` limits the keys `.env`/HT__ may set."""
     if cli_overrides is None:
         cli_overrides = _task_overrides_from_hydra()
     check_overrides(cli_overrides)
     cfg = copy.deepcopy(cfg)
     OmegaConf.set_readonly(cfg, False)
-    apply_env_layer(cfg, env_layer(env_file, environ), _override_keys(cli_overrides))
+    apply_env_layer(cfg, env_layer(env_file, environ), _override_keys(cli_overrides), env_allowed)
     check_composed_config(cfg)
     try:
         OmegaConf.resolve(cfg)
@@ -204,14 +238,34 @@ def load_params(
     environ: Mapping[str, str] | None = None,
 ) -> DictConfig:
     """Load a composed snapshot (`params.yaml`, as DVC tracks it) into the schema, apply `.env`,
-    validate and freeze. For DVC stages, which must read exactly the params DVC hashed."""
+    validate and freeze. For DVC stages, which must read exactly the params DVC hashed: `.env`/HT__
+    may set only ENGINEERING_KEYS here; any other key is refused, saying how to change it."""
+    import yaml
+
+    regenerate = "regenerate it with `python -m harness.config.snapshot` (or `git checkout params.yaml`)"
     try:
         loaded = OmegaConf.load(os.fspath(path))
-        cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), loaded)
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found (write it with `python -m harness.config.snapshot`)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or _first_line(exc)
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}; {regenerate}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.__class__.__name__}: {_first_line(exc)}); {regenerate}") from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{path}: {_first_line(exc)}; {regenerate}") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{path}: the top level must be a mapping of config groups; {regenerate}")
+    missing = [f.name for f in dataclasses.fields(RootConfig) if f.name not in loaded]
+    if len(loaded) == 0:
+        raise ConfigError(f"{path}: empty (a DVC stage would run on schema defaults, not on conf/); {regenerate}")
+    if missing:
+        raise ConfigError(f"{path}: missing section(s) {', '.join(missing)} (params.yaml is the whole composed "
+                          f"config, never a partial one); {regenerate}")
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), loaded)
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    if not isinstance(cfg, DictConfig):
-        raise ConfigError(f"{path}: the top level must be a mapping of config groups")
-    return finalize_config(cfg, cli_overrides=[], env_file=env_file, environ=environ)
+    return finalize_config(cfg, cli_overrides=[], env_file=env_file, environ=environ, env_allowed=ENGINEERING_KEYS)

@@ -127,8 +127,18 @@ _RESOLVERS = {
 }
 
 
+def _process_id() -> int:
+    import os
+
+    return os.getpid()
+
+
 def register_resolvers() -> None:
     """Register the `ht.*` resolvers once (idempotent; safe on re-import)."""
     for name, function in _RESOLVERS.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, cast(Callable[..., Any], function))
+    # `${ht.pid:}` in conf/hydra/default.yaml's run/sweep dirs; cached like Hydra's `now`, so a sweep's
+    # jobs (copied configs, joblib workers) keep the launching process's value
+    if not OmegaConf.has_resolver(f"{NAMESPACE}.pid"):
+        OmegaConf.register_new_resolver(f"{NAMESPACE}.pid", _process_id, use_cache=True)

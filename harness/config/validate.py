@@ -19,6 +19,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config.errors import ConfigError, Violation
+from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import epoch_schedule_items, step_schedule_items
 from harness.config.schema import RootConfig
@@ -150,7 +151,9 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.one_of("benchmark.answer_parsing", ANSWER_PARSING_MODES)
     c.check("benchmark.max_unparsed_share", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1] (1: never stop)")
     # llm
-    c.one_of("llm.provider", PROVIDERS)
+    if c.one_of("llm.provider", PROVIDERS) and c.value("benchmark.name") == "jsonl":
+        c.check("llm.provider", lambda v: v != "sim", "llm=sim answers only the simulated benchmark's questions, "
+                "not benchmark=jsonl's: use llm=openai with a server (llm.base_url) for your own questions")
     c.non_empty_str("llm.model")
     c.check("llm.models", lambda v: all(role in LLM_ROLES and isinstance(m, str) and m for role, m in v.items()),
             f"keys must be roles ({', '.join(LLM_ROLES)}) and values non-empty model names")
@@ -207,8 +210,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
             "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
             f"(run ids with {GATE_MARK!r} are gate rollouts)")
-    c.check("train.state_dir", lambda v: isinstance(v, str) and v.strip("/") != "" and not v.startswith("/")
-            and ".." not in v.split("/"), "must be a relative path inside the project (no '..')")
+    # train.state_dir and the other output paths: harness/config/locations.py (validate_config)
     _check_schedule(c)
     # tracking
     c.non_empty_str("tracking.experiment")
@@ -396,6 +398,7 @@ def validate_config(cfg: DictConfig) -> None:
     """Run the four layers of seed 000 §3 (plus the unknown-key check and, for benchmark=jsonl, the sizes
     against the questions file); raise one ConfigError listing all."""
     violations = unknown_keys(cfg) + _validate(cfg) + _validate_edit_budget(cfg) + _validate_minibatch(cfg) + _validate_gate(cfg)
+    violations += location_violations(cfg)  # output paths and the tracking URI
     if not violations:
         violations = _validate_data_sizes(cfg)
     if violations:

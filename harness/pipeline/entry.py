@@ -82,13 +82,15 @@ def run_stage(
 
 def one_line_errors() -> tuple[type[BaseException], ...]:
     """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
-    response store, the INFRA guard (`InfraFailureError`) and unreadable solver answers (`AnswerFormatError`)."""
+    response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
+    a run directory another job holds (`RunDirInUse`)."""
     from harness.contracts.answers import AnswerFormatError
     from harness.llm.protocol import LocalStoreError
     from harness.loop.state import StateError
     from harness.loop.validate import InfraFailureError
+    from harness.pipeline.run_lock import RunDirInUse
 
-    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError)
+    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:

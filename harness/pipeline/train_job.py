@@ -40,6 +40,15 @@ def run_training_job(cfg: DictConfig) -> float | None:
     """The body of the Hydra app; returns the best validation accuracy (a sweeper's objective)."""
     from hydra.core.hydra_config import HydraConfig
 
+    from harness.pipeline.run_lock import run_dir_lock
+
+    hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    with run_dir_lock(job_dir):  # one job per run directory (RunDirInUse names the owner's PID)
+        return _run_locked_job(cfg, hydra_cfg, job_dir)
+
+
+def _run_locked_job(cfg: DictConfig, hydra_cfg, job_dir: Path) -> float | None:
     from harness.config.load import finalize_config
     from harness.loop.context import make_context
     from harness.loop.runner import train
@@ -48,9 +57,7 @@ def run_training_job(cfg: DictConfig) -> float | None:
     from harness.pipeline.report import make_report
     from harness.tracking.hydra_callback import parent_run_id_for_job
 
-    hydra_cfg = HydraConfig.get()
     project_root = Path.cwd().resolve()  # hydra.job.chdir=false: the directory the command ran in
-    job_dir = Path(hydra_cfg.runtime.output_dir)
     cli_overrides = list(hydra_cfg.overrides.task)
     rebase_outputs(cfg, job_dir, project_root)
     frozen = finalize_config(cfg, cli_overrides=cli_overrides)

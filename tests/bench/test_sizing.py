@@ -65,13 +65,15 @@ def test_jsonl_config_derives_sizes_from_the_file_and_refuses_misfits(tmp_path: 
     cfg = compose_cfg(["benchmark=jsonl", f"benchmark.path={path}", "llm=openai"], tiny=False)
     assert (cfg.pools.test_size, cfg.pools.val_size, cfg.pools.diagnosis_size, cfg.pools.eval_min_per_class) == (33, 33, 34, 8)
     assert (cfg.batching.batch_size, cfg.batching.min_class_per_batch, cfg.train.steps_per_epoch) == (7, 2, 5)
-    subset = compose_cfg(["benchmark=jsonl", f"benchmark.path={path}", "benchmark.task_types=[algebra,history]"], tiny=False)
+    subset = compose_cfg(["benchmark=jsonl", f"benchmark.path={path}", "benchmark.task_types=[algebra,history]", "llm=openai"],
+                         tiny=False)
     assert (subset.pools.test_size, subset.pools.diagnosis_size) == (16, 18)
     with pytest.raises(ConfigError) as info:
-        compose_cfg(["benchmark=jsonl", f"benchmark.path={path}", "pools.test_size=60"], tiny=False)
+        compose_cfg(["benchmark=jsonl", f"benchmark.path={path}", "pools.test_size=60", "llm=openai"], tiny=False)
     assert info.value.keys == ["pools"] and "only 7 questions remain" in str(info.value) and "pools.test_size=33" in str(info.value)
     with pytest.raises(ConfigError) as info:  # the sim's sizes (train=tiny sets them by hand) checked against the file too
-        compose_cfg(["benchmark=jsonl", f"benchmark.path={write_questions(tmp_path / 'small.jsonl', {'a': 4, 'b': 4})}"])
+        compose_cfg(["benchmark=jsonl", f"benchmark.path={write_questions(tmp_path / 'small.jsonl', {'a': 4, 'b': 4})}",
+                     "llm=openai"])
     assert "values that fit: pools.test_size=2 pools.val_size=2 pools.diagnosis_size=4 pools.eval_min_per_class=1" in str(info.value)
 
 

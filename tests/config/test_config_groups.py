@@ -10,9 +10,10 @@ from tests.conftest import REPO_ROOT
 CONF = REPO_ROOT / "conf"
 OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve")
 # values an option cannot have a default for
-# (benchmark=jsonl derives its pool sizes from the questions file, so the file must exist)
+# (benchmark=jsonl derives its pool sizes from the questions file, so the file must exist; llm=sim answers only sim)
 EXAMPLE_QUESTIONS = f"benchmark.path={REPO_ROOT / 'examples' / 'own-run' / 'questions.jsonl'}"
-REQUIRED_EXTRAS = {("benchmark", "jsonl"): [EXAMPLE_QUESTIONS], ("pools", "jsonl"): ["benchmark=jsonl", EXAMPLE_QUESTIONS]}
+REQUIRED_EXTRAS = {("benchmark", "jsonl"): [EXAMPLE_QUESTIONS, "llm=openai"],
+                   ("pools", "jsonl"): ["benchmark=jsonl", EXAMPLE_QUESTIONS, "llm=openai"]}
 
 
 def _options(group: str) -> list[str]:

@@ -111,6 +111,7 @@ def test_rule_fails_on_bad_value_and_passes_on_good(compose_cfg, key: str, bad: 
     good_cfg = _with(base, key, good)
     if key == "benchmark.name" and good == "jsonl":
         OmegaConf.update(good_cfg, "benchmark.path", "q.jsonl")
+        OmegaConf.update(good_cfg, "llm.provider", "openai")
     assert key not in _violated_keys(good_cfg)
 
 
@@ -149,7 +150,7 @@ def test_mcnemar_n_must_fit_the_pair_budget(compose_cfg) -> None:
 
 
 def test_jsonl_val_size_uses_listed_task_types_else_waits_for_data(compose_cfg) -> None:
-    jsonl = ["benchmark=jsonl", "benchmark.path=q.jsonl"]
+    jsonl = ["benchmark=jsonl", "benchmark.path=q.jsonl", "llm=openai"]
     with pytest.raises(ConfigError) as info:  # 4 listed types x eval_min_per_class 2 = 8 > val_size 6
         compose_cfg([*jsonl, "benchmark.task_types=[a,b,c,d]"])
     assert "pools.val_size = 6" in str(info.value) and "2 x 4 = 8" in str(info.value)
@@ -159,7 +160,7 @@ def test_jsonl_val_size_uses_listed_task_types_else_waits_for_data(compose_cfg) 
 
 def test_jsonl_requires_a_path(compose_cfg) -> None:
     with pytest.raises(ConfigError) as info:
-        compose_cfg(["benchmark=jsonl"])
+        compose_cfg(["benchmark=jsonl", "llm=openai"])
     assert info.value.keys == ["benchmark.path"]
 
 

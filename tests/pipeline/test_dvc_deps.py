@@ -102,7 +102,7 @@ def test_editing_an_answer_in_the_jsonl_questions_file_changes_prepare(tmp_path:
     rows = [{"qid": f"q{i}", "task_type": f"t{i % 2}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(8)]
     source = tmp_path / "questions.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    overrides = (*TEST_OVERRIDES, "benchmark=jsonl", f"benchmark.path={source}")
+    overrides = (*TEST_OVERRIDES, "benchmark=jsonl", f"benchmark.path={source}", "llm=openai")
     project = make_project(tmp_path / "project", overrides=overrides)
     run(["dvc", "repro", "prepare"], project)
     assert _changed(project, ["library", "prepare"]) == set()
