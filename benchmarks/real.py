@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import json
 import math
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -64,15 +65,16 @@ QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
 TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 PARTS = ("parsing", "train")
-# 240 questions: test 40 (held out), validation 20, diagnosis 40 = 2 steps of 20; gates of at most 16 pairs
+# 240 questions: test 20 (held out), validation 10, diagnosis 20 = 2 steps of 10; gates of at most 10 pairs.
+# Sized for a 2-core machine shared with other jobs (~15 min); llm.max_tokens=96 bounds the model's long replies.
 TRAIN_OVERRIDES = (
     "train.epochs=1", "train.slow_update=false", "train.momentum=false", "train.system_tool_update=false",
     "train.concurrency=1", "train.run_name=real_bench",
-    "pools.test_size=40", "pools.val_size=20", "pools.diagnosis_size=40", "pools.eval_min_per_class=4",
-    "batching.batch_size=20", "batching.min_class_per_batch=2",
-    "gate.block_size=8", "gate.max_pairs=16", "gate.mcnemar_n=16", "gate.infra_min_denominator=3",
-    "evolve.max_case_questions=3", "evolve.diagnose_concurrency=1",
-    "llm.max_tokens=192", "llm.timeout_s=300", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
+    "pools.test_size=20", "pools.val_size=10", "pools.diagnosis_size=20", "pools.eval_min_per_class=2",
+    "batching.batch_size=10", "batching.min_class_per_batch=2",
+    "gate.block_size=5", "gate.max_pairs=10", "gate.mcnemar_n=10", "gate.infra_min_denominator=3",
+    "evolve.max_case_questions=2", "evolve.diagnose_concurrency=1",
+    "llm.max_tokens=96", "llm.timeout_s=600", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
 )
 
 
@@ -411,6 +413,7 @@ def main() -> None:
     parser.add_argument("--capture", default=None, help="write every solver reply to this JSONL file")
     parser.add_argument("--out", default=str(REPORT))
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill <pid>` still stops the server it started
     parts = run_parts(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
