@@ -5,10 +5,11 @@
 
 For every world seed:
 
-1. our rule (`gate=sequential`, the default config) trains for `train.epochs`
+1. our rule (`gate=betting`, the default config) trains for `train.epochs`
    epochs; its training rollouts (step + gate + slow R/R0/R2; held-out
    observation excluded) define the budget B;
-2. `accept_all`, `gepa`, `mcnemar`, `skillopt` and `cap_evolve` run in the same loop on the same world
+2. `accept_all`, `gepa`, `mcnemar`, `skillopt`, `cap_evolve` and `sequential` (the sign e-process on the
+   static ladder, the default before issue 13) run in the same loop on the same world
    for up to `--max-epochs` epochs (early stop out of the way); each is cut at
    the last epoch end whose cumulative training rollouts are <= B, and the
    best pointer of that epoch is what it delivers (same rollout budget);
@@ -48,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-RULES = ("sequential", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve")
+RULES = ("betting", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve", "sequential")
+OURS = RULES[0]  # the default config's rule (conf/gate/betting.yaml); it sets the budget B
 TRADEOFF_TAG = "Tradeoff heuristic"
 QUICK_OVERRIDES = [
     "benchmark.n_task_types=4", "benchmark.questions_per_type=45", "pools.test_size=60", "pools.val_size=60",
@@ -311,12 +313,12 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
     for rule in rules:
         gains, accs, spent, installed = [], [], [], []
         for seed in seeds:
-            ours = by[(seed, "sequential", False)]
+            ours = by[(seed, OURS, False)]
             run = by.get((seed, rule, False))
             if run is None:
                 continue
             budget = ours["curve"][-1]["rollouts"]
-            if rule == "sequential":
+            if rule == OURS:
                 point = {"best_test": run["delivered_test"], "rollouts": budget, "epoch": run["curve"][-1]["epoch"]}
             else:
                 point = at_budget(run, budget)
@@ -337,7 +339,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
     for rule in rules:
         rows = []
         for seed in seeds:
-            ours, gepa, run = by[(seed, "sequential", False)], by.get((seed, "gepa", False)), by.get((seed, rule, False))
+            ours, gepa, run = by[(seed, OURS, False)], by.get((seed, "gepa", False)), by.get((seed, rule, False))
             if gepa is None or run is None:
                 continue
             target = at_budget(gepa, ours["curve"][-1]["rollouts"])
@@ -364,7 +366,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
          f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min on this machine.",
          f"Seeds (world `benchmark.seed`): {seeds}. Oracle = exact expected accuracy on the test pool (never seen by the loop).", "",
          "## Base vs delivered, same rollout budget", "",
-         "Budget B = training rollouts our rule (`sequential`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
+         f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
          "observation excluded). Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
          "Installed = a gate accept or a probation install within that cut; the oracle classifies each by its expected effect on the "
          "questions that read the edited file: harmful (< -0.1 pt), null (within ±0.1 pt), helped (> +0.1 pt).", "",
@@ -375,7 +377,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
         L.append(f"| {rule} | {s['mean_test']:.4f} | {s['mean_gain_pts']:+.2f} | {s['gains_pts']} | {s['mean_rollouts']:.0f} | "
                  f"{s['installed']} | {s['hurt']} | {s['null']} | {s['helped']} | {100 * s['bad_share']:.1f} % | {s['gates']} | "
                  f"{s['rollouts_per_gate']:.1f} | {s['screened_out']} |")
-    base = statistics.mean(by[(s, "sequential", False)]["base_test"] for s in seeds)
+    base = statistics.mean(by[(s, OURS, False)]["base_test"] for s in seeds)
     L += ["", f"Mean base test accuracy (oracle): {base:.4f}.", "",
           "## Rollouts to reach GEPA's budget-matched accuracy", "",
           "Target accuracy per seed: GEPA's best-pointer test accuracy (oracle) within B. Cell: rollouts the rule needed to reach it "
@@ -394,7 +396,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
               f"- still in the final current harness: {tsum['in_final_current']}; in the DELIVERED harness: {tsum['in_delivered']} "
               f"(**{100 * tsum['delivered_share']:.1f} % of proposed**)",
               f"- mean delivered gain over base in these runs: {tsum['delivered_gain_pts']:+.2f} pts"]
-    fdr_runs = [(r["seed"], r.get("fdr_tests"), r.get("fdr_spent")) for r in runs if r["rule"] == "sequential" and not r["tradeoff"]]
+    fdr_runs = [(r["seed"], r.get("fdr_tests"), r.get("fdr_spent")) for r in runs if r["rule"] == OURS and not r["tradeoff"]]
     if any(t for _, t, _ in fdr_runs):
         L += ["", "## Run-level false-discovery control (our rule)", "",
               "| seed | e-LOND tests (gates given a level) | base budget spent (of fdr_level) |", "|---|---|---|"]
@@ -406,12 +408,12 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
 
 def _why(summary: dict, runs: list[dict], seeds: list[int], by: dict) -> list[str]:
     """Where our rule's rollouts go and what its guarantees cost, measured in this run."""
-    ours = [by[(s, "sequential", False)] for s in seeds]
+    ours = [by[(s, OURS, False)] for s in seeds]
     total = sum(r["curve"][-1]["rollouts"] for r in ours)
     gate = sum(r["gate_rollouts"] for r in ours)
     levels = sorted(x for r in ours for x in r.get("fdr_levels", []))
     L = ["", "## Why (measured in this run)", "",
-         f"- our rule spent {100 * gate / total:.0f} % of its training rollouts in gates: {summary['sequential']['rollouts_per_gate']:.0f} "
+         f"- our rule spent {100 * gate / total:.0f} % of its training rollouts in gates: {summary[OURS]['rollouts_per_gate']:.0f} "
          f"rollouts per gated candidate (screened-out ones included) against GEPA's {summary.get('gepa', {}).get('rollouts_per_gate', float('nan')):.1f}; "
          "an anytime-valid accept at a small level needs a few hundred fresh pairs, each pair two rollouts (fresh baseline, no reuse of "
          "earlier gates' stopped samples), where GEPA pays one candidate rollout per minibatch question;"]
@@ -425,15 +427,15 @@ def _why(summary: dict, runs: list[dict], seeds: list[int], by: dict) -> list[st
                  f"({100 * g['bad_share']:.0f} %) and still delivers {g['mean_gain_pts']:+.1f} pts for {g['mean_rollouts']:.0f} rollouts: "
                  "in this simulated world cheap unguarded installs buy accuracy per rollout, and what is delivered is chosen by the "
                  "full-validation best pointer, not by the gate alone. Our rule's guarantees are about what is installed "
-                 f"({summary['sequential']['hurt'] + summary['sequential']['null']} harmful or null of {summary['sequential']['installed']}), "
+                 f"({summary[OURS]['hurt'] + summary[OURS]['null']} harmful or null of {summary[OURS]['installed']}), "
                  "which this budget comparison does not reward.")
     return L
 
 
 def _reading(summary: dict) -> list[str]:
     """The targets of issue 13 item 7, checked against this run's numbers."""
-    ours = summary["sequential"]
-    reach = summary["reach_gepa"].get("sequential", [])
+    ours = summary[OURS]
+    reach = summary["reach_gepa"].get(OURS, [])
     reached = [r for r in reach if r["ratio"] is not None]
     every = bool(reach) and len(reached) == len(reach)
     worst = max((r["ratio"] for r in reached), default=None)
@@ -461,7 +463,7 @@ def ablation_lines(entries: list[tuple[str, dict]], main_runs: list[dict]) -> li
          "|---|---|---|---|---|---|---|---|---|"]
     for label, doc in entries:
         runs = doc["runs"]
-        seq = [r for r in runs if r["rule"] == "sequential" and not r["tradeoff"]]
+        seq = [r for r in runs if r["rule"] == OURS and not r["tradeoff"]]
         inst = [e for r in seq for e in r["edits"]]
         sh = _shares(inst)
         ratios = []
@@ -507,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="config override for every run (repeatable), e.g. gate.fdr=elond")
     ap.add_argument("--compare", action="append", default=[], metavar="LABEL=JSON",
                     help="add our rule's figures from another e2e JSON (e.g. an ablation run) to the report")
-    ap.add_argument("--rules", nargs="*", default=None, help=f"subset of {list(RULES)} (sequential is always run: it sets B)")
+    ap.add_argument("--rules", nargs="*", default=None, help=f"subset of {list(RULES)} ({OURS} is always run: it sets B)")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
     if args.from_json:
@@ -524,11 +526,11 @@ def main(argv: list[str] | None = None) -> int:
     max_epochs = args.max_epochs or (4 if args.quick else 6)
     jobs = []
     for seed in seeds:
-        jobs.append({"seed": seed, "rule": "sequential", "epochs": epochs, "overrides": overrides, "tradeoff": False})
+        jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": False})
         for rule in others:
             jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs})
         if not args.no_tradeoff:
-            jobs.append({"seed": seed, "rule": "sequential", "epochs": epochs, "overrides": overrides, "tradeoff": True})
+            jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": True})
     from omegaconf import OmegaConf
 
     from harness.config.load import load_config

@@ -48,7 +48,7 @@ from harness.kernel.probation import probation_settlement, probation_verdict  # 
 from harness.kernel.types import BlockItem, GateParams, Probation  # noqa: E402
 
 POOL = 60
-BASE = GateParams(undecided="reject", max_pairs=400, block_size=20)
+BASE = GateParams(undecided="reject", max_pairs=400, block_size=20)  # rule: the product default (betting); --rule picks another
 
 
 def make_pool(rng: np.random.Generator, n: int = POOL) -> np.ndarray:
@@ -200,8 +200,9 @@ def render(fdr_rows: list[dict], fu: dict, settle: list[dict], quick: bool, wall
     alpha = math.exp(-BASE.lambda_accept)
     L = [f"# Run-level gate benchmark{' — QUICK mode' if quick else ''}", "",
          f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min.",
-         "Every gate runs through `pair_block` + `gate_decision` (accept_prior grid, lambda_dir -1.56, blocks of 20, cap 400, "
-         "undecided -> reject); questions uniformly at random from a 60-question pool (discordance ~0.2).", "",
+         f"Every gate runs through `pair_block` + `gate_decision` (rule `{BASE.rule}`, lambda_dir {BASE.lambda_dir}, blocks of {BASE.block_size}, "
+         f"cap {BASE.max_pairs}, undecided -> reject); questions uniformly at random from a 60-question pool (discordance ~0.2; every slot weight 1, "
+         "the uniform case of the importance plan).", "",
          "## 1. False discoveries over a run of 80 gates", "",
          "| edits | per-gate level | P(>= 1 false install) | false installs / run | real installs / run | FDR (mean FDP) | false share of all installs | pairs / gate | median level |",
          "|---|---|---|---|---|---|---|---|---|"]

@@ -248,11 +248,11 @@ def negative_control(rng, runs: int, cap: int, params: GateParams):
     return rows
 
 
-def rules_through_gate_decision(rng, runs: int, d: float = 0.2):
+def rules_through_gate_decision(rng, runs: int, d: float = 0.2, rules=("sequential", "mcnemar", "gepa", "accept_all")):
     """Each selectable rule through the real gate_decision (product default max_pairs)."""
     rows = []
-    for rule in ("sequential", "mcnemar", "gepa", "accept_all"):
-        params = GateParams(rule=rule)
+    for rule in rules:
+        params = GateParams(rule=rule)  # homogeneous pairs, weight 1: the betting rule's uniform-plan case
         for delta_pts in (0, 10):
             theta = (1 + delta_pts / 100 / d) / 2
             accepts, pairs_used = 0, []
@@ -567,8 +567,11 @@ def _grid_table(rows) -> list[str]:
 
 def write_report(path: Path, command: str, elapsed: float, sections: dict, settings: dict) -> str:
     lines = ["# Gate benchmark", "", f"Command: `{command}`  ", f"Wall time: {elapsed:.0f} s; settings: {settings}", ""]
-    params = GateParams()
+    params = GateParams(rule="sequential", ladder="static")
     lines += [
+        "Sections 1–7: the sign e-process rule `sequential` (the product default before issue 13; still selectable with "
+        "`gate=sequential`). Sections 8–12: the product default now, rule `betting` on plan `importance` (`conf/gate/betting.yaml`).",
+        "",
         f"Rule `sequential` with GateParams defaults: accept when the accept e-process reaches log E >= {params.lambda_accept} "
         f"(e^{params.lambda_accept} = {math.exp(params.lambda_accept):.1f}, alpha = {math.exp(-params.lambda_accept):.4f}). "
         f"Accept e-process: `accept_prior = {params.accept_prior}`, an equal-weight mixture of the likelihood ratios "
@@ -698,7 +701,7 @@ def _res_cells(res: dict, caps, key="p_accept") -> str:
 
 def betting_lines(b: dict, bs: dict) -> list[str]:
     """Sections 8-12: the importance plan + betting e-process (benchmarks/gate_betting.py)."""
-    params = GateParams()
+    params = GateParams(rule="betting", ladder="importance")
     caps = bs["caps"]
     caps_txt = " / ".join(str(c) for c in caps)
     bets = gate_betting.accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points)
@@ -711,7 +714,8 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
         f"reaches e^{-params.lambda_dir}; block {params.block_size}; α = e^-{params.lambda_accept}). Every question of a slot is an independent draw "
         f"from π (π ∝ √posterior E[p(1−p)] from the pre-gate p̂ of {bs['pre_gate_obs']} non-gate runs per question, floor π ≥ floor/N); "
         "the e-process bets on Z = (C − B)/(N π), whose mean is the pool's accuracy gain whatever π. Every accept below is a false accept. "
-        "Populations: the trade-off null of section 6 and the nulls of section 5 (the same draws), plus three strata mixes chosen before any run of the rule.",
+        "Populations: the trade-off null of section 6 and the nulls of section 5 (the same draws), plus five strata mixes (A–C chosen before any run "
+        "of the rule, D–E added when the rule was wired into the loop, before their first run).",
         "",
         f"| population | pop. Δ pts | FA cap {caps[0]} ± SE | FA cap {caps[-1]} ± SE | P(reject) cap {caps[-1]} | mean pairs cap {caps[-1]} | runs |",
         "|---|---|---|---|---|---|---|",
@@ -746,9 +750,21 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
         pr = e["product"]
         lines.append(f"| {e['label']} | {o['mean']:.0f} ± {o['se']:.0f} | {o['power']:.3f} | {sv[0]:.1%} ± {sv[1]:.1%} | "
                      + (f"{sb[0]:.1%} ± {sb[1]:.1%}" if not math.isnan(sb[0]) else "–") + f" | {pr['p_accept']:.3f} | {pr['p_reject']:.3f} | {o['runs']} |")
+    sm = b.get("second_moment")
     lines += [
         "",
         "Correlated rows: the saving column compares with uniform random order + signs under the same coupling.",
+    ]
+    if sm:
+        lines += [
+            "",
+            f"Why the plan cannot save 20 % against random order with the same statistic on this population: pairs to accept scale with "
+            f"E[Z²], and an importance plan keeps E_π[Z²] / E_uniform[Z²] = {sm['oracle']:.3f} of it with the ORACLE π (true discordance, "
+            f"floor {params.importance_floor}), {sm['plan']:.3f} with the plan's π from {bs['pre_gate_obs']} pre-gate observations per question "
+            "(mean of 50 draws): the ceiling of ANY importance plan here is a "
+            f"{1 - sm['oracle']:.1%} smaller second moment, before the wider weight bound shrinks the bets.",
+        ]
+    lines += [
         "",
         "## 10. Power and the reject side (issue 13 item 6): homogeneous cells",
         "",
@@ -763,6 +779,22 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
         a, z = r["result"][caps[0]], r["result"][caps[-1]]
         lines.append(f"| {r['d']:.2f} | {r['delta']:+d} | {r['rule']} | {a['p_accept']:.3f} ± {a['se']:.3f} | {a['p_reject']:.3f} | {a['p_undecided']:.3f} | "
                      f"{a['mean_pairs']:.0f} | {z['p_accept']:.3f} | {z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
+    if b.get("futility"):
+        lines += [
+            "",
+            "## 10b. Futility stop (`gate.futility_min_pairs`, off by default) on the betting rule, homogeneous cells",
+            "",
+            "The kernel's `futility_stop` (reject once ≥ min_pairs pairs are in and wins − losses ≤ 0, checked at block ends after the rule) "
+            "on the same cells as section 10: it cannot add a false accept, it ends null gates early, and it rejects real edits that start slowly.",
+            "",
+            f"| futility_min_pairs | d | Δ pts | P(accept) cap {caps[0]} | P(reject) cap {caps[0]} | mean pairs cap {caps[0]} | "
+            f"P(accept) cap {caps[-1]} | P(reject) cap {caps[-1]} | mean pairs cap {caps[-1]} | runs |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in b["futility"]:
+            a, z = r["result"][caps[0]], r["result"][caps[-1]]
+            lines.append(f"| {r['min_pairs']} | {r['d']:.2f} | {r['delta']:+d} | {a['p_accept']:.3f} | {a['p_reject']:.3f} | {a['mean_pairs']:.0f} | "
+                         f"{z['p_accept']:.3f} | {z['p_reject']:.3f} | {z['mean_pairs']:.0f} | {z['runs']} |")
     lines += [
         "",
         "## 11. Infrastructure failures missing not at random (issue 13 item 5)",
@@ -786,9 +818,10 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
         "## 12. Cross-check through the production path",
         "",
         f"{cc['runs']} gates on section 4's +5 population run end to end through `ImportancePlanner.next_block` → `pair_block` (LeakError guard on "
-        "the planner's informing samples) → `betting_look` at every block end (product default max_pairs): the vectorised decision of sections 8–11 "
-        f"on the same outcomes agreed in {cc['agree']} of {cc['runs']}; {cc['accepts']} accepts, each recorded with the log E that triggered it "
-        f"(≥ λ in {cc['trigger_at_or_above_lambda']} of {cc['accepts']}).",
+        "the planner's informing samples) → `gate_decision` with the registered `betting` rule at every block end (product default max_pairs): "
+        "the vectorised decision of sections 8–11 "
+        f"on the same outcomes agreed in {cc['agree']} of {cc['runs']}; {cc['accepts']} accepts, each recorded (GateVerdict.log_e) with the log E "
+        f"at its first crossing, ≥ λ: {cc['trigger_at_or_above_lambda']} of {cc['accepts']}.",
     ]
     return lines
 
@@ -858,10 +891,11 @@ def e2e_harm_lines(path: Path = E2E_JSON) -> list[str]:
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        seq, to = data["summary"]["sequential"], data["summary"]["tradeoff"]
+        ours = data["summary"]["rules"][0]  # the rule that set the budget: the default config's
+        seq, to = data["summary"][ours], data["summary"]["tradeoff"]
         line = (
             f"- End to end (`{path.relative_to(ROOT)}`, command `{data.get('cmd', '?')}`; configuration stated in "
-            f"`{path.relative_to(ROOT).with_suffix('.md')}`): the sequential rule installed {seq['installed']} edits, {seq['hurt']} of them harmful "
+            f"`{path.relative_to(ROOT).with_suffix('.md')}`): our rule (`{ours}`) installed {seq['installed']} edits, {seq['hurt']} of them harmful "
             f"(oracle: accuracy on the questions reading the edited file down by > 0.1 pt; {seq['hurt_share']:.1%}). Its trade-off-null editor "
             f"proposed {to['proposed']} zero-sum edits: {to['installed']} installed ({to['accepted']} gate accepts = "
             f"{to['accepted'] / max(1, to['proposed']):.1%} of the proposed, {to['probation']} probation installs), "
@@ -1073,7 +1107,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         quick=quick,
     )
-    params = GateParams()
+    params = GateParams(rule="sequential", ladder="static")  # sections 1-7: the sign rule; sections 8-12 set their own
     sections: dict = {}
     timings: dict = {}
     lv, sn, to = settings["ladder"], settings["same_pop_nulls"], settings["trade_off"]
@@ -1087,7 +1121,9 @@ def main(argv: list[str] | None = None) -> int:
     timed("grid10", lambda: grid(rng, settings["runs_block10"], settings["cap"], dataclasses.replace(params, block_size=10)))
     timed("accept_study", lambda: accept_statistic_study(rng, settings["accept_study_runs"], settings["cap"]))
     timed("negative", lambda: negative_control(rng, settings["negative_runs"], settings["cap"], params))
-    timed("rules", lambda: rules_through_gate_decision(rng, settings["rule_runs"]))
+    # the betting rule's rows draw from their own stream: the main stream (and so section 4's population) is as before it was added
+    timed("rules", lambda: rules_through_gate_decision(np.random.default_rng([args.seed, 3]), settings["rule_runs"], rules=("betting",))
+          + rules_through_gate_decision(rng, settings["rule_runs"]))
     timed("ladder", lambda: ladder_vs_random(rng, lv["runs"], lv["n_questions"], lv["sd"], lv["pre_gate_obs"], lv["cap"]) + (lv,))
     result, _disc, pop, _ = sections["ladder"]
     best = most_efficient_key(result, lv["cap"])

@@ -18,9 +18,10 @@ from collections.abc import Callable
 import numpy as np
 
 from harness.kernel.betting import accept_bets, betting_look, log_wealth_path, reject_bets
-from harness.kernel.gate import pair_block
-from harness.kernel.importance_plan import ImportancePlanner
+from harness.kernel.gate import gate_decision, pair_block
+from harness.kernel.importance_plan import ImportancePlanner, floor_probabilities
 from harness.kernel.ladder import GatePools
+from harness.kernel.screen import futility_stop
 from harness.kernel.stats import log_e_accept, log_lr_direction
 from harness.kernel.types import GateParams
 
@@ -72,13 +73,26 @@ class Path:
     guard: int  # first block end (pairs) where the INFRA guard trips
     horizon: int
     infra_share: float = 0.0  # share of the pairs with an infra failure
+    futility: int = INF  # first block end (pairs) where the futility stop trips (gate.futility_min_pairs > 0)
 
 
 def betting_path(z: np.ndarray, bound: float, params: GateParams, infra: np.ndarray | None = None) -> Path:
     a = log_wealth_path(z, accept_bets(bound, params.bet_low, params.bet_high, params.bet_points), 0.0, bound)
     r = log_wealth_path(z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound)
     return Path(first_index(a >= params.lambda_accept), first_index(r >= -params.lambda_dir), guard_trip(infra, params), z.size,
-                0.0 if infra is None else float(infra.mean()))
+                0.0 if infra is None else float(infra.mean()), futility_trip(np.sign(z), params))
+
+
+def futility_trip(signs: np.ndarray, params: GateParams) -> int:
+    """First block end (pairs) where kernel `futility_stop` trips: >= futility_min_pairs pairs and wins - losses <= margin."""
+    if params.futility_min_pairs <= 0:
+        return INF
+    ends = np.arange(params.block_size - 1, signs.size, params.block_size)
+    n = ends + 1
+    lead = np.cumsum(signs)[ends]
+    hit = np.flatnonzero(np.array([futility_stop(int(w), 0, int(k), min_pairs=params.futility_min_pairs, margin=params.futility_margin)
+                                   for w, k in zip(lead, n)]))
+    return int(n[hit[0]]) if hit.size else INF
 
 
 def sign_path(y: np.ndarray, params: GateParams, infra: np.ndarray | None = None) -> Path:
@@ -105,13 +119,13 @@ def guard_trip(infra: np.ndarray | None, params: GateParams) -> int:
 
 def decide(path: Path, block: int, cap: int) -> tuple[int, int]:
     """(action, pairs): 1 accept, -1 reject, 0 undecided at the cap, 2 INFRA abort; the order of gate_decision."""
-    looks = {"accept": look_of(path.accept, block), "reject": look_of(path.reject, block), "guard": path.guard}
+    looks = {"accept": look_of(path.accept, block), "reject": look_of(path.reject, block), "guard": path.guard, "futility": path.futility}
     first = min(looks.values())
     if first > cap:
         return 0, min(cap, path.horizon)
     if looks["guard"] == first:
         return 2, first
-    return (1, first) if looks["accept"] == first else (-1, first)
+    return (1, first) if looks["accept"] == first else (-1, first)  # reject or futility (checked after the rule)
 
 
 def summarise(paths: list[Path], block: int, caps) -> dict:
@@ -149,12 +163,15 @@ def population_paths(rng, p, q, runs: int, params: GateParams, *, horizon: int, 
         if plan == "importance":
             planner = planner_for(rng, p, params, pre_gate_obs, seed=r)
             pi, bound = planner.probabilities, planner.bound
+        elif plan == "oracle":  # the ceiling of ANY importance plan: pi from the TRUE discordance (not implementable)
+            pi = oracle_probabilities(p, q, params.importance_floor)
+            bound = float(np.max(1.0 / (n * pi)))
         else:
             pi, bound = np.full(n, 1.0 / n), 1.0
         rows = rng.choice(n, size=horizon, p=pi)
         base, cand = draw_outcomes(rng, p[rows], q[rows], coupling)
         infra = (~cand) & (rng.random(horizon) < infra_on_wrong) if infra_on_wrong > 0 else None
-        if plan == "importance":
+        if plan in ("importance", "oracle"):
             z = (cand.astype(float) - base) / (n * pi[rows])  # imputing a lost wrong answer as wrong leaves z unchanged
             out.append(betting_path(z, bound, params, infra))
         else:
@@ -163,6 +180,17 @@ def population_paths(rng, p, q, runs: int, params: GateParams, *, horizon: int, 
                 y = np.where(infra, 0, y)  # today's rule: an infra pair carries no evidence
             out.append(sign_path(y, params, infra))
     return out
+
+
+def oracle_probabilities(p: np.ndarray, q: np.ndarray, floor: float) -> np.ndarray:
+    """pi proportional to the true sd of C - B, sqrt(p (1 - q) + q (1 - p)) (independent arms), floored like the plan."""
+    return floor_probabilities(np.sqrt(p * (1 - q) + q * (1 - p)), floor)
+
+
+def second_moment_ratio(p: np.ndarray, q: np.ndarray, pi: np.ndarray) -> float:
+    """E_pi[Z^2] / E_uniform[(C - B)^2]: the share of the uniform plan's variance an importance plan keeps (independent arms)."""
+    v = p * (1 - q) + q * (1 - p)
+    return float(np.sum(v / (p.size**2 * pi)) / np.mean(v))
 
 
 def homogeneous_paths(rng, d: float, delta: float, runs: int, params: GateParams, *, horizon: int, rule: str) -> list[Path]:
@@ -201,12 +229,16 @@ OWN_MIXES = (
     ("mix A: 60 % easy (p .92) lose, 25 % mid (p .55) +20 pts, 15 % hard (p .12) +10 pts", ((0.60, 0.92, -0.108), (0.25, 0.55, 0.20), (0.15, 0.12, 0.10))),
     ("mix B: 30 % easy (p .97) +2 pts, 40 % mid (p .70) lose, 30 % hard (p .35) +18 pts", ((0.30, 0.97, 0.02), (0.40, 0.70, -0.15), (0.30, 0.35, 0.18))),
     ("mix C: 10 % mid (p .5) +40 pts, 90 % easy (p .95) lose", ((0.90, 0.95, -0.044), (0.10, 0.50, 0.40))),
+    # D and E added with the wiring (issue 13 item 1, "two more of your own"), fixed before their first run
+    ("mix D: 45 % mid (p .5) lose, 35 % hard (p .15) +8 pts, 20 % easy (p .85) +3 pts", ((0.45, 0.50, -0.075), (0.35, 0.15, 0.08), (0.20, 0.85, 0.03))),
+    ("mix E: 24 % easy (p .95) lose, 19 % each at p .05 +15 / .30 −10 / .50 +8 / .70 −4 pts",
+     ((0.24, 0.95, -0.071), (0.19, 0.05, 0.15), (0.19, 0.30, -0.10), (0.19, 0.50, 0.08), (0.19, 0.70, -0.04))),
 )
 
 
 def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int) -> dict:
-    """Gates end to end through ImportancePlanner.next_block -> pair_block -> betting_look at every block end,
-    compared with the vectorised decision of this module on the same outcomes."""
+    """Gates end to end through ImportancePlanner.next_block -> pair_block -> gate_decision (the registered betting rule)
+    at every block end, compared with the vectorised decision of this module on the same outcomes."""
     agree = 0
     accepts = 0
     trigger_ok = 0
@@ -214,30 +246,27 @@ def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int) -> 
         planner = planner_for(rng, p, params, pre_gate_obs, seed=r)
         pairs = []
         verdict = 0
-        trigger = math.nan
         while (block := planner.next_block([])) is not None:
             rows = np.array([int(item.qid[1:]) for item in block])
             base, cand = draw_outcomes(rng, p[rows], q[rows], 0.0)
             pairs += pair_block(block, base.tolist(), cand.tolist(), informing_samples=planner.informing_samples())
-            look = betting_look(pairs, params)
-            if look.accept_crossed:
-                verdict, trigger = 1, look.log_e_trigger
-                break
-            if look.reject_crossed:
-                verdict = -1
+            gate = gate_decision(pairs, params, final=planner.final)
+            if gate.action != "continue":
+                undecided = gate.reason.startswith("undecided")  # the final look's params.undecided, not a crossing
+                verdict = 0 if undecided else {"accept": 1, "reject": -1}.get(gate.action, 0)
                 break
         z = np.array([(int(x.candidate) - int(x.baseline)) * x.weight for x in pairs])
         vec, _ = decide(betting_path(z, planner.bound, params), params.block_size, params.max_pairs)
         agree += vec == verdict
         if verdict == 1:
             accepts += 1
-            trigger_ok += params.lambda_accept <= trigger
+            trigger_ok += params.lambda_accept <= gate.log_e == betting_look(pairs, params).log_e_trigger
     return dict(runs=runs, agree=agree, accepts=accepts, trigger_at_or_above_lambda=trigger_ok)
 
 
 def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict, populations: dict) -> dict:
     """Run sections 8-12; `populations`: label -> (p, q) for the zero-sum / strong-null cells and "uplift" for +5."""
-    params = GateParams()
+    params = GateParams(rule="betting", ladder="importance")
     s = settings
     caps = s["caps"]
     out: dict = {}
@@ -254,6 +283,7 @@ def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict
     eff = []
     configs = [("uniform random order, today's sign statistic (grid θ 0.60-0.90)", "random-signs", {}, 0.0)]
     configs += [(f"importance plan, floor {f}" + (" (uniform random order)" if f == 1.0 else ""), "importance", dict(importance_floor=f), 0.0) for f in s["floors"]]
+    configs += [("ORACLE importance plan, π ∝ true sd of C − B, floor 0.5 (not implementable: the ceiling of any plan)", "oracle", {}, 0.0)]
     configs += [(f"importance plan (default floor), block {b}", "importance", dict(block_size=b), 0.0) for b in s["blocks"]]
     configs += [(f"importance plan (default floor), correlated arms (coupling {c})", "importance", {}, c) for c in s["couplings"]]
     configs += [(f"uniform random order, today's sign statistic, correlated arms (coupling {c})", "random-signs", {}, c) for c in s["couplings"]]
@@ -263,6 +293,11 @@ def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict
         eff.append(dict(label=label, plan=plan, overrides=overrides, coupling=coupling, accept_only=accept_only(paths, pr.block_size, s["eff_cap"]),
                         product=summarise(paths, pr.block_size, (400,))[400]))
     out["efficiency"] = eff
+    floor = params.importance_floor
+    out["second_moment"] = dict(
+        oracle=second_moment_ratio(p, q, oracle_probabilities(p, q, floor)),
+        plan=float(np.mean([second_moment_ratio(p, q, planner_for(rng, p, params, s["pre_gate_obs"], seed=r).probabilities) for r in range(50)])),
+    )
     # 10. power and reject side, homogeneous cells
     rng = rng_for(10)
     power = []
@@ -272,6 +307,16 @@ def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict
                 paths = homogeneous_paths(rng, d, delta_pts / 100, s["power_runs"], params, horizon=max(caps), rule=rule)
                 power.append(dict(d=d, delta=delta_pts, rule=rule, result=summarise(paths, params.block_size, caps)))
     out["power"] = power
+    # 10b. the futility stop (off by default) on the same homogeneous cells: what it saves on null edits, what it costs real ones
+    rng = rng_for(14)
+    fut = []
+    for min_pairs in s.get("futility_min_pairs", (60, 100)):
+        pf = dataclasses.replace(params, futility_min_pairs=min_pairs, futility_margin=0)
+        for d in (0.2, 0.4):
+            for delta_pts in (0, 5, 10):
+                paths = homogeneous_paths(rng, d, delta_pts / 100, s["power_runs"], pf, horizon=max(caps), rule="betting")
+                fut.append(dict(min_pairs=min_pairs, d=d, delta=delta_pts, result=summarise(paths, pf.block_size, caps)))
+    out["futility"] = fut
     # 11. infra failures missing not at random (only on the candidate's wrong answers), strong null
     rng = rng_for(11)
     p0, q0 = populations["strong_null"]

@@ -113,6 +113,28 @@ def epoch_of_run(run_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# What a training run's rollouts were for, in the order reports stack them (`run_purpose`).
+PURPOSES = ("training batch", "gate screen", "gate", "Harness² probe", "slow-update validation", "per-epoch held-out",
+            "other")
+_SLOW_RUN = re.compile(r"_e\d+_(slowR\d?|[^_].*_slowA)$")
+_STEP_RUN = re.compile(r"_e\d+_s\d+$")
+
+
+def run_purpose(run_id: str) -> str:
+    """One of PURPOSES for a run id of the forms listed in this module's docstring."""
+    if GATE_MARK in run_id:
+        return "gate screen" if run_id.endswith("_screen") else "gate"
+    if "_h2_" in run_id:
+        return "Harness² probe"
+    if _SLOW_RUN.search(run_id):
+        return "slow-update validation"
+    if re.search(r"_e\d+_holdout_", run_id):
+        return "per-epoch held-out"
+    if _STEP_RUN.search(run_id):
+        return "training batch"
+    return "other"
+
+
 def gate_sample_start(gate_run_id: str) -> int:
     """First sample index of a gate: GATE_SAMPLE_BASE + stable_hash(run_id) % 10**6 * 100."""
     digest = int(hashlib.sha1(gate_run_id.encode("utf-8")).hexdigest(), 16)

@@ -20,6 +20,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 logger = logging.getLogger("harness.tree")
 
@@ -239,7 +240,7 @@ class HarnessTree(Mapping[str, str]):
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
-_renameat2 = None
+_renameat2: Any = None  # None: not probed yet; False: unavailable; else libc's renameat2
 
 
 def _exchange(a: Path, b: Path) -> bool:

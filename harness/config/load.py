@@ -268,4 +268,5 @@ def load_params(
         cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), loaded)
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    assert isinstance(cfg, DictConfig)  # merged onto the structured root, which is a mapping
     return finalize_config(cfg, cli_overrides=[], env_file=env_file, environ=environ, env_allowed=ENGINEERING_KEYS)

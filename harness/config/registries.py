@@ -1,6 +1,6 @@
 """The registries behind every config key that chooses a strategy, as config validation reads them.
 
-`gate.rule` and `gate.ladder` are kernel registries (objects); `evolve.method`
+`gate.rule`, `gate.ladder` and `gate.fdr` are kernel registries (objects); `evolve.method`
 (the proposer) lives in the loop (`harness.loop.proposers.PROPOSERS`), so only
 its names are here: config load neither imports the loop nor makes every stage
 depend on the proposers' code.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.kernel.fdr import FDR_PROCEDURES
 from harness.kernel.plans import SAMPLING_PLANS
 from harness.kernel.registry import Registry
 from harness.kernel.rules import RULES
@@ -23,5 +24,6 @@ PROPOSER_CHOICES: Registry[None] = Registry("evolve.method", dict.fromkeys(PROPO
 CHOICE_REGISTRIES: dict[str, Registry[Any]] = {
     RULES.key: RULES,
     SAMPLING_PLANS.key: SAMPLING_PLANS,
+    FDR_PROCEDURES.key: FDR_PROCEDURES,
     PROPOSER_CHOICES.key: PROPOSER_CHOICES,
 }

@@ -275,11 +275,30 @@ def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+def _check_rule_plan(c: _Checker) -> None:
+    """A weighted rule (betting) needs a population-valid plan; a weighted plan (importance) needs a weighted rule:
+    any other rule would ignore the importance weights and test the pi-weighted effect, not the pool's."""
+    rule = CHOICE_REGISTRIES["gate.rule"].get(c.value("gate.rule"))
+    plan = CHOICE_REGISTRIES["gate.ladder"].get(c.value("gate.ladder"))
+    if rule.questions != "sampling":  # the rule brings its own questions; gate.ladder is not used
+        return
+    if rule.weighted and not plan.population_valid:
+        valid = [n for n in CHOICE_REGISTRIES["gate.ladder"].names() if CHOICE_REGISTRIES["gate.ladder"].get(n).population_valid]
+        c.add("gate.ladder", plan.name, f"gate.rule={rule.name} needs a plan that draws questions with known probabilities: "
+                                        f"one of {', '.join(valid)}")
+    if plan.weighted and not rule.weighted:
+        weighted = [n for n in CHOICE_REGISTRIES["gate.rule"].names() if CHOICE_REGISTRIES["gate.rule"].get(n).weighted]
+        c.add("gate.ladder", plan.name, f"gate.ladder={plan.name} hands out importance weights that gate.rule={rule.name} "
+                                        f"ignores (it would test the pi-weighted effect); use gate.rule {', '.join(weighted)} "
+                                        "or another gate.ladder")
+
+
 def _validate_gate(cfg: DictConfig) -> list[Violation]:
     """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
     c = _Checker(cfg)
-    c.registered("gate.rule")
-    c.registered("gate.ladder")
+    rule_known = c.registered("gate.rule")
+    if c.registered("gate.ladder") and rule_known:
+        _check_rule_plan(c)
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
             "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")
@@ -302,7 +321,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
-    c.one_of("gate.fdr", ("none", "elond"))
+    c.registered("gate.fdr")
     c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.positive_int("gate.fdr_horizon")
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")

@@ -40,7 +40,9 @@ import numpy as np
 from harness.kernel.types import PairResult
 
 __all__ = [
+    "BettingDecision",
     "BettingLook",
+    "betting_decision",
     "accept_bets",
     "betting_look",
     "bet_limit",
@@ -193,8 +195,19 @@ def log_wealth_final(z, bets, null_mean: float = 0.0) -> float:
     return float(path[-1]) if path.size else 0.0
 
 
-def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> tuple[str, str, float]:
-    """(action, reason, log E to record) of the betting rule at a block end.
+@dataclass(frozen=True)
+class BettingDecision:
+    """The betting rule at one look: action, reason, the log E to record and the look it came from."""
+
+    action: str
+    reason: str
+    log_e: float  # accept e-process: at its first crossing on an accept (the value that triggered it), else the last
+    log_dir: float  # minus the reject e-process (its running max on a reject): <= lambda_dir means rejected
+    look: BettingLook
+
+
+def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> BettingDecision:
+    """The betting rule at a block end.
 
     Accept when the accept e-process crossed exp(lambda_accept) at some pair
     (recorded log E: its value at the first crossing, the one that triggered
@@ -203,11 +216,14 @@ def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> tup
     """
     look = betting_look(pairs, params)
     if look.accept_crossed:
-        return "accept", (f"betting: log E reached {look.log_e_trigger:.3f} >= lambda {params.lambda_accept} "
-                          f"(weighted mean gain {look.mean_difference:+.4f}, weight bound {look.bound:.3f})"), look.log_e_trigger
+        return BettingDecision("accept", (f"betting: log E reached {look.log_e_trigger:.3f} >= lambda {params.lambda_accept} "
+                                          f"(weighted mean gain {look.mean_difference:+.4f}, weight bound {look.bound:.3f})"),
+                               look.log_e_trigger, -look.log_e_reject, look)
     if look.reject_crossed:
-        return "reject", (f"betting: the e-process for gain >= {params.reject_margin} reached log {look.reject_peak:.3f} "
-                          f">= {-params.lambda_dir} (weighted mean gain {look.mean_difference:+.4f})"), look.log_e
+        return BettingDecision("reject", (f"betting: the e-process for gain >= {params.reject_margin} reached log {look.reject_peak:.3f} "
+                                          f">= {-params.lambda_dir} (weighted mean gain {look.mean_difference:+.4f})"),
+                               look.log_e, -look.reject_peak, look)
     if final:
-        return str(params.undecided), f"undecided: log E = {look.log_e:.3f}, reject log E = {look.log_e_reject:.3f} at the end of the budget", look.log_e
-    return "continue", "no boundary crossed", look.log_e
+        return BettingDecision(str(params.undecided), f"undecided: log E = {look.log_e:.3f}, reject log E = {look.log_e_reject:.3f} "
+                                                      "at the end of the budget", look.log_e, -look.log_e_reject, look)
+    return BettingDecision("continue", "no boundary crossed", look.log_e, -look.log_e_reject, look)

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["FDR_METHODS", "FdrState", "elond_gamma", "elond_level", "elond_record", "level_lambda"]
+from harness.kernel.registry import Registry
 
-FDR_METHODS = ("none", "elond")
+__all__ = ["FDR_PROCEDURES", "FdrProcedure", "FdrState", "GateLevel", "elond_gamma", "elond_level", "elond_record", "level_lambda"]
+
 _PI2_6 = math.pi**2 / 6.0
 
 
@@ -107,3 +109,62 @@ def elond_record(state: FdrState, alpha: float, horizon: int, *, discovered: boo
     _check(alpha, horizon)
     t = state.tests + 1
     return FdrState(t, state.discoveries + (1 if discovered else 0), state.spent + alpha * elond_gamma(t, horizon))
+
+
+@dataclass(frozen=True)
+class GateLevel:
+    """The level one gate is given: its accept threshold on log E and the report fields that say so."""
+
+    lambda_accept: float
+    fields: dict
+
+
+class FdrProcedure(Protocol):
+    """A run-level procedure (`gate.fdr`): the level of the next gate, and the state after it ended."""
+
+    @property
+    def name(self) -> str: ...
+
+    def level(self, state: FdrState, params) -> GateLevel: ...
+
+    def record(self, state: FdrState, params, *, discovered: bool) -> FdrState: ...
+
+    def report(self, state: FdrState) -> dict:
+        """Run-level report fields after a gate (the level spent so far)."""
+        ...
+
+
+@dataclass(frozen=True)
+class NoFdr:
+    """`gate.fdr=none`: every gate at the fixed level exp(-gate.lambda); the run's state is not advanced."""
+
+    name: str = "none"
+
+    def level(self, state: FdrState, params) -> GateLevel:
+        return GateLevel(params.lambda_accept, {"fdr_level": math.exp(-params.lambda_accept)})
+
+    def record(self, state: FdrState, params, *, discovered: bool) -> FdrState:
+        return state
+
+    def report(self, state: FdrState) -> dict:
+        return {}
+
+
+@dataclass(frozen=True)
+class ELond:
+    """`gate.fdr=elond`: the level alpha_t of e-LOND over the run (module doc), threshold ln(1 / alpha_t)."""
+
+    name: str = "elond"
+
+    def level(self, state: FdrState, params) -> GateLevel:
+        level = elond_level(state, params.fdr_level, params.fdr_horizon)
+        return GateLevel(level_lambda(level), {"fdr_level": level, "fdr_test": state.tests + 1})
+
+    def record(self, state: FdrState, params, *, discovered: bool) -> FdrState:
+        return elond_record(state, params.fdr_level, params.fdr_horizon, discovered=discovered)
+
+    def report(self, state: FdrState) -> dict:
+        return {"fdr_spent": state.spent}
+
+
+FDR_PROCEDURES: Registry[FdrProcedure] = Registry("gate.fdr", {"none": NoFdr(), "elond": ELond()})

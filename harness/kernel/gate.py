@@ -144,10 +144,12 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
     `params.max_pairs` makes the look final. Order: INFRA guard ("infra"),
     then the rule of `params.rule`; an undecided final look gives
     `params.undecided` ("probation" or "reject"). Infra pairs carry no
-    evidence and are excluded from wins/losses/ties. `GateVerdict.log_e`
-    is the accept e-process (`gate.accept_prior`) at the last pair; with
-    `accept_within_block` the sequential rule also accepts when its running
-    maximum over the pairs, in their planned order, crossed lambda.
+    evidence and are excluded from wins/losses/ties (the rule also sees every
+    pair, in planned order: the betting rule imputes infra against the
+    candidate). `GateVerdict.log_e` / `log_lr_dir` are the rule's statistics
+    when it has its own (betting), else the sign e-process (`gate.accept_prior`)
+    and the direction log-LR at the last pair; on an accept `log_e` is the value
+    that triggered it (the first crossing of lambda), never a later one.
     """
     n = len(pairs_so_far)
     if params.undecided not in ("probation", "reject"):
@@ -179,9 +181,11 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
     if infra_reason is not None:
         return verdict("infra", infra_reason)
     rule = rule_for(params)
-    peak = (log_e_accept_peak([pair.sign for pair in pairs_so_far], params)
-            if rule.sequential and params.accept_within_block else None)
-    decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final, peak_log_e=peak)
+    decision = rule.decide(counts.wins, counts.losses, counts.ties, params, final=final, pairs=pairs_so_far)
+    if decision.log_e is not None:  # the rule's own statistic; on an accept the value that triggered it
+        log_e = decision.log_e
+    if decision.log_dir is not None:
+        log_lr = decision.log_dir
     if (decision.action == "continue" and rule.sequential
             and futility_stop(counts.wins, counts.losses, n, min_pairs=params.futility_min_pairs, margin=params.futility_margin)):
         return verdict("reject", f"futility: {counts.wins} wins - {counts.losses} losses <= {params.futility_margin} "

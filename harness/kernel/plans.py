@@ -14,9 +14,17 @@ plus one line in `SAMPLING_PLANS`.
 - `random`: uniform random order over the pool (a fresh permutation per
   pass), every slot a fresh sample index. Tests the population effect for any
   population (the reference the ladders are compared against).
+- `importance` (the default): `importance_plan.ImportancePlanner`, every slot
+  an independent draw with known probability pi_i (favouring informative
+  questions, floor `gate.importance_floor`), carrying its weight 1 / (N pi_i)
+  for the betting rule. Population-valid for any population.
 
 The ladders concentrate pairs on mid-difficulty questions: their accept is
-valid for the population only under the strong null (docs/kernel.md).
+valid for the population only under the strong null (docs/kernel.md). Traits
+config validation reads: `population_valid` (every slot's question is drawn
+with a probability known before the gate, so a weighted rule tests the pool's
+gain) and `weighted` (the slots carry importance weights, which only a rule
+with `weighted` reads: any other rule would test the pi-weighted effect).
 """
 
 from __future__ import annotations
@@ -104,6 +112,12 @@ class SamplingPlan(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def population_valid(self) -> bool: ...
+
+    @property
+    def weighted(self) -> bool: ...
+
     def planner(self, request: PlanRequest) -> BlockPlanner:
         """The block planner of one gate (the pool is non-empty)."""
         ...
@@ -112,6 +126,8 @@ class SamplingPlan(Protocol):
 @dataclass(frozen=True)
 class StaticLadderPlan:
     name: str = "static"
+    population_valid: bool = False
+    weighted: bool = False
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         excluded = set(request.exclude)
@@ -129,6 +145,8 @@ class StaticLadderPlan:
 @dataclass(frozen=True)
 class AdaptiveLadderPlan:
     name: str = "adaptive"
+    population_valid: bool = False
+    weighted: bool = False
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         from harness.kernel.adaptive import AdaptiveBlockPlanner
@@ -144,6 +162,8 @@ class UniformRandomPlan:
     """Uniform random order over the pool minus the case pack; a fresh permutation per pass."""
 
     name: str = "random"
+    population_valid: bool = True
+    weighted: bool = False
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         params = request.params
@@ -175,7 +195,31 @@ class UniformRandomPlan:
         return FixedBlocks(blocks, informing)
 
 
+@dataclass(frozen=True)
+class ImportancePlan:
+    """Questions drawn with known probabilities pi_i from the pre-gate p_hat (kernel/importance_plan.py)."""
+
+    name: str = "importance"
+    population_valid: bool = True
+    weighted: bool = True
+
+    def planner(self, request: PlanRequest) -> BlockPlanner:
+        from harness.kernel.importance_plan import ImportancePlanner
+
+        params = request.params
+        check_block_params(params)
+        prior = {e.qid: (e.p_hat, e.n_obs) for tt in request.task_types for e in request.pools.entries(tt)}
+        excluded = set(request.exclude)
+        pool = list(dict.fromkeys(request.pool))
+        if not any(q not in excluded for q in pool):  # every question was in the case pack: ask them anyway
+            excluded = set()
+        return ImportancePlanner(pool, block_size=params.block_size, max_pairs=params.max_pairs, floor=params.importance_floor,
+                                 seed=request.seed, first_sample_index=request.first_sample_index, prior=prior,
+                                 prior_obs=params.ladder_prior_obs, informing_samples=request.informing(), exclude=excluded)
+
+
 SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.ladder", {
+    "importance": ImportancePlan(),
     "static": StaticLadderPlan(),
     "adaptive": AdaptiveLadderPlan(),
     "random": UniformRandomPlan(),

@@ -10,9 +10,10 @@ at once (no optional stopping).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from harness.kernel.rules import RuleDecision
-from harness.kernel.types import GateParams
+from harness.kernel.types import GateParams, PairResult
 
 __all__ = ["cap_evolve_decide", "paired_gain_and_se"]
 
@@ -48,9 +49,10 @@ class CapEvolveRule:
     questions = "random_fixed_n"
     single_block = True
     sequential = False
+    weighted = False
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         action, reason = cap_evolve_decide(wins, losses, ties, params.cap_evolve_n, final=final)
         return RuleDecision(action, reason)  # type: ignore[arg-type]
 

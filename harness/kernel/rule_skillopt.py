@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Sequence
 
 from harness.kernel.rules import RuleDecision
-from harness.kernel.types import GateParams
+from harness.kernel.types import GateParams, PairResult
 
 __all__ = ["selection_split", "skillopt_decide"]
 
@@ -51,9 +51,10 @@ class SkillOptRule:
     questions = "selection_split"
     single_block = True
     sequential = False
+    weighted = False
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         action, reason = skillopt_decide(wins, losses, ties, params.selection_n, final=final)
         return RuleDecision(action, reason)  # type: ignore[arg-type]
 

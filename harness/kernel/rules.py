@@ -4,11 +4,18 @@ A rule sees the counts of the pairs observed so far (infra pairs already
 removed by the caller) at a block boundary and returns an action. The
 INFRA guard and the block barrier live in gate.py, around every rule.
 
-- `sequential` (ours): accept when the accept e-process (`gate.accept_prior`:
-  grid LR mixture by default, or the uniform Beta-mixture) reaches
-  exp(lambda_accept) - at the block end, or, with `accept_within_block`, at
-  any pair inside the block (`peak_log_e`, computed by gate.py); reject when
-  the direction log-LR falls to lambda_dir. Anytime-valid.
+- `betting` (ours, the default): the importance-weighted bounded betting
+  e-process of `kernel/betting.py` on the pairs in their planned order; accept
+  when it crosses exp(lambda_accept) at any pair, reject when the mirror bet
+  against "gain >= reject_margin" crosses exp(-lambda_dir). Needs a plan that
+  draws questions with known probabilities (`importance`, `random`): then it
+  tests the pool's accuracy gain, for any population.
+- `sequential`: accept when the sign e-process (`gate.accept_prior`: grid LR
+  mixture by default, or the uniform Beta-mixture) reaches exp(lambda_accept)
+  - at the block end, or, with `accept_within_block`, at any pair inside the
+  block; reject when the direction log-LR falls to lambda_dir. Anytime-valid
+  for the pairs it sees; on a ladder plan that is the ladder-weighted effect,
+  the population's only under the strong null (docs/kernel.md).
 - `accept_all`: accepts every candidate at its first look (ablation).
 - `gepa`: GEPA's rule, one block: accept iff strictly more wins than losses.
 - `mcnemar`: fixed-n exact one-sided McNemar at `mcnemar_n` pairs.
@@ -19,20 +26,26 @@ INFRA guard and the block barrier live in gate.py, around every rule.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Optional, Protocol
 
 from harness.kernel.registry import Registry
-from harness.kernel.stats import log_e_accept, log_lr_direction, mcnemar_one_sided_p
-from harness.kernel.types import GateAction, GateParams
+from harness.kernel.stats import first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
+from harness.kernel.types import GateAction, GateParams, PairResult
 
 
 @dataclass(frozen=True)
 class RuleDecision:
-    """What a rule decided at one look: accept | reject | continue, or params.undecided when final."""
+    """What a rule decided at one look: accept | reject | continue, or params.undecided when final.
+
+    `log_e` / `log_dir`: the statistics to record when the rule has its own (None = the sign statistics
+    gate.py computes); on an accept `log_e` is the value that triggered it (the first crossing)."""
 
     action: GateAction
     reason: str
+    log_e: Optional[float] = None
+    log_dir: Optional[float] = None
 
 
 class AcceptanceRule(Protocol):
@@ -44,8 +57,11 @@ class AcceptanceRule(Protocol):
       from the step rollout), "selection_split" (a fixed held-out split), "random_fixed_n" (n random
       questions), "none" (no rollouts: decides at once);
     - `single_block`: the whole plan is one block (its size is the plan's);
-    - `sequential`: an anytime-valid e-process rule (within-block peak accept, futility stop, pre-gate
-      screen and the run-level FDR level apply to it).
+    - `sequential`: an anytime-valid e-process rule (futility stop, pre-gate screen and the run-level
+      FDR level apply to it);
+    - `weighted`: it reads the importance weights of the plan's slots, so it needs a plan that draws its
+      questions with known probabilities (`SamplingPlan.population_valid`); a plan that hands out weights
+      (`SamplingPlan.weighted`) needs such a rule (config validation checks both).
     """
 
     @property
@@ -60,10 +76,13 @@ class AcceptanceRule(Protocol):
     @property
     def sequential(self) -> bool: ...
 
+    @property
+    def weighted(self) -> bool: ...
+
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         """Decide at a block boundary; `final` = no further block will come (ladder or budget exhausted).
-        `peak_log_e`: running max of the accept e-process over the pair path (sequential rules only)."""
+        `pairs`: every pair so far in planned order, infra pairs included (the counts exclude them)."""
         ...
 
 
@@ -78,19 +97,23 @@ class SequentialRule:
     questions: str = "sampling"
     single_block: bool = False
     sequential: bool = True
+    weighted: bool = False
 
     def decide(
-        self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool, peak_log_e: float | None = None
+        self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool, pairs: Sequence[PairResult] = ()
     ) -> RuleDecision:
-        """`peak_log_e`: running max of log E over the pair-level path so far (None = block-end look only)."""
+        """With `accept_within_block` and `pairs`, accepts when the e-process crossed lambda at any pair so far
+        (recorded log E: its value at that first crossing); else only at the block end."""
         log_e = log_e_accept(wins, losses, params)
         log_lr = log_lr_direction(wins, losses, params.theta1)
+        if params.accept_within_block and pairs:
+            trigger = first_crossing(log_e_accept_path([pair.sign for pair in pairs], params), params.lambda_accept)
+            if trigger is not None:
+                return RuleDecision("accept", f"log E reached {trigger:.3f} >= lambda {params.lambda_accept} "
+                                              f"({params.accept_prior} prior; {log_e:.3f} at the block end)", log_e=trigger)
         if log_e >= params.lambda_accept:
-            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept} ({params.accept_prior} prior)")
-        if peak_log_e is not None and peak_log_e >= params.lambda_accept:
-            return RuleDecision(
-                "accept", f"log E peaked at {peak_log_e:.3f} >= lambda {params.lambda_accept} inside the block ({params.accept_prior} prior)"
-            )
+            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept} ({params.accept_prior} prior)",
+                                log_e=log_e)
         if log_lr <= params.lambda_dir:
             return RuleDecision("reject", f"direction log-LR = {log_lr:.3f} <= lambda_dir {params.lambda_dir}")
         if final:
@@ -104,9 +127,10 @@ class AcceptAllRule:
     questions: str = "none"
     single_block: bool = False
     sequential: bool = False
+    weighted: bool = False
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         return RuleDecision("accept", "accept_all rule")
 
 
@@ -118,9 +142,10 @@ class GepaRule:
     questions: str = "step_minibatch"
     single_block: bool = True
     sequential: bool = False
+    weighted: bool = False
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         if wins > losses:
             return RuleDecision("accept", f"gepa: wins {wins} > losses {losses}")
         return RuleDecision("reject", f"gepa: wins {wins} <= losses {losses}")
@@ -134,9 +159,10 @@ class McNemarFixedRule:
     questions: str = "sampling"
     single_block: bool = False
     sequential: bool = False
+    weighted: bool = False
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         n = wins + losses + ties
         if n < params.mcnemar_n:
             if final:
@@ -156,9 +182,10 @@ class McNemarRecheckedRule:
     questions: str = "sampling"
     single_block: bool = False
     sequential: bool = False
+    weighted: bool = False
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               peak_log_e: float | None = None) -> RuleDecision:
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
         p = mcnemar_one_sided_p(wins, losses)
         if p <= params.mcnemar_alpha:
             return RuleDecision("accept", f"re-checked McNemar p = {p:.4g}")
@@ -167,7 +194,30 @@ class McNemarRecheckedRule:
         return RuleDecision("continue", f"p = {p:.4g}")
 
 
+@dataclass(frozen=True)
+class BettingRule:
+    """The importance-weighted bounded betting e-process (kernel/betting.py) over the pair path."""
+
+    name: str = "betting"
+    questions: str = "sampling"
+    single_block: bool = False
+    sequential: bool = True
+    weighted: bool = True
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
+        """Accept / reject / continue from `betting_decision` on every pair so far (infra imputed against the
+        candidate); recorded log_dir = minus the reject e-process, so <= lambda_dir means rejected."""
+        from harness.kernel.betting import betting_decision
+
+        if not pairs:
+            raise ValueError("betting rule: needs the pairs in planned order (their importance weights), not counts only")
+        d = betting_decision(pairs, params, final=final)
+        return RuleDecision(d.action, d.reason, log_e=d.log_e, log_dir=d.log_dir)  # type: ignore[arg-type]
+
+
 RULES: Registry[AcceptanceRule] = Registry("gate.rule", {
+    "betting": BettingRule(),
     "sequential": SequentialRule(),
     "accept_all": AcceptAllRule(),
     "gepa": GepaRule(),

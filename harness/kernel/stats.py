@@ -116,11 +116,22 @@ def log_e_accept_peak(signs, params) -> float:
     the false-accept rate at most alpha; the pairs of the whole block are
     still spent. Returns -inf for no pairs.
     """
+    path = log_e_accept_path(signs, params)
+    return float(np.max(path)) if path.size else float("-inf")
+
+
+def log_e_accept_path(signs, params) -> np.ndarray:
+    """The accept e-process after every pair of `signs` (+1 win, -1 loss, 0 tie/infra), in order (empty for no pairs)."""
     y = np.asarray(signs, dtype=int).reshape(-1)
     if y.size == 0:
-        return float("-inf")
-    path = log_e_accept(np.cumsum(y == 1), np.cumsum(y == -1), params)
-    return float(np.max(path))
+        return np.zeros(0)
+    return np.asarray(log_e_accept(np.cumsum(y == 1), np.cumsum(y == -1), params), dtype=float).reshape(-1)
+
+
+def first_crossing(path: np.ndarray, level: float) -> float | None:
+    """The value of `path` at its first index >= `level` (the value that triggers a stop), None when it never crosses."""
+    hit = np.flatnonzero(np.asarray(path) >= level)
+    return float(path[hit[0]]) if hit.size else None
 
 
 def _log_binomial_upper_tail(k: int, n: int) -> float:

@@ -57,7 +57,7 @@ class PairResult:
 
 @dataclass(frozen=True)
 class GateParams:
-    rule: str = "sequential"
+    rule: str = "betting"  # kernel/rules.RULES
     lambda_accept: float = 3.0
     lambda_dir: float = -1.56
     theta1: float = 0.625
@@ -79,7 +79,7 @@ class GateParams:
     accept_prior_high: float = 0.90
     accept_prior_points: int = 7  # equally weighted thetas, linspace(low, high, points)
     accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
-    ladder: str = "static"  # "static" (plan_blocks over GatePools.ladder) | "adaptive" (AdaptiveBlockPlanner; see docs/kernel.md: trade-off null risk)
+    ladder: str = "importance"  # kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static | adaptive (ladders: strong null only)
     adaptive_top_fraction: float = 0.25  # adaptive ladder: ladder slots walk this top share of the current ranking
     ladder_prior_obs: int = 4  # the adaptive ladder counts the pre-gate p_hat as at most this many observations
     ladder_drop_min_obs: int = 8  # drop a question from ladder slots when p outside [p_low, p_high] after this many observations

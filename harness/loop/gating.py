@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,14 +39,14 @@ from harness import workspace as wsp
 from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
 from harness.identity import gate_run_prefix, gate_sample_start
-from harness.kernel.fdr import elond_level, elond_record, level_lambda
+from harness.kernel.fdr import FDR_PROCEDURES
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, BlockPlanner, FixedBlocks, PlanRequest
 from harness.kernel.rules import rule_for
 from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
-from harness.loop.validate import RolloutFn, ValidationOutcome, validate_skill_local
+from harness.loop.validate import GateRequest, RolloutFn, ValidationOutcome, validate_skill_local
 from harness.questions import Question
 from harness.store import read_version_tree
 from harness.tree import HarnessTree
@@ -232,19 +231,24 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
         known = planned.known_baseline
         wsp.record_run(gc.workspace_dir, f"{prefix}_base")
         wsp.record_run(gc.workspace_dir, f"{prefix}_cand")
-        outcome = asyncio.run(validate_skill_local(
+        informing: dict[str, frozenset[int]] = {}  # the leak guard on every plan, not only the ladders
+        for tt in cand.task_types:
+            if tt in pools.task_types:
+                informing.update(pools.informing_samples(tt))
+        outcome = asyncio.run(validate_skill_local(GateRequest(
             task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
             candidate_tree=candidate_view, plan=planned.planner, questions=gc.questions, rollout=gc.rollout, params=block_params,
             gate_run_prefix=prefix, workspace_dir=gc.workspace_dir, baseline_cache=baseline_cache, prompts_version=pv,
-            epoch=gc.epoch, step=gc.step, known_baseline=known,
-        ))
+            epoch=gc.epoch, step=gc.step, known_baseline=known, informing_samples=informing,
+        )))
         write_gate_evidence(gc.runlog_path, outcome.evidence)
         write_quadrant_pairs(gc.runlog_path, gate_run_id=prefix, epoch=gc.epoch, step=gc.step, task_type=cand.task_type,
                              action=outcome.action, pairs=outcome.pairs)
     v = outcome.verdict
-    if gc.params.fdr == "elond" and rule.sequential:
-        state.gate_fdr = elond_record(state.gate_fdr, gc.params.fdr_level, gc.params.fdr_horizon, discovered=outcome.action == "accept")
-        fdr_fields["fdr_spent"] = state.gate_fdr.spent
+    if rule.sequential:
+        procedure = FDR_PROCEDURES.get(gc.params.fdr)
+        state.gate_fdr = procedure.record(state.gate_fdr, gc.params, discovered=outcome.action == "accept")
+        fdr_fields.update(procedure.report(state.gate_fdr))
     screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") == "passed" else 0
     gate_fields = dict(gate_run_id=prefix, log_e=v.log_e, log_lr_dir=v.log_lr_dir, wins=v.wins, losses=v.losses, ties=v.ties,
                        n_pairs=v.n_pairs, rollouts=outcome.rollouts + screen_rollouts, reason=v.reason, **fdr_fields)
@@ -266,15 +270,12 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
 
 
 def _gate_level(gc: GateContext, state: Any) -> tuple[GateParams, dict]:
-    """The params this gate runs with and its report fields: under `gate.fdr=elond` the sequential rule's accept
-    threshold is ln(1 / alpha_t), alpha_t from e-LOND over the run (kernel/fdr.py); otherwise gate.lambda."""
+    """The params this gate runs with and its report fields: a sequential rule's accept threshold comes from the
+    run-level procedure of `gate.fdr` (kernel/fdr.py FDR_PROCEDURES: e-LOND's ln(1 / alpha_t), or gate.lambda)."""
     if not rule_for(gc.params).sequential:
         return gc.params, {}
-    if gc.params.fdr == "elond":
-        level = elond_level(state.gate_fdr, gc.params.fdr_level, gc.params.fdr_horizon)
-        fields = {"fdr_level": level, "fdr_test": state.gate_fdr.tests + 1}
-        return dataclasses.replace(gc.params, lambda_accept=level_lambda(level)), fields
-    return gc.params, {"fdr_level": math.exp(-gc.params.lambda_accept)}
+    level = FDR_PROCEDURES.get(gc.params.fdr).level(state.gate_fdr, gc.params)
+    return dataclasses.replace(gc.params, lambda_accept=level.lambda_accept), dict(level.fields)
 
 
 def screened_qids(gc: GateContext, cand: Candidate) -> list[str]:

@@ -95,38 +95,54 @@ def materialize_candidate(workspace_dir: Path, tree: HarnessTree, label: str) ->
     return path
 
 
-async def validate_skill_local(
-    *,
-    task_type: str,
-    skill_file: str,
-    baseline_tree: HarnessTree,
-    candidate_tree: HarnessTree,
-    plan: BlockPlanner,
-    questions: Mapping[str, Question],
-    rollout: RolloutFn,
-    params: GateParams,
-    gate_run_prefix: str,
-    workspace_dir: Path,
-    baseline_cache: BaselineStore | None,
-    prompts_version: str,
-    epoch: int = 0,
-    step: int = 0,
-    known_baseline: Mapping[str, bool] | None = None,
-    informing_samples: Mapping[str, Collection[int]] | None = None,
-) -> ValidationOutcome:
-    """Run the block-sequential gate of one candidate skill file.
+@dataclass(frozen=True)
+class GateRequest:
+    """Everything one block-sequential gate needs (the argument of `validate_skill_local`).
 
     `plan` is the kernel's block planner (`harness.kernel.plans`: a sampling
-    plan of `gate.ladder`, or `FixedBlocks` around a plan fixed in advance;
-    a fresh sample index per slot, cut to the pair budget; a qid may repeat). `known_baseline` (GEPA rule) gives baseline outcomes observed
-    outside the gate for first asks instead of the cache. The decision is the
-    kernel's `gate_decision` under `params.rule`; an "infra" verdict (INFRA
-    guard over all blocks so far) ends the gate without a decision about the
-    harness. `informing_samples` (from the ladder) makes pairing refuse a
-    sample that placed its question on the ladder (kernel LeakError).
+    plan of `gate.ladder`, or `FixedBlocks` around a plan fixed in advance; a
+    fresh sample index per slot, cut to the pair budget; a qid may repeat).
+    `known_baseline` (GEPA rule) gives baseline outcomes observed outside the
+    gate for first asks instead of the cache. `informing_samples` (qid ->
+    sample indices that fed the ladder's p_hat) is merged with the plan's own:
+    pairing refuses such a sample on every plan (kernel LeakError).
     """
-    if GATE_MARK not in gate_run_prefix:
-        raise ValueError(f"gate run prefix {gate_run_prefix!r} must contain {GATE_MARK!r} (the ladder's anti-leak filter relies on it)")
+
+    task_type: str
+    skill_file: str  # path inside the composed tree, e.g. "skills/t/SKILL.md"
+    baseline_tree: HarnessTree
+    candidate_tree: HarnessTree
+    plan: BlockPlanner
+    questions: Mapping[str, Question]
+    rollout: RolloutFn
+    params: GateParams
+    gate_run_prefix: str  # must contain GATE_MARK: the ladder never absorbs these rollouts
+    workspace_dir: Path
+    baseline_cache: Optional[BaselineStore]
+    prompts_version: str
+    epoch: int = 0
+    step: int = 0
+    known_baseline: Optional[Mapping[str, bool]] = None
+    informing_samples: Optional[Mapping[str, Collection[int]]] = None
+
+    def __post_init__(self) -> None:
+        if GATE_MARK not in self.gate_run_prefix:
+            raise ValueError(f"gate run prefix {self.gate_run_prefix!r} must contain {GATE_MARK!r} "
+                             "(the ladder's anti-leak filter relies on it)")
+
+
+async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
+    """Run the block-sequential gate of one candidate skill file (see `GateRequest` and the module doc).
+
+    The decision is the kernel's `gate_decision` under `params.rule`; an
+    "infra" verdict (INFRA guard over all blocks so far) ends the gate without
+    a decision about the harness.
+    """
+    r = request
+    task_type, skill_file, baseline_tree, candidate_tree = r.task_type, r.skill_file, r.baseline_tree, r.candidate_tree
+    plan, questions, rollout, params = r.plan, r.questions, r.rollout, r.params
+    gate_run_prefix, workspace_dir, baseline_cache, prompts_version = r.gate_run_prefix, r.workspace_dir, r.baseline_cache, r.prompts_version
+    epoch, step, known_baseline, informing_samples = r.epoch, r.step, r.known_baseline, r.informing_samples
     planner = plan
     seen_idx: set[int] = set()
     baseline_so_far: list[Optional[bool]] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contracts.answers import UNPARSED_MODES
-from harness.identity import epoch_of_run
+from harness.identity import epoch_of_run, run_purpose
 from harness.kernel.schedule import StateLayout
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
@@ -156,11 +156,14 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
     modes_by_run = parse_mode_counts(layout)
     rollouts_by_epoch: dict[int, int] = {}
     usd_by_epoch: dict[int, float] = {}
+    by_purpose: dict[int, dict[str, int]] = {}
     for run_id, t in per_run.items():
         epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
             usd_by_epoch[epoch] = usd_by_epoch.get(epoch, 0.0) + float(t["usd"])
+            purposes = by_purpose.setdefault(epoch, {})
+            purposes[run_purpose(run_id)] = purposes.get(run_purpose(run_id), 0) + int(t["rollouts"])
 
     gates: list[GateDecision] = []
     epochs: list[EpochSummary] = []
@@ -207,6 +210,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         accept_threshold=_num(cfg.gate["lambda"]),
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
+        rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
         parse_modes=_merged(list(modes_by_run.values())),
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":

@@ -1,10 +1,13 @@
 """Render a `RunSummary` into the files of ``reports/``.
 
 - ``metrics.json``                 flat final metrics (`dvc metrics show/diff`)
-- ``plots/accuracy.json``          one row per epoch (`dvc plots show`)
+- ``plots/accuracy.svg``           accuracy per epoch: measured, best, and (simulator) true      } `dvc plots show`:
+- ``plots/gate_evidence.svg``      the gates' log E paths, one small multiple per task type       } images, readable
+- ``plots/cost.svg``               rollouts per epoch by purpose (and USD when there is any)     } offline
+- ``plots/accuracy.json``          the accuracy chart's data, one row per epoch
 - ``plots/gate_evidence/<gate>.csv``  the accept e-process path of each gate (seq, log_e)
-- ``report.md``                    the run report in Markdown
-- ``report.html``                  the same, self-contained, with inline SVG charts
+- ``report.md``                    the run report in Markdown (the three charts as images)
+- ``report.html``                  the same, self-contained, with the charts inline
 
 Everything is deterministic (no timestamps), so an interrupted-and-resumed
 run renders byte-identical files to an uninterrupted one. Writes are atomic.
@@ -14,19 +17,25 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import shutil
+import statistics
 from html import escape
 from pathlib import Path
 from typing import Any, Sequence
 
 from harness.atomic import atomic_write_json, atomic_write_text
+from harness.identity import PURPOSES
 from harness.pipeline.summary import RunSummary
-from harness.pipeline.svg import Series, line_chart_svg
+from harness.pipeline.svg import PALETTE, Panel, Series, line_chart_svg, small_multiples_svg, stacked_bars_svg
 
 METRICS_FILE = "metrics.json"
 ACCURACY_PLOT = "plots/accuracy.json"
 GATE_EVIDENCE_DIR = "plots/gate_evidence"
+# The charts `dvc plots show` renders (dvc.yaml `plots:`) and report.md shows, as SVG images.
+CHARTS = {"accuracy_chart": "plots/accuracy.svg", "gate_evidence_chart": "plots/gate_evidence.svg",
+          "cost_chart": "plots/cost.svg"}
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 
@@ -39,6 +48,9 @@ def write_reports(summary: RunSummary, out_dir: Path) -> dict[str, Path]:
         "metrics": atomic_write_json(out_dir / METRICS_FILE, summary.final_metrics()),
         "accuracy_plot": atomic_write_json(out_dir / ACCURACY_PLOT, accuracy_rows(summary)),
         "gate_evidence": _write_gate_paths(summary, out_dir / GATE_EVIDENCE_DIR),
+        "accuracy_chart": atomic_write_text(out_dir / CHARTS["accuracy_chart"], accuracy_chart(summary)),
+        "gate_evidence_chart": atomic_write_text(out_dir / CHARTS["gate_evidence_chart"], gate_evidence_chart(summary)),
+        "cost_chart": atomic_write_text(out_dir / CHARTS["cost_chart"], cost_chart(summary)),
         "markdown": atomic_write_text(out_dir / REPORT_MD, render_markdown(summary)),
         "html": atomic_write_text(out_dir / REPORT_HTML, render_html(summary)),
     }
@@ -77,25 +89,90 @@ def _safe_name(text: str) -> str:
 
 
 def accuracy_chart(summary: RunSummary) -> str:
-    def series(label: str, attr: str, dashed: bool = False) -> Series | None:
+    def series(label: str, attr: str, color: str, dashed: bool = False) -> Series | None:
         points = [(e.epoch, getattr(e, attr)) for e in summary.epochs if getattr(e, attr) is not None]
-        return Series(label, points, dashed) if points else None
+        return Series(label, points, dashed, color) if points else None
 
     wanted = [
-        series("val accuracy (measured)", "val_hard_acc"),
-        series("best val accuracy", "best_val_acc"),
-        series("val accuracy (true, oracle)", "true_val_acc", dashed=True),
-        series("test accuracy (true, oracle)", "true_test_acc", dashed=True),
+        series("validation (measured)", "val_hard_acc", PALETTE[0]),
+        series("best validation so far", "best_val_acc", PALETTE[7]),
+        series("validation (true, oracle)", "true_val_acc", PALETTE[0], dashed=True),
+        series("test (true, oracle)", "true_test_acc", PALETTE[2], dashed=True),
     ]
-    return line_chart_svg([s for s in wanted if s], title="Accuracy per epoch", x_label="epoch", y_label="accuracy")
+    return line_chart_svg([s for s in wanted if s], title="Accuracy per epoch", x_label="epoch", y_label="accuracy",
+                          chart="accuracy", integer_x=True)
+
+
+# colour of a gate's path by its decision
+ACTION_COLORS = {"accept": "#2ca02c", "probation": "#ff7f0e", "reject": "#b0b0b0"}
 
 
 def gate_evidence_chart(summary: RunSummary) -> str:
-    series = [Series(gate, [(float(seq), log_e) for seq, log_e in points]) for gate, points in sorted(summary.gate_paths.items())]
-    hlines = {}
-    if summary.accept_threshold is not None:
-        hlines["accept (gate.lambda)"] = summary.accept_threshold
-    return line_chart_svg(series, title="Gate evidence: log e-process per pair", x_label="pair", y_label="log E", hlines=hlines)
+    """The log E path of every gate, one panel per task type (same scales), coloured by the decision."""
+    decisions = {g.gate_run_id: g for g in summary.gates if g.gate_run_id}
+    panels = []
+    for task_type, gates in _gates_by_task_type(summary).items():
+        series = []
+        for g in gates:
+            points = summary.gate_paths.get(g.gate_run_id or "", ())
+            if points:
+                series.append(Series(f"e{g.epoch}.s{g.step}", [(float(seq), log_e) for seq, log_e in points],
+                                     color=ACTION_COLORS.get(g.action, PALETTE[4])))
+        series.sort(key=lambda s: s.color == ACTION_COLORS["reject"], reverse=True)  # accepts drawn on top
+        counts = _action_counts(gates)
+        title = f"{task_type}: {counts['accept']}/{len(gates)} accepted"
+        panels.append(Panel(title, series, key=task_type))
+    # gates whose evidence path has no decision row (none expected) still show, in their own panel
+    orphans = [Series(run_id, [(float(q), v) for q, v in points], color=PALETTE[4])
+               for run_id, points in sorted(summary.gate_paths.items()) if run_id not in decisions]
+    if orphans:
+        panels.append(Panel("no decision recorded", orphans, key="unknown"))
+    hlines = accept_line(summary)
+    legend = [("accepted", ACTION_COLORS["accept"], False), ("probation", ACTION_COLORS["probation"], False),
+              ("rejected", ACTION_COLORS["reject"], False)]
+    return small_multiples_svg(panels, title="Gate evidence: log E per pair, one panel per task type",
+                               x_label="pairs", y_label="log E", legend=legend, hlines=hlines, chart="gate-evidence")
+
+
+def accept_line(summary: RunSummary) -> dict[str, float]:
+    """The accept threshold to draw on the log E axis. A gate accepts when log E reaches log(1/level) of the
+    level it was given: under e-LOND that level differs per gate (the line is the median, the label gives the
+    range); with a fixed level it is gate.lambda for every gate."""
+    thresholds = sorted(math.log(1.0 / g.fdr_level) for g in summary.gates if g.fdr_level)
+    if not thresholds:
+        return {"accept at gate.lambda": summary.accept_threshold} if summary.accept_threshold is not None else {}
+    median = statistics.median(thresholds)
+    if math.isclose(thresholds[0], thresholds[-1], abs_tol=1e-9):
+        return {f"accept at log(1/level) = {median:.2f}": median}
+    return {f"accept at log(1/level): median {median:.2f}, {thresholds[0]:.2f}-{thresholds[-1]:.2f} per gate": median}
+
+
+def cost_chart(summary: RunSummary) -> str:
+    """Rollouts per epoch, stacked by what they were for; the USD per epoch in a note under the bars."""
+    epochs = [e.epoch for e in summary.epochs]
+    present = {p for e in epochs for p in summary.rollouts_by_purpose.get(e, {})}
+    stacks = {p: [float(summary.rollouts_by_purpose.get(e, {}).get(p, 0)) for e in epochs] for p in PURPOSES if p in present}
+    if not stacks:  # no per-purpose split (an older summary): the totals
+        stacks = {"rollouts": [float(e.rollouts) for e in summary.epochs]}
+    usd = [e.usd for e in summary.epochs]
+    note = ("USD per epoch: " + ", ".join(f"e{e.epoch} {e.usd:.4f}" for e in summary.epochs)) if any(usd) else \
+        "USD: 0 (no priced calls in this run)"
+    return stacked_bars_svg([f"epoch {e}" for e in epochs], stacks, title="Cost per epoch: rollouts by purpose",
+                            x_label="", y_label="rollouts", note=note, chart="cost")
+
+
+def _gates_by_task_type(summary: RunSummary) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = {}
+    for g in summary.gates:
+        grouped.setdefault(g.task_type, []).append(g)
+    return dict(sorted(grouped.items()))
+
+
+def _action_counts(gates: Sequence[Any]) -> dict[str, int]:
+    counts = {"accept": 0, "reject": 0, "probation": 0}
+    for g in gates:
+        counts[g.action] = counts.get(g.action, 0) + 1
+    return counts
 
 
 # ------------------------------------------------------------------ tables
@@ -122,6 +199,24 @@ def _epoch_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
         if summary.oracle_available:
             row += [e.true_val_acc, e.true_test_acc]
         rows.append([_fmt(v) for v in row])
+    return header, rows
+
+
+def _gate_summary_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
+    """One row per task type: its gates and decisions, the evidence they used and the largest log E reached."""
+    header = ["task type", "gates", "accepted", "probation", "rejected", "skipped", "pairs (median)", "rollouts",
+              "max log E"]
+    rows = []
+    for task_type, gates in _gates_by_task_type(summary).items():
+        counts = _action_counts(gates)
+        skipped = len(gates) - counts["accept"] - counts["probation"] - counts["reject"]  # cooldown, no failures
+        pairs = sorted(g.n_pairs for g in gates if g.n_pairs is not None)
+        median = None if not pairs else (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2
+        median = int(median) if median is not None and float(median).is_integer() else median
+        log_es = [g.log_e for g in gates if g.log_e is not None]
+        rows.append([task_type] + [_fmt(v) for v in (len(gates), counts["accept"], counts["probation"], counts["reject"],
+                                                     skipped, median, sum(g.rollouts or 0 for g in gates),
+                                                     max(log_es) if log_es else None)])
     return header, rows
 
 
@@ -189,9 +284,13 @@ def render_markdown(summary: RunSummary) -> str:
     if summary.oracle_available:
         parts.append("True accuracies come from the simulated world's oracle (exact expectation); the loop never sees them.\n\n")
     parts.append(_markdown_table(*_epoch_table(summary)))
-    parts.append("\nCurves: `dvc plots show` or report.html.\n")
+    parts.append(f"\n![Accuracy per epoch]({CHARTS['accuracy_chart']})\n\n![Cost per epoch]({CHARTS['cost_chart']})\n")
     parts.append("\n## Gate decisions\n")
+    parts.append(f"\n![Gate evidence per task type]({CHARTS['gate_evidence_chart']})\n\n")
+    parts.append(_markdown_table(*_gate_summary_table(summary)))
+    parts.append(f"\n<details><summary>All {len(summary.gates)} gate decisions</summary>\n\n")
     parts.append(_markdown_table(*_gate_table(summary)))
+    parts.append("\n</details>\n")
     parts.append("\n## Held-out evaluation (test pool)\n")
     parts.append(_markdown_table(*_holdout_table(summary)))
     return "".join(parts)
@@ -201,6 +300,7 @@ _CSS = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}"
     "th{background:#f3f3f3}dt{font-weight:bold;float:left;clear:left;width:22em}dd{margin-left:23em}"
+    "svg{display:block;margin:.5em 0;max-width:100%;height:auto}summary{cursor:pointer;margin:.5em 0 1em}"
 )
 
 
@@ -215,9 +315,10 @@ def render_html(summary: RunSummary) -> str:
         f"<title>Training report: {escape(summary.run_name)}</title><style>{_CSS}</style></head>\n<body>\n"
         f"<h1>Training report: {escape(summary.run_name)}</h1>\n<dl>\n{headline}</dl>\n"
         "<h2>Per-epoch metrics</h2>\n"
-        f"{accuracy_chart(summary)}{oracle_note}{_html_table(*_epoch_table(summary))}"
+        f"{accuracy_chart(summary)}{oracle_note}{cost_chart(summary)}{_html_table(*_epoch_table(summary))}"
         "<h2>Gate decisions</h2>\n"
-        f"{gate_evidence_chart(summary)}{_html_table(*_gate_table(summary))}"
+        f"{gate_evidence_chart(summary)}<h3>Per task type</h3>\n{_html_table(*_gate_summary_table(summary))}"
+        f"<details><summary>All {len(summary.gates)} gate decisions</summary>\n{_html_table(*_gate_table(summary))}</details>\n"
         "<h2>Held-out evaluation (test pool)</h2>\n"
         f"{_html_table(*_holdout_table(summary))}"
         "</body>\n</html>\n"

@@ -73,6 +73,8 @@ class RunSummary:
     reject_threshold: float | None  # gate.lambda_dir
     delivered: dict[str, Any] = field(default_factory=dict)  # skills/prompts version, fingerprint, true test acc
     oracle_available: bool = False
+    # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
+    rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
     parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
 
     def final_metrics(self) -> dict[str, float | int | None]:

@@ -57,8 +57,10 @@ RULES = [
     ("gate.block_size", 0, 1, ">= 1"),
     ("gate.max_pairs", 2, 3, ">= gate.block_size"),
     ("gate.undecided", "maybe", "reject", "probation, reject"),
-    ("gate.rule", "vibes", "gepa", "accept_all, cap_evolve, gepa, mcnemar, sequential, skillopt"),
-    ("gate.ladder", "adaptiv", "random", "adaptive, random, static"),
+    ("gate.rule", "vibes", "gepa", "accept_all, betting, cap_evolve, gepa, mcnemar, sequential, skillopt"),
+    ("gate.ladder", "adaptiv", "random", "adaptive, importance, random, static"),
+    ("gate.ladder", "static", "random", "gate.rule=betting needs a plan that draws questions with known probabilities"),
+    ("gate.fdr", "bh", "none", "elond, none"),
     ("gate.probe_every", 0, 1, ">= 1"),
     ("gate.mcnemar_alpha", 1.0, 0.01, "(0, 1)"),
     ("gate.infra_max_ratio", 0.0, 1.0, "(0, 1]"),
@@ -147,6 +149,16 @@ def test_mcnemar_n_must_fit_the_pair_budget(compose_cfg) -> None:
     assert "gate.mcnemar_n" not in _violated_keys(_with(cfg, "gate.mcnemar_n", 12))
     # the budget rule only binds the mcnemar rule
     assert "gate.mcnemar_n" not in _violated_keys(_with(compose_cfg(), "gate.mcnemar_n", 13))
+
+
+def test_a_weighted_plan_needs_a_weighted_rule(compose_cfg) -> None:
+    """gate.ladder=importance hands out importance weights that only the betting rule reads."""
+    cfg = _with(compose_cfg(["gate=sequential"]), "gate.ladder", "importance")
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg)
+    assert info.value.keys == ["gate.ladder"] and "ignores" in str(info.value)
+    assert _violated_keys(compose_cfg(["gate=sequential"])) == []  # the sign rule on its static ladder stays selectable
+    assert _violated_keys(_with(compose_cfg(["gate=gepa"]), "gate.ladder", "static")) == []  # gepa brings its own questions
 
 
 def test_jsonl_val_size_uses_listed_task_types_else_waits_for_data(compose_cfg) -> None:

@@ -96,17 +96,21 @@ def test_every_ranged_or_closed_key_is_checked_at_load(compose_cfg) -> None:
 
 
 def test_gate_keys_defined_once() -> None:
-    """conf/gate/sequential.yaml, the schema and the kernel's GateParams agree key by key, defaults included."""
+    """The default gate config (conf/gate/sequential.yaml overlaid by conf/gate/betting.yaml, the group conf/config.yaml
+    picks), the schema and the kernel's GateParams agree key by key, defaults included."""
     params = {GATE_CONFIG_KEY.get(f.name, f.name): f.default for f in dataclasses.fields(GateParams)}
     schema = {f.name: getattr(GateConfig, f.name) for f in dataclasses.fields(GateConfig)}
     assert schema == params
     from pathlib import Path
 
-    yaml_keys = yaml.safe_load(Path("conf/gate/sequential.yaml").read_text())
+    assert "gate: betting" in Path("conf/config.yaml").read_text()
+    betting = yaml.safe_load(Path("conf/gate/betting.yaml").read_text())
+    assert betting.pop("defaults") == ["sequential", "_self_"]
+    yaml_keys = {**yaml.safe_load(Path("conf/gate/sequential.yaml").read_text()), **betting}
     yaml_keys.pop("defaults", None)
     for key, value in yaml_keys.items():
-        assert key in params, f"conf/gate/sequential.yaml: {key} is not a GateParams field"
-        assert value == params[key], f"conf/gate/sequential.yaml: {key} = {value!r}, GateParams default {params[key]!r}"
+        assert key in params, f"conf/gate: {key} is not a GateParams field"
+        assert value == params[key], f"conf/gate (sequential.yaml + betting.yaml): {key} = {value!r}, GateParams default {params[key]!r}"
 
 
 @pytest.mark.parametrize("key,value", [("gate.ladder", "adaptiv"), ("gate.rule", "sequentail"), ("evolve.method", "h3")])

@@ -1,4 +1,5 @@
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -9,6 +10,9 @@ from harness.kernel.stats import log_e_accept, log_e_beta_mixture, log_lr_direct
 from harness.kernel.types import BlockItem, GateParams, PairResult
 
 from .bench_loader import load_gate_benchmark
+
+# these tests are about the sign e-process rule (`sequential`) on a plan fixed in advance; the betting rule has its own
+SIGN = functools.partial(GateParams, rule="sequential", ladder="static")
 
 
 def pairs_from(signs, start=0):
@@ -45,7 +49,7 @@ def test_pair_block_refuses_a_ladder_informing_sample():
 
 
 def test_block_barrier():
-    params = GateParams(block_size=20)
+    params = SIGN(block_size=20)
     with pytest.raises(ValueError, match="block barrier"):
         gate_decision(pairs_from([1] * 19), params, final=False)
     with pytest.raises(ValueError, match="block barrier"):
@@ -54,23 +58,26 @@ def test_block_barrier():
 
 
 def test_accept_reject_and_undecided_per_config():
-    params = GateParams(block_size=20, max_pairs=400, undecided="probation")
+    params = SIGN(block_size=20, max_pairs=400, undecided="probation")
     accept = gate_decision(pairs_from([1] * 20), params, final=False)
-    assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_accept(20, 0, params))
-    uniform = gate_decision(pairs_from([1] * 20), GateParams(accept_prior="uniform"), final=False)
+    # the recorded log E of an accept is the value at the first crossing of lambda (item 8), not the block end's
+    first = next(k for k in range(1, 21) if log_e_accept(k, 0, params) >= params.lambda_accept)
+    assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_accept(first, 0, params))
+    assert accept.log_e < log_e_accept(20, 0, params)
+    uniform = gate_decision(pairs_from([1] * 20), SIGN(accept_prior="uniform", accept_within_block=False), final=False)
     assert uniform.action == "accept" and uniform.log_e == pytest.approx(log_e_beta_mixture(20, 0))
     reject = gate_decision(pairs_from([-1] * 6 + [0] * 14), params, final=False)
     assert reject.action == "reject" and reject.log_lr_dir == pytest.approx(log_lr_direction(0, 6, 0.625))
     middle = pairs_from([1, -1] * 10)
     assert gate_decision(middle, params, final=False).action == "continue"
     assert gate_decision(middle, params, final=True).action == "probation"
-    assert gate_decision(middle, GateParams(undecided="reject"), final=True).action == "reject"
+    assert gate_decision(middle, SIGN(undecided="reject"), final=True).action == "reject"
     # reaching max_pairs makes the look final
-    assert gate_decision(middle, GateParams(block_size=20, max_pairs=20, undecided="probation"), final=False).action == "probation"
+    assert gate_decision(middle, SIGN(block_size=20, max_pairs=20, undecided="probation"), final=False).action == "probation"
 
 
 def test_infra_guard_judged_only_from_min_denominator():
-    params = GateParams(block_size=5, infra_min_denominator=10, infra_max_ratio=0.2)
+    params = SIGN(block_size=5, infra_min_denominator=10, infra_max_ratio=0.2)
     assert infra_guard(pairs_from([None] * 5), params) is None  # 5 < 10: not judged yet
     assert gate_decision(pairs_from([None] * 5), params, final=False).action == "continue"
     # counted across blocks: 3 infra in block 1 + 0 in block 2 -> 3/10 > 0.2
@@ -81,7 +88,7 @@ def test_infra_guard_judged_only_from_min_denominator():
 
 
 def test_infra_pairs_carry_no_evidence():
-    verdict = gate_decision(pairs_from([1, None, 0, -1]), GateParams(block_size=4, infra_min_denominator=100), final=False)
+    verdict = gate_decision(pairs_from([1, None, 0, -1]), SIGN(block_size=4, infra_min_denominator=100), final=False)
     assert (verdict.wins, verdict.losses, verdict.ties, verdict.infra_failures) == (1, 1, 1, 1)
 
 
@@ -120,7 +127,7 @@ def test_false_accept_rate_under_optional_stopping_is_at_most_alpha():
     # 1,500 null gates with a look after every block of 20, up to 1,000 pairs, direction reject OFF
     # (the hardest case for the accept side). alpha = e^-3 = 0.0498; tolerance: + 3 SE (SE ~ 0.0056).
     rng = np.random.default_rng(7)
-    params = GateParams(lambda_dir=-1e9, max_pairs=10**6, undecided="reject")
+    params = SIGN(lambda_dir=-1e9, max_pairs=10**6, undecided="reject")
     bench = load_gate_benchmark()
     sequential_first_decision, simulate_counts = bench.sequential_first_decision, bench.simulate_counts
 
@@ -134,8 +141,8 @@ def test_vectorised_benchmark_path_agrees_with_gate_decision():
     sequential_first_decision = load_gate_benchmark().sequential_first_decision
 
     rng = np.random.default_rng(3)
-    for params in (GateParams(max_pairs=400, undecided="probation"),
-                   GateParams(max_pairs=400, accept_within_block=False, accept_prior="uniform", undecided="probation")):
+    for params in (SIGN(max_pairs=400, undecided="probation"),
+                   SIGN(max_pairs=400, accept_within_block=False, accept_prior="uniform", undecided="probation")):
         for _ in range(30):
             signs = np.where(rng.random(400) < 0.3, np.where(rng.random(400) < 0.62, 1, -1), 0)
             pairs = pairs_from(signs.tolist())
@@ -154,7 +161,7 @@ def test_direction_rejection_ends_null_gates_early_and_power_holds():
     # 300 runs each; d = 0.2. Null: mean pairs well under 400 (benchmark figure ~270 +- a few).
     # +10 points: accepted in >= 95% (benchmark power ~0.996; 3 SE at n=300 is ~0.01).
     rng = np.random.default_rng(11)
-    params = GateParams(max_pairs=4000)
+    params = SIGN(max_pairs=4000)
     accepted, used = _simulate_gate(rng, 300, 0.2, 0.5, params, 200)
     assert used.mean() < 400 and accepted.mean() < 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
     accepted, used = _simulate_gate(rng, 300, 0.2, 0.75, params, 200)
@@ -164,9 +171,11 @@ def test_direction_rejection_ends_null_gates_early_and_power_holds():
 def test_within_block_peak_accepts_a_crossing_inside_the_block_only_when_enabled():
     # 11 straight wins push the grid e-process over lambda = 3 mid-block; 9 losses pull it back under by the block end
     signs = [1] * 11 + [-1] * 9
-    params = GateParams(lambda_dir=-1e9)
+    params = SIGN(lambda_dir=-1e9)
     assert log_e_accept(11, 0, params) >= 3.0 > log_e_accept(11, 9, params)
     assert gate_decision(pairs_from(signs), params, final=False).action == "accept"
-    assert "inside the block" in gate_decision(pairs_from(signs), params, final=False).reason
+    crossed = gate_decision(pairs_from(signs), params, final=False)
+    first = next(k for k in range(1, 12) if log_e_accept(k, 0, params) >= params.lambda_accept)
+    assert crossed.log_e == pytest.approx(log_e_accept(first, 0, params)) and "at the block end" in crossed.reason
     off = dataclasses.replace(params, accept_within_block=False)
     assert gate_decision(pairs_from(signs), off, final=False).action == "continue"

@@ -69,10 +69,11 @@ def test_e2e_harm_lines_reads_the_json_or_says_it_is_missing(tmp_path, monkeypat
     missing = bench.e2e_harm_lines(tmp_path / "e2e.json")
     assert "not present" in missing[0]
     path = tmp_path / "e2e.json"
-    path.write_text('{"summary": {"sequential": {"installed": 7, "hurt": 1, "hurt_share": 0.142857}, '
+    path.write_text('{"summary": {"rules": ["betting", "sequential"], "sequential": {"installed": 99, "hurt": 9, "hurt_share": 0.09}, '
+                    '"betting": {"installed": 7, "hurt": 1, "hurt_share": 0.142857}, '
                     '"tradeoff": {"proposed": 5, "installed": 3, "accepted": 1, "probation": 2, "in_delivered": 2}}, "cmd": "x"}')
     line = bench.e2e_harm_lines(path)[0]
-    assert "installed 7 edits, 1 of them harmful" in line and "14.3%" in line
+    assert "(`betting`) installed 7 edits, 1 of them harmful" in line and "14.3%" in line  # the rule that set the budget
     assert "3 installed (1 gate accepts = 20.0% of the proposed, 2 probation installs)" in line and "e2e.md" in line
     path.write_text('{"summary": {}}')
     assert "could not be read" in bench.e2e_harm_lines(path)[0]

@@ -39,8 +39,9 @@ class MajorityOfTenRule:
     questions: str = "sampling"
     single_block: bool = False
     sequential: bool = False
+    weighted: bool = False
 
-    def decide(self, wins, losses, ties, params, *, final, peak_log_e=None):
+    def decide(self, wins, losses, ties, params, *, final, pairs=()):
         if wins + losses + ties < 10 and not final:
             return RuleDecision("continue", "fewer than 10 pairs")
         return RuleDecision("accept" if wins > losses + 2 else "reject", f"{wins} vs {losses}")

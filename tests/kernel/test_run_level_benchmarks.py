@@ -51,14 +51,14 @@ def test_e2e_summary_counts_harmful_null_and_reach():
     edit = lambda effect, epoch=1: {"epoch": epoch, "step": 1, "action": "accept", "skill_file": "x", "effect": effect,  # noqa: E731
                                     "tradeoff": False, "rollouts": 10}
     runs = [
-        _run("sequential", 7, [edit(0.05), edit(0.0), edit(-0.02)],
+        _run(e2e.OURS, 7, [edit(0.05), edit(0.0), edit(-0.02)],
              [{"epoch": 1, "rollouts": 100, "best_test": 0.6}, {"epoch": 2, "rollouts": 300, "best_test": 0.7}]),
         _run("gepa", 7, [edit(0.05)], [{"epoch": 1, "rollouts": 150, "best_test": 0.65}, {"epoch": 2, "rollouts": 400, "best_test": 0.8}]),
     ]
     text, summary = e2e.summarize(runs, quick=True, wall=1.0, cmd="x")
-    s = summary["sequential"]
+    s = summary[e2e.OURS]
     assert (s["installed"], s["hurt"], s["null"], s["helped"]) == (3, 1, 1, 1)
     assert s["bad_share"] == pytest.approx(2 / 3)
-    reach = summary["reach_gepa"]["sequential"][0]
+    reach = summary["reach_gepa"][e2e.OURS][0]
     assert reach["gepa_acc"] == 0.65 and reach["rule_rollouts"] == 300 and reach["ratio"] == pytest.approx(2.0)
     assert "NOT met" in text

@@ -12,7 +12,7 @@ from harness.kernel.gate import LeakError
 from harness.kernel.ladder import plan_blocks
 from harness.kernel.plans import FixedBlocks
 from harness.kernel.types import BlockItem, GateParams
-from harness.loop.validate import validate_skill_local
+from harness.loop.validate import GateRequest, validate_skill_local
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -52,10 +52,10 @@ def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1
     base = HarnessTree({SKILL: "base skill", "system_prompt.md": "sys"})
     cand = base.with_files({SKILL: cand_text})
     params = PARAMS
-    return run(validate_skill_local(
+    return run(validate_skill_local(GateRequest(
         task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, plan=FixedBlocks(plan), questions=QS,
         rollout=make_rollout(p_base, p_cand, calls, infra_every), params=params, gate_run_prefix=prefix,
-        workspace_dir=tmp_path, baseline_cache=cache, prompts_version="v0", epoch=1, step=1, **kw))
+        workspace_dir=tmp_path, baseline_cache=cache, prompts_version="v0", epoch=1, step=1, **kw)))
 
 
 def _plan(prefix="r_e1_s1_gate_t"):
@@ -99,9 +99,10 @@ def test_tmp_dir_removed_when_rollout_fails(tmp_path):
 
     base = HarnessTree({SKILL: "base"})
     with pytest.raises(RuntimeError, match="provider down"):
-        run(validate_skill_local(task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
-                                 plan=FixedBlocks(_plan()), questions=QS, rollout=boom, params=GateParams(block_size=10),
-                                 gate_run_prefix="a_gate_t", workspace_dir=tmp_path, baseline_cache=None, prompts_version="v0"))
+        run(validate_skill_local(GateRequest(
+            task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
+            plan=FixedBlocks(_plan()), questions=QS, rollout=boom, params=GateParams(block_size=10),
+            gate_run_prefix="a_gate_t", workspace_dir=tmp_path, baseline_cache=None, prompts_version="v0")))
     assert not (tmp_path / ".cand_tmp").exists()
 
 

@@ -58,9 +58,39 @@ def test_markdown_and_html_report(tmp_path: Path) -> None:
     assert "| epoch | val acc |" in md and "true val acc" in md
     assert "ocr\\|text" in md  # a pipe in a cell is escaped, not a column break
     html = files["html"].read_text()
-    assert html.count("<svg") == 2 and "<script" not in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert "accept (gate.lambda)" in html  # threshold line on the evidence chart
+    assert html.count("<svg") == 3 and "<script" not in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "accept at gate.lambda" in html  # threshold line on the evidence chart
     assert "true accuracy" in html.lower()
+    # the gate section: one row per task type, then every decision inside a collapsed <details>
+    assert html.index("<h3>Per task type</h3>") < html.index("<details><summary>All 2 gate decisions</summary>")
+    assert "<details open" not in html
+
+
+def test_chart_files_are_the_report_charts(tmp_path: Path) -> None:
+    files = write_reports(_summary(), tmp_path)
+    html = files["html"].read_text()
+    for kind, chart in (("accuracy_chart", "accuracy"), ("gate_evidence_chart", "gate-evidence"), ("cost_chart", "cost")):
+        svg = files[kind].read_text()
+        assert f'data-chart="{chart}"' in svg and svg in html, kind  # the same chart inline and as the DVC plot
+        assert "<script" not in svg and "href" not in svg
+    evidence = files["gate_evidence_chart"].read_text()
+    assert evidence.count("<g data-panel=") == 2  # one panel per task type: counting, ocr|text
+    assert 'data-panel="ocr|text"' in evidence and "counting: 1/1 accepted" in evidence
+
+
+def test_accept_line_is_the_level_each_gate_was_given() -> None:
+    from dataclasses import replace
+
+    from harness.pipeline.render import accept_line
+
+    summary = _summary()
+    assert accept_line(summary) == {"accept at gate.lambda": 3.0}  # no level recorded: the configured threshold
+    levels = (0.01, 0.001)  # e-LOND gives each gate its own level: log(1/0.01) = 4.61, log(1/0.001) = 6.91
+    with_levels = replace(summary, gates=tuple(replace(g, fdr_level=lv) for g, lv in zip(summary.gates, levels)))
+    ((label, value),) = accept_line(with_levels).items()
+    assert abs(value - (4.60517 + 6.90776) / 2) < 1e-4 and "4.61-6.91 per gate" in label
+    fixed = replace(summary, gates=tuple(replace(g, fdr_level=0.05) for g in summary.gates))
+    assert list(accept_line(fixed)) == ["accept at log(1/level) = 3.00"]
 
 
 def test_without_oracle_no_true_columns(tmp_path: Path) -> None:
@@ -75,7 +105,8 @@ def test_rendering_is_deterministic_and_replaces_stale_plots(tmp_path: Path) -> 
     (b / "plots" / "gate_evidence").mkdir(parents=True)
     (b / "plots" / "gate_evidence" / "stale_gate.csv").write_text("seq,log_e\n")
     write_reports(_summary(), b)
-    for name in ("metrics.json", "report.md", "report.html", "plots/accuracy.json"):
+    for name in ("metrics.json", "report.md", "report.html", "plots/accuracy.json", "plots/accuracy.svg",
+                 "plots/gate_evidence.svg", "plots/cost.svg"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert not (b / "plots" / "gate_evidence" / "stale_gate.csv").exists()
 
