@@ -60,6 +60,7 @@ INFERENCE_TABLES_SQL: dict[str, str] = {
     skill_hash TEXT,
     created_at TEXT NOT NULL DEFAULT {_NOW},
     parse_mode TEXT,
+    soft_score REAL NULL,
     PRIMARY KEY (run_id, qid, sample_index)
 )""",
     "traces": """CREATE TABLE IF NOT EXISTS traces (
@@ -104,6 +105,7 @@ PREDICTION_KEY = ("run_id", "qid", "sample_index")
 # readers see them missing in older files (rows then lack the key)
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("predictions", "parse_mode", "TEXT"),  # the answer extractor's rule (harness/contracts/answers.py)
+    ("predictions", "soft_score", "REAL"),  # in [0, 1]: a float scorer's value or P(right letter); NULL: none
 )
 
 

@@ -248,7 +248,7 @@ def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) ->
         artifacts=[(report_dir / SWEEP_REPORT, "improve"), (report_dir / SWEEP_REPORT_MD, "improve")],
     )
     uri = resolve_tracking_uri(cfg.tracking.tracking_uri, root)
-    return log_tracked_run(run, tracking_uri=uri, experiment=str(cfg.tracking.experiment), project_root=root)
+    return log_tracked_run(run, tracking_uri=uri, experiment=str(cfg.tracking.improve_experiment), project_root=root)
 
 
 def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: list[dict], root: Path) -> dict:
@@ -265,7 +265,7 @@ def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: 
         print(f"  warning: {w}")
     if bool(cfg.tracking.enabled) and not args.no_tracking:
         run_id = log_sweep_to_mlflow(cfg, report, settings.report_dir, root)
-        print(f"MLflow run {run_id} (experiment {cfg.tracking.experiment})")
+        print(f"MLflow run {run_id} (experiment {cfg.tracking.improve_experiment})")
     return report
 
 

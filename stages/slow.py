@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
-PARAMS = ("benchmark", "llm", "gate", "evolve.edit_budget_end", "evolve.max_skill_chars", "train.run_name", "train.concurrency",
+PARAMS = ("benchmark", "llm", "gate", "evolve.edit_budget_end", "evolve.max_skill_chars", "train.run_name",
           "train.steps_per_epoch", "train.early_stop_patience", "train.slow_update", "train.momentum", "train.system_tool_update")
 # Path keys DVC already sees in the stage's command line, deps or outs.
 LOCATIONS = ("train.state_dir", "pools.path")
@@ -33,7 +33,13 @@ def main(argv: list[str] | None = None) -> int:
         rollouts = [args.epoch_dir / f"s{step}" / "rollout" for step in range(1, int(cfg.train.steps_per_epoch) + 1)]
         stage_slow(ctx, args.epoch, args.last_gate, rollouts, args.out)
 
-    return run_stage(f"slow@e{args.epoch}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
+    def log_epoch(cfg, root: Path) -> None:  # the epoch has ended: its metrics go to the live MLflow run now
+        from harness.pipeline.tracking_run import log_stage_epoch
+
+        log_stage_epoch(cfg, root, args.epoch)
+
+    return run_stage(f"slow@e{args.epoch}", args, call, params=PARAMS, locations=LOCATIONS, out=args.out,
+                     after=log_epoch)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,6 @@ class JsonlBenchmark:
             return context_dispatch(question)
         return no_tools if self._has_context else None
 
-    def score(self, question: Question, predicted: str | None) -> bool:
+    def score(self, question: Question, predicted: str | None) -> bool | float:
         return self._scorer(question, predicted)
 

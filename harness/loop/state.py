@@ -10,6 +10,7 @@ slow) writes, and what the next stage reads:
     <dir>/lineage.json      run-log fragments of every earlier stage of this chain + stop flag
     <dir>/runlog.sqlite     this stage's own rows only
     <dir>/report.json       step or epoch report
+    <dir>/llm_spend.json    what the stage's LLM calls cost, per role (harness/llm/metering.py; LLM stages)
     <dir>/DONE.json         written last; its presence means the stage finished
 
 Non-carrying stages (batches, rollout, evolve, holdout) write their own
@@ -29,6 +30,7 @@ from typing import Any
 
 from harness.atomic import atomic_write_json
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
+from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.checkpoint import load_checkpoint, save_checkpoint
 from harness.loop.train_state import Progress, TrainState
 from harness.workspace import copy_workspace, drop_empty_run_scratch
@@ -88,9 +90,12 @@ def finalize_runlog(db: str | Path) -> None:
         conn.close()
 
 
-def mark_done(out: str | Path, info: dict[str, Any] | None = None) -> None:
-    """Finalize the stage's run log (if any), drop the workspace's empty run scratch dirs, then write
+def mark_done(out: str | Path, info: dict[str, Any] | None = None, *, spend: StageSpend | None = None) -> None:
+    """Finalize the stage's run log (if any), drop the workspace's empty run scratch dirs, write the stage's
+    LLM spend (`llm_spend.json`, when given: every stage that calls the LLM passes `ctx.take_spend()`), then
     DONE.json — always the last write of a stage."""
+    if spend is not None:
+        atomic_write_json(Path(out) / SPEND_FILE, spend.to_json())
     finalize_runlog(Path(out) / RUNLOG)
     if (Path(out) / WORKSPACE).is_dir():
         drop_empty_run_scratch(Path(out) / WORKSPACE)

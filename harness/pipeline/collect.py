@@ -19,6 +19,7 @@ from typing import Any
 from harness.contracts.answers import UNPARSED_MODES
 from harness.identity import epoch_of_run, run_purpose
 from harness.kernel.schedule import StateLayout
+from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
 from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
@@ -67,6 +68,9 @@ class RunLayout:
     def evolve(self, epoch: int, step: int) -> Path:
         return self.root / self._layout.of_step("evolve", epoch, step)
 
+    def step_stage(self, kind: str, epoch: int, step: int) -> Path:
+        return self.root / self._layout.of_step(kind, epoch, step)
+
     @property
     def holdout(self) -> Path:
         return self.root / self._layout.holdout
@@ -83,6 +87,10 @@ class RunLayout:
             paths.append(self.holdout / RUNLOG)
         return [p for p in paths if p.is_file()]
 
+    def epoch_fragments(self, epoch: int) -> list[Path]:
+        """Run-log fragments of the run up to the end of `epoch` (the lineage of its slow state)."""
+        return [p for p in resolve_fragments(self.root, read_lineage(self.slow(epoch))) if p.is_file()]
+
 
 def _read_json(path: Path, what: str) -> Any:
     if not path.is_file():
@@ -90,21 +98,61 @@ def _read_json(path: Path, what: str) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+# Each observation table's natural order (its primary key, epoch first where it has one): what a reader
+# scans for. Rows tied on these keys (none, given the keys) would fall back to their JSON text.
+TABLE_ORDER: dict[str, tuple[str, ...]] = {
+    "dual_metric_eval": ("epoch", "kind", "run_id"),
+    "shadow_gate": ("epoch",),
+    "holdout_eval": ("epoch", "which"),
+    "quadrant_pair": ("epoch", "step", "task_type", "gate_run_id", "qid"),
+    "gate_evidence": ("epoch", "step", "task_type", "gate_run_id", "seq"),
+}
+
+
+def _ordered(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    def key(row: dict[str, Any]) -> tuple:
+        return (*((row.get(k) is None, row.get(k) if row.get(k) is not None else 0) for k in keys),
+                json.dumps(row, sort_keys=True, default=str))
+
+    return sorted(rows, key=key)
+
+
 def read_tables(layout: RunLayout) -> dict[str, list[dict[str, Any]]]:
-    """The five observation tables over the run's fragments (rows sorted for determinism)."""
+    """The five observation tables over the run's fragments, each sorted by its `TABLE_ORDER`."""
     fragments = layout.fragments()
     tables = {}
     for name in OBSERVATION_TABLES:
         rows = [{k: v for k, v in row.items() if k != "created_at"} for row in read_table(fragments, name)]
-        tables[name] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+        tables[name] = _ordered(rows, TABLE_ORDER.get(name, ()))
     return tables
 
 
-def prediction_totals(layout: RunLayout) -> dict[str, dict[str, float]]:
-    """run_id -> {rollouts, usd, prompt_tokens, completion_tokens} from every fragment's predictions."""
+GATE_SUMMARY_ORDER = ("epoch", "step", "task_type", "gate_run_id")
+
+
+def gate_summary_rows(summary: RunSummary) -> list[dict[str, Any]]:
+    """One row per gate (its decision, evidence at the stop, pairs, rollouts, FDR level), sorted by
+    epoch, step, task type: the table MLflow's UI shows (the per-pair evidence stays Parquet)."""
+    rows = []
+    for g in summary.gates:
+        points = summary.gate_paths.get(str(g.gate_run_id), ()) if g.gate_run_id else ()
+        rows.append({
+            "epoch": g.epoch, "step": g.step, "task_type": g.task_type, "action": g.action, "reason": g.reason,
+            "log_e": g.log_e, "max_log_e": max((v for _, v in points), default=None), "log_lr_dir": g.log_lr_dir,
+            "n_pairs": g.n_pairs, "wins": g.wins, "losses": g.losses, "ties": g.ties, "rollouts": g.rollouts,
+            "fdr_level": g.fdr_level, "fdr_test": g.fdr_test, "fdr_spent": g.fdr_spent,
+            "parse_failure_base": g.parse_failure_base, "parse_failure_cand": g.parse_failure_cand,
+            "gate_run_id": g.gate_run_id,
+        })
+    return _ordered(rows, GATE_SUMMARY_ORDER)
+
+
+def prediction_totals(layout: RunLayout, fragments: list[Path] | None = None) -> dict[str, dict[str, float]]:
+    """run_id -> {rollouts, usd, prompt_tokens, completion_tokens} from every fragment's predictions
+    (`fragments`: the whole run's when None)."""
     from harness.log import RunLogReader
 
-    fragments = layout.fragments()
+    fragments = layout.fragments() if fragments is None else fragments
     if not fragments:
         return {}
     rows = RunLogReader(fragments).query(
@@ -121,11 +169,36 @@ def prediction_totals(layout: RunLayout) -> dict[str, dict[str, float]]:
     return totals
 
 
-def parse_mode_counts(layout: RunLayout) -> dict[str, dict[str, int]]:
-    """run_id -> {answer parse mode: judged rollouts} from every fragment's predictions (infra rollouts left out)."""
+def read_spend(stage_dir: Path) -> StageSpend:
+    """The stage's LLM spend (`llm_spend.json`); empty for a stage that made no LLM call (no file: a stopped
+    or LLM-free stage)."""
+    path = Path(stage_dir) / SPEND_FILE
+    if not path.is_file():
+        return StageSpend()
+    return StageSpend.from_json(_read_json(path, "LLM spend"), where=str(path))
+
+
+def epoch_spend(layout: RunLayout, epoch: int) -> StageSpend:
+    """The LLM spend of the epoch's rollout, evolve and gate stages and its slow update, every role."""
+    total = StageSpend()
+    for step in range(1, layout.steps_per_epoch + 1):
+        for kind in ("rollout", "evolve", "gate"):
+            total.add(read_spend(layout.step_stage(kind, epoch, step)))
+    total.add(read_spend(layout.slow(epoch)))
+    return total
+
+
+def spend_by_epoch(layout: RunLayout) -> dict[int, StageSpend]:
+    """epoch -> `epoch_spend` of every epoch of the schedule."""
+    return {epoch: epoch_spend(layout, epoch) for epoch in range(1, layout.epochs + 1)}
+
+
+def parse_mode_counts(layout: RunLayout, fragments: list[Path] | None = None) -> dict[str, dict[str, int]]:
+    """run_id -> {answer parse mode: judged rollouts} from every fragment's predictions (infra rollouts left out;
+    `fragments`: the whole run's when None)."""
     from harness.log import RunLogReader
 
-    fragments = layout.fragments()
+    fragments = layout.fragments() if fragments is None else fragments
     if not fragments:
         return {}
     rows = RunLogReader(fragments).query("SELECT run_id, parse_mode, COUNT(*) AS n FROM predictions "
@@ -150,45 +223,84 @@ def _failure_rate(modes: dict[str, int]) -> float | None:
     return round(sum(modes.get(m, 0) for m in UNPARSED_MODES) / total, 6) if total else None
 
 
-def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
-    """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
-    per_run = prediction_totals(layout)
-    modes_by_run = parse_mode_counts(layout)
+def _epoch_failure_rate(modes_by_run: dict[str, dict[str, int]], epoch: int) -> float | None:
+    return _failure_rate(_merged([m for r, m in modes_by_run.items() if epoch_of_run(r) == epoch]))
+
+
+def _per_epoch_cost(per_run: dict[str, dict[str, float]]) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
+    """(epoch -> rollouts, epoch -> {purpose: rollouts}) of the runs whose id names an epoch (USD: `epoch_spend`,
+    every role)."""
     rollouts_by_epoch: dict[int, int] = {}
-    usd_by_epoch: dict[int, float] = {}
     by_purpose: dict[int, dict[str, int]] = {}
     for run_id, t in per_run.items():
         epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
-            usd_by_epoch[epoch] = usd_by_epoch.get(epoch, 0.0) + float(t["usd"])
             purposes = by_purpose.setdefault(epoch, {})
             purposes[run_purpose(run_id)] = purposes.get(run_purpose(run_id), 0) + int(t["rollouts"])
+    return rollouts_by_epoch, by_purpose
+
+
+def _epoch_summary(layout: RunLayout, epoch: int, epoch_gates: list[GateDecision], rollouts: int, usd: float,
+                   parse_failure_rate: float | None) -> EpochSummary | None:
+    """Epoch `epoch` from its slow report, None when it did not run (stopped early: state passed through)."""
+    report_path = layout.slow(epoch) / REPORT
+    if not report_path.is_file():
+        return None
+    report = _read_json(report_path, "epoch report")
+    actions = [g.action for g in epoch_gates]
+    return EpochSummary(
+        epoch=epoch,
+        val_hard_acc=_num(report.get("eval_acc")),
+        val_soft_score=_num(report.get("soft_score")),
+        val_mixed_score=_num(report.get("mixed_score")),
+        best_val_acc=_num(report.get("best_val_acc")),
+        accepted=actions.count(ACCEPTED),
+        rejected=actions.count(REJECTED),
+        probation=actions.count(PROBATION),
+        rollouts=rollouts,
+        usd=round(usd, 6),
+        early_stop=bool(report.get("early_stop")),
+        epoch_parse_failure_rate=parse_failure_rate,
+    )
+
+
+def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool = True) -> EpochSummary | None:
+    """Epoch `epoch` as soon as its slow stage is done (the run need not be finished): the same values
+    `collect_run` gives that epoch later. None when the epoch did not run."""
+    if not (layout.slow(epoch) / REPORT).is_file():
+        return None
+    fragments = layout.epoch_fragments(epoch)
+    rollouts, _ = _per_epoch_cost(prediction_totals(layout, fragments))
+    modes_by_run = parse_mode_counts(layout, fragments)
+    summary = _epoch_summary(layout, epoch, _gate_decisions(layout, epoch, modes_by_run), rollouts.get(epoch, 0),
+                             epoch_spend(layout, epoch).usd, _epoch_failure_rate(modes_by_run, epoch))
+    if summary is not None and with_oracle and str(cfg.benchmark.name) == "sim":
+        oracle, validation, test = _oracle_and_pools(cfg, layout)
+        summary = _with_true_accuracy(layout, summary, oracle, validation, test)
+    return summary
+
+
+def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
+    """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
+    rollouts_by_epoch, by_purpose = _per_epoch_cost(prediction_totals(layout))
+    modes_by_run = parse_mode_counts(layout)
+    spend = spend_by_epoch(layout)  # USD of every role (solver, diagnoser, editor, ...), not only the rollouts'
+    usd_by_epoch = {epoch: s.usd for epoch, s in spend.items()}
+    run_spend = StageSpend()
+    for s in spend.values():
+        run_spend.add(s)
+    run_spend.add(read_spend(layout.holdout))
 
     gates: list[GateDecision] = []
     epochs: list[EpochSummary] = []
     for epoch in range(1, layout.epochs + 1):
         epoch_gates = _gate_decisions(layout, epoch, modes_by_run)
         gates += epoch_gates
-        report_path = layout.slow(epoch) / REPORT
-        if not report_path.is_file():
-            continue  # training stopped early: the state was passed through, no epoch ran
-        report = _read_json(report_path, "epoch report")
-        actions = [g.action for g in epoch_gates]
-        epochs.append(EpochSummary(
-            epoch=epoch,
-            val_hard_acc=_num(report.get("eval_acc")),
-            val_soft_score=_num(report.get("soft_score")),
-            val_mixed_score=_num(report.get("mixed_score")),
-            best_val_acc=_num(report.get("best_val_acc")),
-            accepted=actions.count(ACCEPTED),
-            rejected=actions.count(REJECTED),
-            probation=actions.count(PROBATION),
-            rollouts=rollouts_by_epoch.get(epoch, 0),
-            usd=round(usd_by_epoch.get(epoch, 0.0), 6),
-            early_stop=bool(report.get("early_stop")),
-            epoch_parse_failure_rate=_failure_rate(_merged([m for r, m in modes_by_run.items() if epoch_of_run(r) == epoch])),
-        ))
+        epoch_summary = _epoch_summary(layout, epoch, epoch_gates, rollouts_by_epoch.get(epoch, 0),
+                                       usd_by_epoch.get(epoch, 0.0), _epoch_failure_rate(modes_by_run, epoch))
+        if epoch_summary is not None:
+            epochs.append(epoch_summary)
 
     holdout_doc = _read_json(layout.holdout / "holdout.json", "holdout result")
     holdout_rows = [{k: v for k, v in row.items() if k != "created_at"}
@@ -210,6 +322,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         accept_threshold=_num(cfg.gate["lambda"]),
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
+        usd_by_role={role: round(s.usd, 6) for role, s in sorted(run_spend.roles.items())},
         rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
         parse_modes=_merged(list(modes_by_run.values())),
     )
@@ -245,18 +358,10 @@ def _with_oracle(cfg: Any, layout: RunLayout, summary: RunSummary) -> RunSummary
     from dataclasses import replace
 
     from harness import workspace as wsp
-    from harness.sim.oracle import Oracle
-    from harness.sim.world import World
     from harness.tree import HarnessTree
 
-    oracle = Oracle(World.from_config(cfg.benchmark))
-    pools = _read_json(layout.path(layout.pools_path), "pools file")
-    validation, test = list(pools["validation"]), list(pools["test"])
-    epochs = []
-    for e in summary.epochs:
-        tree = wsp.harness_view(layout.slow(e.epoch) / WORKSPACE)
-        epochs.append(replace(e, true_val_acc=round(oracle.expected_accuracy(tree, validation), 6),
-                              true_test_acc=round(oracle.expected_accuracy(tree, test), 6)))
+    oracle, validation, test = _oracle_and_pools(cfg, layout)
+    epochs = [_with_true_accuracy(layout, e, oracle, validation, test) for e in summary.epochs]
     delivered = dict(summary.delivered)
     delivered_dir = layout.holdout / "delivered"
     if delivered_dir.is_dir():
@@ -265,6 +370,25 @@ def _with_oracle(cfg: Any, layout: RunLayout, summary: RunSummary) -> RunSummary
         base = wsp.harness_view(layout.final_state / WORKSPACE, "v0", "v0")
         delivered["true_test_acc_base"] = round(oracle.expected_accuracy(base, test), 6)
     return replace(summary, epochs=tuple(epochs), delivered=delivered, oracle_available=True)
+
+
+def _oracle_and_pools(cfg: Any, layout: RunLayout) -> tuple[Any, list, list]:
+    from harness.sim.oracle import Oracle
+    from harness.sim.world import World
+
+    pools = _read_json(layout.path(layout.pools_path), "pools file")
+    return Oracle(World.from_config(cfg.benchmark)), list(pools["validation"]), list(pools["test"])
+
+
+def _with_true_accuracy(layout: RunLayout, e: EpochSummary, oracle: Any, validation: list, test: list) -> EpochSummary:
+    """`e` with the oracle's true accuracy of the epoch's current harness on validation and test."""
+    from dataclasses import replace
+
+    from harness import workspace as wsp
+
+    tree = wsp.harness_view(layout.slow(e.epoch) / WORKSPACE)
+    return replace(e, true_val_acc=round(oracle.expected_accuracy(tree, validation), 6),
+                   true_test_acc=round(oracle.expected_accuracy(tree, test), 6))
 
 
 def _num(value: Any) -> float | None:

@@ -42,13 +42,15 @@ def run_stage(
     locations: Sequence[str] = (),
     root: Path | None = None,
     out: Path | None = None,
+    after: Callable[[Any, Path], None] | None = None,
 ) -> int:
     """Load the config, set up logging, build the context and run `call(ctx, cfg)`; returns an exit code.
 
     The stage sees the config through a KeyView of `params` (the keys its computation reads, its DVC
     `params:`) and `locations` (path keys DVC already sees in the stage's command line, deps or outs);
-    reading any other key raises UndeclaredKeyError. A configuration, state or local store error
-    (`LocalStoreError`: the response cache file), an INFRA-guard abort or an unreadable-answers stop
+    reading any other key raises UndeclaredKeyError. `after(cfg, project_root)` runs once the stage's telemetry is
+    recorded, with the whole config (``slow@e`` logs its epoch to MLflow there). A configuration, state or local
+    store error (`LocalStoreError`: the response cache file), an INFRA-guard abort or an unreadable-answers stop
     (`one_line_errors`) is printed as one clear line (exit 2, no DONE.json: the stage did not finish);
     anything else propagates with its traceback.
     """
@@ -63,8 +65,10 @@ def run_stage(
     started = time.monotonic()
     view = KeyView(cfg, (*params, *locations), stage)
     ctx = make_context(view, project_root)
+    tracked = stage_tracking(stage, cfg, project_root)  # the live MLflow run (harness/pipeline/live_run.py)
     try:
-        call(ctx, view)
+        with tracked:
+            call(ctx, view)
     except one_line_errors() as exc:
         print(f"stages.{stage}: {exc}", file=sys.stderr)
         return 2
@@ -74,10 +78,19 @@ def run_stage(
     seconds = time.monotonic() - started
     record_stage(telemetry_dir(project_root, str(cfg.train.state_dir)),
                  StageTelemetry(stage, hits, misses, round(saved, 6), round(seconds, 3)))
+    if after is not None:
+        after(cfg, project_root)
     rollouts, usd = stage_rollouts(out)
     log.info("[%s] finished in %.1f s: rollouts %d, USD %.4f, LLM cache %d hits / %d misses",
              stage, seconds, rollouts, usd, hits, misses)
     return 0
+
+
+def stage_tracking(stage: str, cfg: Any, project_root: Path):
+    """The stage's part in the run's live MLflow run (a no-op unless ``tracking.enabled``)."""
+    from harness.pipeline.live_run import StageTracking
+
+    return StageTracking(stage, cfg, project_root)
 
 
 def one_line_errors() -> tuple[type[BaseException], ...]:

@@ -12,6 +12,10 @@ from typing import Any
 
 from harness.contracts.answers import parse_shares
 
+# Per-epoch counters: `epoch_<name>` in MLflow's per-epoch history; `<name>` alone is the run total
+# (reports/metrics.json and MLflow's run-level metrics). One meaning per name (docs/tracking.md).
+EPOCH_COUNTERS = ("accepted", "rejected", "probation", "rollouts", "usd", "cache_hits", "cache_misses")
+
 
 @dataclass(frozen=True)
 class EpochSummary:
@@ -35,8 +39,13 @@ class EpochSummary:
     epoch_parse_failure_rate: float | None = None
 
     def metrics(self) -> dict[str, Any]:
-        """MLflow/DVC metric values of this epoch (epoch included, Nones kept)."""
-        return {k: v for k, v in asdict(self).items() if k != "early_stop"}
+        """This epoch's MLflow metrics (step = epoch; key "epoch" included, Nones kept).
+
+        Counters of this epoch alone carry the ``epoch_`` prefix (`EPOCH_COUNTERS`), so they never share a
+        name with the run totals of `RunSummary.final_metrics` (docs/tracking.md, "Metric names").
+        """
+        values = {k: v for k, v in asdict(self).items() if k != "early_stop"}
+        return {(f"epoch_{k}" if k in EPOCH_COUNTERS else k): v for k, v in values.items()}
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,8 @@ class RunSummary:
     reject_threshold: float | None  # gate.lambda_dir
     delivered: dict[str, Any] = field(default_factory=dict)  # skills/prompts version, fingerprint, true test acc
     oracle_available: bool = False
+    # role -> USD of the whole run's calls of that role (every stage, the final held-out included)
+    usd_by_role: dict[str, float] = field(default_factory=dict)
     # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
     rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
     parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
@@ -93,11 +104,13 @@ class RunSummary:
             "rejected": sum(e.rejected for e in self.epochs),
             "probation": sum(e.probation for e in self.epochs),
             "rollouts": sum(e.rollouts for e in self.epochs),
-            "usd": round(sum(e.usd for e in self.epochs), 6),
+            "usd": round(sum(self.usd_by_role.values()), 6),  # every role, every stage (held-out included)
             "fdr_level_spent": max((g.fdr_spent for g in self.gates if g.fdr_spent is not None), default=None),
             "fdr_tests": max((g.fdr_test for g in self.gates if g.fdr_test is not None), default=None),
             **parse_shares(self.parse_modes),  # parse_share_<mode>, parse_failure_rate (contracts/answers.py)
         }
+        for role, usd in sorted(self.usd_by_role.items()):
+            metrics[f"usd_{role}"] = usd
         for which, row in sorted(held.items()):
             metrics[f"holdout_{which}_hard_acc"] = row["hard_acc"]
         if self.oracle_available:

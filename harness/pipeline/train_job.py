@@ -54,8 +54,10 @@ def _run_locked_job(cfg: DictConfig, hydra_cfg, job_dir: Path) -> float | None:
     from harness.loop.runner import train
     from harness.loop.telemetry import telemetry_dir
     from harness.pipeline.collect import RunLayout
+    from harness.pipeline.live_run import tracker_for
     from harness.pipeline.report import make_report
-    from harness.tracking.hydra_callback import parent_run_id_for_job
+    from harness.pipeline.tracking_run import job_run_name, tracked_training
+    from harness.tracking.hydra_callback import parent_run_id_for_job, swept_keys_for_job
 
     project_root = Path.cwd().resolve()  # hydra.job.chdir=false: the directory the command ran in
     cli_overrides = list(hydra_cfg.overrides.task)
@@ -65,15 +67,17 @@ def _run_locked_job(cfg: DictConfig, hydra_cfg, job_dir: Path) -> float | None:
 
     ctx = make_context(frozen, project_root)
     telemetry = telemetry_dir(project_root, str(frozen.train.state_dir))
+    # the run's name: train.run_name + the swept values (a sweep job) or the command line's overrides
+    run_name = job_run_name(str(frozen.train.run_name), cli_overrides, swept_keys_for_job(hydra_cfg))
+    parent_run_id = parent_run_id_for_job(hydra_cfg)
+    tracker = tracker_for(frozen, project_root, telemetry, run_name=run_name, source="train",
+                          parent_run_id=parent_run_id, run_dir=job_dir)
     try:
-        train(ctx, telemetry=telemetry)
+        with tracked_training(ctx, tracker, telemetry) as after_stage:  # the live MLflow run
+            train(ctx, telemetry=telemetry, after_stage=after_stage)
     finally:
         ctx.close()
-    run_name = str(frozen.train.run_name)
-    job_overrides = [o for o in cli_overrides if not o.startswith(("hydra", "+sweep"))]
-    if job_overrides:
-        run_name += " " + " ".join(job_overrides)
     result = make_report(frozen, RunLayout.from_config(frozen, project_root), job_dir / "reports",
                          project_root=project_root, mlflow_run_name=run_name,
-                         parent_run_id=parent_run_id_for_job(hydra_cfg), telemetry=telemetry)
+                         parent_run_id=parent_run_id, telemetry=telemetry, source="train")
     return result.summary.final_metrics().get("best_val_acc")  # type: ignore[return-value]

@@ -16,6 +16,7 @@ with tracking enabled starts.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 from pathlib import Path
@@ -25,7 +26,14 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from harness.tracking.store import PARENT_RUN_ENV, PARENT_RUN_FILE, init_tracking_db, resolve_tracking_uri
+from harness.tracking.store import (
+    PARENT_RUN_ENV,
+    PARENT_RUN_FILE,
+    SWEPT_KEYS_ENV,
+    SWEPT_KEYS_FILE,
+    init_tracking_db,
+    resolve_tracking_uri,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +45,8 @@ class MlflowSweepCallback(Callback):
         self._parent_run_id: str | None = None
         self._tracking_uri: str | None = None
         self._sweep_params: dict[str, str] = {}
+        self._swept_keys: list[str] = []
+        self._sweep_dir: Path | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking = config.get("tracking")
@@ -49,13 +59,17 @@ class MlflowSweepCallback(Callback):
         init_tracking_db(self._tracking_uri)
         sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = list(config.hydra.overrides.get("task") or [])
-        self._sweep_params = {
-            **{f"sweep.{key}": value for key, value in swept_values(config.hydra.sweeper.get("params"), overrides).items()},
-            "sweep.overrides": " ".join(overrides),
-            "sweep.dir": str(sweep_dir),
-        }
+        # params: only what the sweep varies (its values); the command line and the directory are tags
+        self._sweep_params = {f"sweep.{key}": value
+                              for key, value in swept_values(config.hydra.sweeper.get("params"), overrides).items()}
         run_name = tracking.get("parent_run_name") or f"sweep-{sweep_dir.name}"
-        tags = {"harness.kind": "sweep", "harness.sweep_dir": str(sweep_dir)}
+        tags = {"harness.kind": "sweep", "harness.sweep_dir": str(sweep_dir), "harness.sweep_overrides": " ".join(overrides),
+                "mlflow.source.name": "python -m stages.train (multirun)", "mlflow.source.type": "LOCAL"}
+        from harness.tracking.provenance import current_user
+
+        user = current_user()
+        if user:
+            tags["mlflow.user"] = user
         commit = _git_commit(project_root)
         if commit:
             tags["mlflow.source.git.commit"] = commit
@@ -67,8 +81,12 @@ class MlflowSweepCallback(Callback):
             tags=tags,
         )
         os.environ[PARENT_RUN_ENV] = self._parent_run_id
+        self._swept_keys = sorted(swept_values(config.hydra.sweeper.get("params"), overrides))
+        os.environ[SWEPT_KEYS_ENV] = json.dumps(self._swept_keys)
+        self._sweep_dir = sweep_dir
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / PARENT_RUN_FILE).write_text(self._parent_run_id + "\n", encoding="utf-8")
+        (sweep_dir / SWEPT_KEYS_FILE).write_text(json.dumps(self._swept_keys) + "\n", encoding="utf-8")
         # A job that raises ends the multirun without on_multirun_end: mark the parent FAILED then.
         atexit.register(self._finish, failed=True)
         log.info("MLflow sweep parent run %s (%s)", self._parent_run_id, run_name)
@@ -77,7 +95,9 @@ class MlflowSweepCallback(Callback):
         if self._parent_run_id is not None and self._tracking_uri is not None:
             from harness.tracking.mlflow_log import summarize_children
 
-            summarize_children(tracking_uri=self._tracking_uri, parent_run_id=self._parent_run_id)
+            comparison = summarize_children(tracking_uri=self._tracking_uri, parent_run_id=self._parent_run_id,
+                                            swept_keys=self._swept_keys, out_dir=self._sweep_dir)
+            print(comparison.markdown, flush=True)  # the end of a sweep shows how its jobs compare
         self._finish(failed=False)
 
     def _finish(self, failed: bool) -> None:
@@ -87,6 +107,7 @@ class MlflowSweepCallback(Callback):
 
         run_id, self._parent_run_id = self._parent_run_id, None
         os.environ.pop(PARENT_RUN_ENV, None)
+        os.environ.pop(SWEPT_KEYS_ENV, None)
         finish_parent_run(tracking_uri=self._tracking_uri, run_id=run_id, params=self._sweep_params, failed=failed)
 
 
@@ -109,6 +130,17 @@ def parent_run_id_for_job(hydra_config: Any | None) -> str | None:
         return None
     marker = Path(str(hydra_config.sweep.dir)) / PARENT_RUN_FILE
     return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+
+
+def swept_keys_for_job(hydra_config: Any | None) -> list[str] | None:
+    """The config keys the sweep varies, inside one of its jobs (None outside a tracked multirun)."""
+    from_env = os.environ.get(SWEPT_KEYS_ENV)
+    if from_env:
+        return [str(k) for k in json.loads(from_env)]
+    if hydra_config is None or hydra_config.mode != RunMode.MULTIRUN:
+        return None
+    marker = Path(str(hydra_config.sweep.dir)) / SWEPT_KEYS_FILE
+    return [str(k) for k in json.loads(marker.read_text(encoding="utf-8"))] if marker.is_file() else None
 
 
 def _git_commit(root: Path) -> str | None:

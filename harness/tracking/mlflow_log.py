@@ -1,6 +1,9 @@
-"""Write a finished `TrackedRun` to MLflow (the only module that logs runs).
+"""Write runs to MLflow (the only module that calls MLflow's client to log).
 
-One run per training run, found again by its identity (tag
+Live training runs: `open_run` creates one RUNNING (params and tags), `log_epoch` adds an epoch as it ends,
+`set_run_status` ends or resumes it, `finish_run` logs the rest and ends it FINISHED (the decisions of when are
+harness/pipeline/tracking_run.py's). One-shot runs (`log_tracked_run`, e.g. Harness² rounds): one run per
+finished run, found again by its identity (tag
 ``harness.run_identity``, see `TrackedRun.identity`): logging the same run
 again returns the FINISHED run already there, and removes the RUNNING or
 FAILED leftovers of an interrupted attempt before logging anew. Under a
@@ -16,6 +19,7 @@ import json
 import math
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -59,10 +63,11 @@ def log_tracked_run(
             if parent_run_id and done.data.tags.get(PARENT_TAG) != parent_run_id:
                 client.set_tag(done.info.run_id, PARENT_TAG, parent_run_id)
             return done.info.run_id
-        tags = {**run.tags, IDENTITY_TAG: identity}
+        tags = {**run.tags, IDENTITY_TAG: identity, BASE_NAME_TAG: _tag_safe(run.run_name)}
         if parent_run_id:
             tags[PARENT_TAG] = parent_run_id
-        created = client.create_run(experiment_id, run_name=run.run_name, tags=tags)
+        created = client.create_run(experiment_id, run_name=distinct_run_name(client, experiment_id, run.run_name),
+                                    tags=tags)
         run_id = created.info.run_id
         try:
             _log_content(client, run_id, run)
@@ -71,6 +76,143 @@ def log_tracked_run(
             raise
         client.set_terminated(run_id, status="FINISHED")
         return run_id
+
+
+BASE_NAME_TAG = "harness.base_run_name"
+EPOCH_MARKER = "epoch"  # logged with every epoch's metrics (value = step = epoch): which epochs a run holds
+
+
+def distinct_run_name(client, experiment_id: str, base: str) -> str:
+    """`base`, or ``base #N`` (the smallest N >= 2 free) when an active run of the experiment has that base name."""
+    taken = {r.info.run_name for r in client.search_runs(
+        [experiment_id], f"tags.`{BASE_NAME_TAG}` = '{_tag_safe(base)}'", max_results=1000)}
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base} #{n}" in taken:
+        n += 1
+    return f"{base} #{n}"
+
+
+def open_run(
+    *,
+    tracking_uri: str,
+    experiment: str,
+    project_root: Path,
+    run_name: str,
+    params: Mapping[str, Any],
+    tags: Mapping[str, str],
+    parent_run_id: str | None = None,
+) -> str:
+    """Create a RUNNING run holding `params` and `tags` (a live training run); returns its id.
+
+    The name is made distinct within the experiment (`distinct_run_name`). On a local SQLite store the
+    call holds the store's lock, so two first runs at once never migrate the same file.
+    """
+    from mlflow.entities import Param
+    from mlflow.tracking import MlflowClient
+
+    with tracking_lock(tracking_uri):
+        init_tracking_db(tracking_uri, locked=True)
+        client = MlflowClient(tracking_uri=tracking_uri)
+        experiment_id = ensure_experiment(client, experiment, artifact_location_for(tracking_uri, project_root))
+        all_tags = {**tags, BASE_NAME_TAG: _tag_safe(run_name)}
+        if parent_run_id:
+            all_tags[PARENT_TAG] = parent_run_id
+        run_id = client.create_run(experiment_id, run_name=distinct_run_name(client, experiment_id, run_name),
+                                   tags=all_tags).info.run_id
+        for chunk in _chunks([Param(k, _param_value(v)) for k, v in sorted(params.items())], _MAX_PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=chunk)
+        return run_id
+
+
+def run_status(tracking_uri: str, run_id: str) -> str | None:
+    """The status of run `run_id` (RUNNING, FINISHED, FAILED, KILLED), None when it is gone or deleted."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        run = MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
+    except MlflowException:
+        return None
+    return None if run.info.lifecycle_stage == "deleted" else str(run.info.status)
+
+
+def set_run_status(tracking_uri: str, run_id: str, status: str) -> None:
+    """RUNNING again (a resumed run), or ended with `status` (FINISHED, FAILED, KILLED) now."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    if status == "RUNNING":
+        client.update_run(run_id, status="RUNNING")
+    else:
+        client.set_terminated(run_id, status=status)
+
+
+def logged_epochs(client, run_id: str) -> set[int]:
+    return {int(m.step) for m in client.get_metric_history(run_id, EPOCH_MARKER)}
+
+
+def log_epoch(tracking_uri: str, run_id: str, epoch: int, metrics: Mapping[str, Any], timestamp_ms: int) -> bool:
+    """Log one epoch's metrics at step `epoch` with `timestamp_ms` (when the epoch ended); False when the
+    run already holds that epoch (a stage re-run after a kill logs nothing twice)."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    if epoch in logged_epochs(client, run_id):
+        return False
+    points = [Metric(k, float(v), timestamp_ms, epoch) for k, v in sorted(metrics.items())
+              if k != EPOCH_MARKER and _is_number(v)]
+    points.append(Metric(EPOCH_MARKER, float(epoch), timestamp_ms, epoch))  # one batch: marker and values together
+    client.log_batch(run_id, metrics=points)
+    return True
+
+
+def finish_run(
+    tracking_uri: str, run_id: str, run: TrackedRun, *, timestamp_ms: int, epoch_times_ms: Mapping[int, int] | None = None
+) -> None:
+    """Log the end of a live run (epochs not logged yet, run-level metrics, tables, artifacts, dataset,
+    identity tag) and end it FINISHED; ended FAILED (and the error re-raised) when logging breaks."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        done = logged_epochs(client, run_id)
+        for row in run.epoch_metrics:
+            epoch = int(row["epoch"])
+            if epoch not in done:
+                log_epoch(tracking_uri, run_id, epoch, row, (epoch_times_ms or {}).get(epoch, timestamp_ms))
+        metrics = [Metric(k, float(v), timestamp_ms, run.last_epoch)
+                   for k, v in sorted(run.summary_metrics.items()) if _is_number(v)]
+        for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=chunk)
+        _log_rest(client, run_id, run)
+        client.set_tag(run_id, IDENTITY_TAG, run.identity)
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+
+
+def find_finished(tracking_uri: str, experiment: str, identity: str) -> str | None:
+    """The id of a FINISHED run of `experiment` with `identity`, None when there is none."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], f"tags.`{IDENTITY_TAG}` = '{identity}'",
+                              order_by=["attributes.start_time ASC"])
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    return finished[0].info.run_id if finished else None
+
+
+def _tag_safe(text: str) -> str:
+    """`text` without quotes, so it can stand inside a search filter's '...' literal."""
+    return text.replace("'", "").replace('"', "")
 
 
 def _finished_or_cleared(client, experiment_id: str, identity: str):
@@ -106,7 +248,12 @@ def _log_content(client, run_id: str, run: TrackedRun) -> None:
         client.log_batch(run_id, metrics=chunk)
     for chunk in _chunks(params, _MAX_PARAMS_PER_BATCH):
         client.log_batch(run_id, params=chunk)
-    _log_tables(client, run_id, run.tables)
+    _log_rest(client, run_id, run)
+
+
+def _log_rest(client, run_id: str, run: TrackedRun) -> None:
+    """Tables, artifacts and the dataset input of `run`."""
+    _log_tables(client, run_id, run.tables, run.ui_tables)
     for local_path, artifact_dir in run.artifacts:
         if Path(local_path).is_dir():
             client.log_artifacts(run_id, str(local_path), artifact_dir or Path(local_path).name)
@@ -141,42 +288,142 @@ def finish_parent_run(
     client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
 
 
-SWEEP_SUMMARY_METRICS = ("best_val_acc", "test_hard_acc")
+# One row per sweep child: (column header, child metric); the swept values come first.
+COMPARISON_COLUMNS = (
+    ("held-out acc", "test_hard_acc"),
+    ("best val acc", "best_val_acc"),
+    ("accepts", "accepted"),
+    ("rollouts", "rollouts"),
+    ("USD", "usd"),
+    ("FDR level spent", "fdr_level_spent"),
+)
+SELECT_ON = "best_val_acc"  # the best child: highest validation accuracy (the sweep's objective, never the test set)
 
 
-def summarize_children(*, tracking_uri: str, parent_run_id: str) -> dict[str, float]:
-    """Log on the parent run the number of children and the best child value of each summary metric."""
+@dataclass(frozen=True)
+class SweepComparison:
+    rows: list[dict[str, Any]]  # run, run_id, status, <swept key>..., <metric>...; sorted by the swept values
+    swept_keys: list[str]
+    best_run_id: str | None
+    markdown: str
+    html: str
+
+
+def summarize_children(
+    *, tracking_uri: str, parent_run_id: str, swept_keys: Sequence[str] = (), out_dir: Path | None = None
+) -> SweepComparison:
+    """Compare a sweep's children on its parent run: the number of children, the best child (highest
+    `SELECT_ON`; tags ``harness.best_child_*`` and its metrics under their own names) and the comparison table
+    (``sweep/comparison.md``, ``.html`` and the UI table ``sweep/comparison.json``; also written to `out_dir`)."""
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     parent = client.get_run(parent_run_id)
-    children = client.search_runs([parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_run_id}'")
+    children = client.search_runs([parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
+                                  max_results=10000)
+    rows = []
+    for child in children:
+        row: dict[str, Any] = {"run": child.info.run_name, "run_id": child.info.run_id, "status": child.info.status}
+        row.update({key: child.data.params.get(key) for key in swept_keys})
+        row.update({metric: child.data.metrics.get(metric) for _, metric in COMPARISON_COLUMNS})
+        rows.append(row)
+    rows.sort(key=lambda r: (tuple(_sort_value(r.get(k)) for k in swept_keys), str(r["run"])))
+    scored = [r for r in rows if _is_number(r.get(SELECT_ON))]
+    best = max(scored, key=lambda r: float(r[SELECT_ON])) if scored else None  # first of equals, in table order
     now_ms = int(time.time() * 1000)
-    summary: dict[str, float] = {"children": float(len(children))}
+    metrics = [Metric("children", float(len(children)), now_ms, 0)]
     tags = []
-    for key in SWEEP_SUMMARY_METRICS:
-        scored = [(c.data.metrics[key], c) for c in children if key in c.data.metrics]
-        if scored:
-            value, best = max(scored, key=lambda pair: pair[0])
-            summary[f"max_{key}"] = value
-            tags.append(RunTag(f"harness.best_{key}_run", best.info.run_id))
-    client.log_batch(parent_run_id, metrics=[Metric(k, v, now_ms, 0) for k, v in summary.items()], tags=tags)
-    return summary
+    if best is not None:
+        metrics += [Metric(m, float(best[m]), now_ms, 0) for _, m in COMPARISON_COLUMNS if _is_number(best.get(m))]
+        tags += [RunTag("harness.best_child_run_id", str(best["run_id"])), RunTag("harness.best_child", str(best["run"])),
+                 RunTag("harness.best_child_selected_on", SELECT_ON)]
+        tags += [RunTag(f"harness.best.{k}", str(best.get(k))) for k in swept_keys]
+    client.log_batch(parent_run_id, metrics=metrics, tags=tags)
+    comparison = SweepComparison(rows, list(swept_keys), best["run_id"] if best else None,
+                                 _comparison_markdown(rows, swept_keys, best), _comparison_html(rows, swept_keys, best))
+    with tempfile.TemporaryDirectory(prefix="harness-sweep-") as tmp:
+        target = Path(out_dir) if out_dir is not None else Path(tmp)
+        target.mkdir(parents=True, exist_ok=True)
+        for name, text in (("comparison.md", comparison.markdown), ("comparison.html", comparison.html)):
+            (target / name).write_text(text, encoding="utf-8")
+            client.log_artifact(parent_run_id, str(target / name), "sweep")
+    if "sweep/comparison.json" not in {a.path for a in client.list_artifacts(parent_run_id, "sweep")}:
+        import pandas as pd
+
+        client.log_table(parent_run_id, data=pd.DataFrame(rows), artifact_file="sweep/comparison.json")
+    return comparison
 
 
-def _log_tables(client, run_id: str, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+def _sort_value(value: Any) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
+def _cell(value: Any, metric: str | None = None) -> str:
+    if value is None:
+        return "–"
+    if metric == "usd" and _is_number(value):
+        return f"{float(value):.4f}"
+    if metric in ("accepted", "rollouts") and _is_number(value):
+        return str(int(float(value)))
+    if _is_number(value) and isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+    return str(value)
+
+
+def _comparison_cells(rows: list[dict[str, Any]], swept_keys: Sequence[str], best: Mapping[str, Any] | None):
+    header = ["run", *swept_keys, *(h for h, _ in COMPARISON_COLUMNS), "status"]
+    body = []
+    for r in rows:
+        mark = " (best)" if best is not None and r["run_id"] == best["run_id"] else ""
+        body.append([f"{r['run']}{mark}", *(_cell(r.get(k)) for k in swept_keys),
+                     *(_cell(r.get(m), m) for _, m in COMPARISON_COLUMNS), str(r["status"])])
+    return header, body
+
+
+def _comparison_markdown(rows, swept_keys, best) -> str:
+    header, body = _comparison_cells(rows, swept_keys, best)
+    lines = [f"Sweep of {', '.join(swept_keys) or '(no swept key)'}: {len(rows)} runs; best = highest {SELECT_ON}.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines) + "\n"
+
+
+def _comparison_html(rows, swept_keys, best) -> str:
+    from html import escape
+
+    header, body = _comparison_cells(rows, swept_keys, best)
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    trs = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>" for cells in body)
+    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>Sweep comparison</title>"
+            "<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 8px;text-align:right}"
+            "td:first-child{text-align:left}</style></head><body>"
+            f"<p>Sweep of {escape(', '.join(swept_keys) or '(no swept key)')}: {len(rows)} runs; "
+            f"best = highest {SELECT_ON}.</p><table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>"
+            "</body></html>\n")
+
+
+def _log_tables(client, run_id: str, tables: Mapping[str, Sequence[Mapping[str, Any]]],
+                ui_tables: Sequence[str] | None = None) -> None:
+    """Every table as ``tables/<name>.parquet``; those named in `ui_tables` (all when None) also as an MLflow
+    table ``tables/<name>.json``, which the UI renders (keep those small: per gate, per epoch)."""
     if not tables:
         return
     import pandas as pd
 
+    # log_table appends to an existing file: a re-log (report re-run after a kill) must not double the rows
+    existing = {a.path for a in client.list_artifacts(run_id, "tables")}
     with tempfile.TemporaryDirectory(prefix="harness-tables-") as tmp:
         for name, rows in sorted(tables.items()):
             frame = pd.DataFrame([_flat_row(row) for row in rows])
             parquet_path = Path(tmp) / f"{name}.parquet"
             frame.to_parquet(parquet_path, index=False)
             client.log_artifact(run_id, str(parquet_path), "tables")
-            client.log_table(run_id, data=frame, artifact_file=f"tables/{name}.json")
+            if (ui_tables is None or name in ui_tables) and f"tables/{name}.json" not in existing:
+                client.log_table(run_id, data=frame, artifact_file=f"tables/{name}.json")
 
 
 def _log_dataset(client, run_id: str, dataset) -> None:

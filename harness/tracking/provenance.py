@@ -1,7 +1,9 @@
-"""Provenance of a run: the git commit of the code that produced it."""
+"""Provenance of a run: the git commit of the code that produced it, and who ran it."""
 
 from __future__ import annotations
 
+import getpass
+import os
 import subprocess
 from pathlib import Path
 
@@ -28,3 +30,11 @@ def git_dirty(root: Path) -> bool | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return bool(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def current_user() -> str | None:
+    """The login name running this process (MLflow's ``mlflow.user``), None when the system cannot tell."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for this uid (containers) and no LOGNAME/USER
+        return os.environ.get("USER") or None

@@ -32,8 +32,10 @@ class TrackedRun:
     epoch_metrics: Sequence[Mapping[str, Any]] = ()
     # end-of-run metrics (logged at step = last epoch)
     summary_metrics: Mapping[str, float | None] = field(default_factory=dict)
-    # observation tables: name -> rows (Parquet artifact + MLflow table)
+    # observation tables: name -> rows (Parquet artifact ``tables/<name>.parquet``)
     tables: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # the tables also logged as MLflow tables (``tables/<name>.json``, rendered by the UI); None = all of them
+    ui_tables: Sequence[str] | None = None
     # (local file, artifact sub-directory or None)
     artifacts: Sequence[tuple[Path, str | None]] = ()
     dataset: DatasetRef | None = None

@@ -33,6 +33,8 @@ DEFAULT_DB_NAME = "mlflow.db"
 DEFAULT_ARTIFACT_DIR = "mlruns"
 PARENT_RUN_ENV = "HARNESS_MLFLOW_PARENT_RUN_ID"
 PARENT_RUN_FILE = "mlflow_parent_run_id.txt"
+SWEPT_KEYS_ENV = "HARNESS_MLFLOW_SWEPT_KEYS"  # JSON list of the config keys a sweep varies (run names of its jobs)
+SWEPT_KEYS_FILE = "mlflow_swept_keys.json"
 _SCHEME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 

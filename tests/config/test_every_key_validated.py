@@ -36,6 +36,7 @@ FREE_KEYS = {
     "train.state_dir": "a directory path",
     "tracking.tracking_uri": "a URI",
     "tracking.experiment": "a name",
+    "tracking.improve_experiment": "a name",
     "tracking.run_name": "a name",
     "pools.path": "a file path",
     "improve.domains": "names of the user's domains",

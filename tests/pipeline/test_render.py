@@ -111,11 +111,26 @@ def test_rendering_is_deterministic_and_replaces_stale_plots(tmp_path: Path) -> 
     assert not (b / "plots" / "gate_evidence" / "stale_gate.csv").exists()
 
 
-def test_run_level_metrics_do_not_clobber_epoch_histories() -> None:
-    from harness.pipeline.report import run_level_metrics
+def test_one_meaning_per_metric_name() -> None:
+    """Run totals keep metrics.json's names in MLflow; per-epoch counters are epoch_<name>; a run-level value
+    that disagrees with the per-epoch history of the same name is refused."""
+    import dataclasses
 
-    final = _summary().final_metrics()
-    epochs = [e.metrics() for e in _summary().epochs]
+    import pytest
+
+    from harness.pipeline.tracking_run import run_level_metrics
+
+    summary = _summary()
+    final = summary.final_metrics()
+    epochs = [e.metrics() for e in summary.epochs]
+    for key in ("accepted", "rejected", "probation", "rollouts", "usd", "cache_hits", "cache_misses"):
+        assert all(key not in row and f"epoch_{key}" in row for row in epochs), key
     run_level = run_level_metrics(final, epochs)
-    assert run_level["total_accepted"] == 1 and "accepted" not in run_level
-    assert "val_hard_acc" not in run_level and run_level["test_hard_acc"] == 0.6667
+    assert run_level["accepted"] == final["accepted"] == sum(row["epoch_accepted"] for row in epochs)
+    assert run_level["usd"] == final["usd"] and not any(k.startswith("total_") for k in run_level)
+    assert "val_hard_acc" not in run_level and run_level["test_hard_acc"] == 0.6667  # the history's last value says it
+    bent = [dict(row) for row in epochs]
+    bent[-1]["val_hard_acc"] = 0.01
+    with pytest.raises(ValueError, match="val_hard_acc"):
+        run_level_metrics(final, bent)
+    assert dataclasses.asdict(summary.epochs[0])["accepted"] == epochs[0]["epoch_accepted"]

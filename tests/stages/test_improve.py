@@ -58,7 +58,8 @@ def test_yes_runs_writes_the_report_and_one_mlflow_run(project, capsys):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("improve-test")
+    exp = client.get_experiment_by_name("improve-test-improve")  # tracking.improve_experiment: apart from training runs
+    assert client.get_experiment_by_name("improve-test") is None
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.run_name == "improve-t1" and run.info.status == "FINISHED"
     assert run.data.metrics["parallel_k1/tasks"] == 4 and run.data.metrics["parallel_k1/crashed"] == 0

@@ -28,7 +28,7 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     run_id = step_run_id(ctx.run_name, epoch, step)
     if lineage.stopped:
         write_document(out / OUTCOMES, RolloutDoc.stopped_at(run_id))
-        mark_done(out, {"stopped": True})
+        mark_done(out, {"stopped": True}, spend=ctx.take_spend())
         return
     qids = batch_of(Path(batches), step)
     m = wsp.read_manifest(prev / WORKSPACE)
@@ -50,7 +50,7 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     write_document(out / OUTCOMES, RolloutDoc(run_id=run_id, sample_index=index, skills_version=m.skills_version,
                                               prompts_version=m.prompts_version, outcomes=dict(zip(qids, got))))
     acc = sum(bool(v) for v in got if v is not None) / max(1, sum(v is not None for v in got))
-    mark_done(out, {"run_id": run_id, "n": len(qids), "acc": acc})
+    mark_done(out, {"run_id": run_id, "n": len(qids), "acc": acc}, spend=ctx.take_spend())
     progress.info("[rollout@e%d.s%d] %d questions, acc %.3f", epoch, step, len(qids), acc)
 
 

@@ -1,0 +1,106 @@
+"""Live MLflow runs with the real tools: a run exists from the first loop stage, each epoch is logged when
+it ends, a failed stage ends the run FAILED, a SIGTERM ends it KILLED, and a resume continues the same run.
+
+`dvc repro` in a temporary git+DVC project (1 epoch x 1 step), and `python -m stages.train` (train=tiny,
+2 epochs) killed after its first epoch then resumed; each against its own pre-migrated SQLite store.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.support import BIN, TEST_OVERRIDES, env, make_project, run
+
+pytestmark = pytest.mark.slow
+
+LOCATION_KEYS = ("train.state_dir", "benchmark.questions_path", "pools.path", "llm.cache_dir", "benchmark.source")
+
+
+def _runs(db: Path) -> list[tuple[str, str, str]]:
+    """(run id, status, lifecycle stage) of every run in the store, deleted ones included."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        return connection.execute("SELECT run_uuid, status, lifecycle_stage FROM runs ORDER BY start_time").fetchall()
+
+
+def _epochs_logged(db: Path) -> list[int]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        return [int(r[0]) for r in connection.execute("SELECT step FROM metrics WHERE key = 'epoch' ORDER BY step")]
+
+
+def test_dvc_run_is_live_fails_and_resumes_as_one_run(tmp_path: Path, mlflow_db: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{mlflow_db}"
+    overrides = tuple(o for o in TEST_OVERRIDES if o != "tracking=none") + (f"tracking.tracking_uri={uri}",)
+    project = make_project(tmp_path / "project", overrides)
+    client = MlflowClient(tracking_uri=uri)
+
+    run(["dvc", "repro", "slow@0"], project)  # training up to the end of epoch 1: no report yet
+    (run_id, status, _), = _runs(mlflow_db)
+    assert status == "RUNNING"
+    live = client.get_run(run_id)
+    assert [m.step for m in client.get_metric_history(run_id, "epoch_accepted")] == [1]  # logged as epoch 1 ended
+    assert "test_hard_acc" not in live.data.metrics
+    assert not [k for k in live.data.params if k in LOCATION_KEYS or k.startswith(("tracking.", "improve."))]
+    assert live.data.tags["harness.state_dir"] == "state" and live.data.tags["mlflow.user"]
+    assert live.data.tags["mlflow.source.git.commit"] and live.data.tags["mlflow.source.name"].startswith("dvc repro")
+    record = json.loads(next((project / ".cache/pipeline").glob("*/mlflow_run.json")).read_text())
+    assert record["run_id"] == run_id and record["status"] == "RUNNING" and "sqlite" in record["tracking_uri"]
+
+    # a loop stage that fails ends the run FAILED (exit 2: the state it needs is missing)
+    failed = subprocess.run([str(BIN / "python"), "-m", "stages.holdout", "--final", "state/e9/slow", "--pools",
+                             "data/pools.json", "--out", str(tmp_path / "holdout-bad")],
+                            cwd=project, env=env(), capture_output=True, text=True, timeout=600)
+    assert failed.returncode == 2, failed.stderr
+    assert _runs(mlflow_db) == [(run_id, "FAILED", "active")]
+
+    # the rest of the pipeline resumes the same run and finishes it: never a second run
+    run(["dvc", "repro", "report"], project)
+    assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
+    done = client.get_run(run_id)
+    history = client.get_metric_history(run_id, "epoch_accepted")
+    assert len(history) == 1 and done.info.start_time <= history[0].timestamp <= done.info.end_time
+    metrics_json = json.loads((project / "reports/metrics.json").read_text())
+    assert done.data.metrics["accepted"] == metrics_json["accepted"]
+    assert done.data.metrics["test_hard_acc"] == metrics_json["test_hard_acc"]
+    run(["dvc", "repro", "report", "--force", "--single-item"], project)  # the report again: logs nothing new
+    assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
+    assert len(client.get_metric_history(run_id, "epoch_accepted")) == 1
+
+
+def test_train_killed_by_sigterm_is_killed_then_resumed_in_the_same_run(tmp_path: Path, mlflow_db: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{mlflow_db}"
+    project = make_project(tmp_path / "project")
+    # patience 5: no early stop, so epoch 2 really runs after the resume
+    command = [str(BIN / "python"), "-m", "stages.train", "train=tiny", "train.early_stop_patience=5",
+               f"tracking.tracking_uri={uri}", "hydra.run.dir=runs/killed"]
+    child = subprocess.Popen(command, cwd=project, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and child.poll() is None:
+        if mlflow_db.stat().st_size and _runs(mlflow_db) and _epochs_logged(mlflow_db) == [1]:
+            break
+        time.sleep(0.2)
+    assert child.poll() is None, "training ended before its first epoch was seen in MLflow:\n" + child.stdout.read()
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=300)
+    assert child.returncode != 0, out
+    (run_id, status, _), = _runs(mlflow_db)
+    assert status == "KILLED", out
+    assert _epochs_logged(mlflow_db) == [1]
+
+    run(command, project)  # the same run dir: resumes the finished stages and the same MLflow run
+    assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
+    client = MlflowClient(tracking_uri=uri)
+    assert [m.step for m in client.get_metric_history(run_id, "val_hard_acc")] == [1, 2]
+    finished = client.get_run(run_id)
+    assert finished.info.run_name == "tiny train=tiny early_stop_patience=5"  # tracking.* is not in the name
+    assert finished.data.tags["harness.run_dir"].endswith("runs/killed")
