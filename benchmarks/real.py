@@ -69,11 +69,11 @@ PARTS = ("parsing", "train")
 # Sized for a 2-core machine shared with other jobs (~15 min); llm.max_tokens=96 bounds the model's long replies.
 TRAIN_OVERRIDES = (
     "train.epochs=1", "train.slow_update=false", "train.momentum=false", "train.system_tool_update=false",
-    "train.concurrency=1", "train.run_name=real_bench",
+    "train.run_name=real_bench",
     "pools.test_size=20", "pools.val_size=10", "pools.diagnosis_size=20", "pools.eval_min_per_class=2",
     "batching.batch_size=10", "batching.min_class_per_batch=2",
     "gate.block_size=5", "gate.max_pairs=10", "gate.mcnemar_n=10", "gate.infra_min_denominator=3",
-    "evolve.max_case_questions=2", "evolve.diagnose_concurrency=1",
+    "evolve.max_case_questions=2",
     "llm.max_tokens=96", "llm.timeout_s=600", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
 )
 

@@ -24,11 +24,11 @@ pytestmark = pytest.mark.timeout(2400)  # a loaded machine: SmolLM2 replies took
 
 QUESTIONS = "tests/fixtures/real_mc.jsonl"  # 40 questions, 4 task types
 TINY = ("train.epochs=1", "train.slow_update=false", "train.momentum=false", "train.system_tool_update=false",
-        "train.concurrency=1", "train.run_name=real_ci",
+        "train.run_name=real_ci",
         "pools.test_size=4", "pools.val_size=4", "pools.diagnosis_size=4", "pools.eval_min_per_class=1",
         "batching.batch_size=4", "batching.min_class_per_batch=1",
         "gate.block_size=4", "gate.max_pairs=4", "gate.mcnemar_n=4", "gate.infra_min_denominator=3",
-        "evolve.max_case_questions=1", "evolve.diagnose_concurrency=1")
+        "evolve.max_case_questions=1")
 GATE_ACTIONS = {"accept", "reject", "probation", "skipped_no_change", "skipped_no_failures", "skipped_cooldown", "skipped_too_long"}
 
 
