@@ -36,6 +36,7 @@ from typing import Any, Union
 
 from harness.agent.loop import AgentLoop, AgentResult, TraceStep
 from harness.bench.protocol import Scorer, ToolDispatch
+from harness.bench.soft import mean_soft_score, scored
 from harness.contracts.solver import resolve_skill_file
 from harness.llm.protocol import LLMProvider, LocalStoreError, Usage
 from harness.questions import Question
@@ -80,6 +81,7 @@ class PredictionRecord:
     reasoning: str | None = None
     skill_hash: str | None = None
     parse_mode: str | None = None  # the answer extractor's rule (contracts/answers.ANSWER_MODES); None: no final reply
+    soft_score: float | None = None  # in [0, 1] (harness/bench/soft.py); None: no soft score for this rollout
     trace: tuple[TraceStep, ...] = field(default=(), repr=False)
 
     @property
@@ -110,6 +112,7 @@ class PredictionRecord:
             "reasoning": self.reasoning,
             "skill_hash": self.skill_hash,
             "parse_mode": self.parse_mode,
+            "soft_score": self.soft_score,
         }
 
     def trace_rows(self) -> list[dict[str, Any]]:
@@ -126,6 +129,7 @@ class InferenceResult:
     # SIGINT handler, so a full repr would render every record of a large run
     records: dict[SampleKey, PredictionRecord] = field(repr=False)  # (qid, sample_index) -> record, in input order
     correctness_by_sample: dict[SampleKey, bool | None] = field(repr=False)
+    soft_by_sample: dict[SampleKey, float | None] = field(repr=False)  # None: infra, or no soft score
     accuracy: float | None  # over non-infra rollouts; None when there are none
     n: int
     n_correct: int
@@ -135,6 +139,7 @@ class InferenceResult:
     wall_s: float
     stop_reasons: dict[str, int] = field(default_factory=dict)
     parse_modes: dict[str, int] = field(default_factory=dict)  # answer-extractor rule -> rollouts (infra rollouts left out)
+    soft_score: float | None = None  # mean soft score over the judged rollouts; None unless every one has one
 
     @property
     def tokens(self) -> int:
@@ -166,6 +171,7 @@ def _aggregate_results(run_id: str, records: list[PredictionRecord], wall_s: flo
         run_id=run_id,
         records=by_key,
         correctness_by_sample={k: r.correct for k, r in by_key.items()},
+        soft_by_sample={k: r.soft_score for k, r in by_key.items()},
         accuracy=(n_correct / len(judged)) if judged else None,
         n=len(records),
         n_correct=n_correct,
@@ -175,6 +181,7 @@ def _aggregate_results(run_id: str, records: list[PredictionRecord], wall_s: flo
         wall_s=wall_s,
         stop_reasons=stop_reasons,
         parse_modes=parse_modes,
+        soft_score=mean_soft_score([r.soft_score for r in judged]),
     )
 
 
@@ -238,11 +245,12 @@ def _expand_samples(questions: Sequence[Question], sample_indices: int | Sequenc
 
 def _record_from(base: Mapping[str, Any], skill_hash: str | None, result: AgentResult, question: Question, scorer: Scorer) -> PredictionRecord:
     correct: bool | None = None
+    soft: float | None = None
     error = result.error
     stop_reason: str = result.stop_reason
     if not result.infra:
         try:
-            correct = bool(scorer(question, result.answer))
+            correct, soft = scored(question, result.answer, scorer(question, result.answer), result.logprobs)
         except Exception as exc:  # a scorer bug must not lose the prediction; recorded as infra
             logger.error("scorer failed on qid %s: %s: %s", question.qid, type(exc).__name__, exc)
             stop_reason, error = "error", f"scorer failed: {type(exc).__name__}: {exc}"
@@ -261,6 +269,7 @@ def _record_from(base: Mapping[str, Any], skill_hash: str | None, result: AgentR
         reasoning=_to_text_field(result.reasoning),
         skill_hash=skill_hash,
         parse_mode=result.parse_mode,
+        soft_score=soft,
         trace=result.trace,
     )
 

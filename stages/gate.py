@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
-PARAMS = ("benchmark", "llm", "gate", "evolve.cooldown_steps", "train.run_name", "train.seed", "train.concurrency")
+PARAMS = ("benchmark", "llm", "gate", "evolve.cooldown_steps", "train.run_name", "train.seed")
 # Path keys DVC already sees in the stage's command line, deps or outs.
 LOCATIONS = ("train.state_dir", "pools.path")
 

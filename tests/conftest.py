@@ -7,6 +7,8 @@
 - `project_dir`: a fresh temporary project (conf/ copied in) that is also the
   working directory for the test.
 - HT__* variables of the developer's shell never leak into tests.
+- An unclosed aiohttp client session or connector fails the test that left it (and the session, for one
+  found only by the final garbage collection): tests/support/unclosed.py.
 """
 
 from __future__ import annotations
@@ -28,6 +30,32 @@ def _no_config_env_leak(monkeypatch: pytest.MonkeyPatch) -> None:
     """Drop HT__* variables so a developer's shell cannot change test configs."""
     for name in [n for n in os.environ if n.startswith("HT__")]:
         monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_unclosed_client_session():
+    """Fail the test during which aiohttp logged an unclosed client session / connector."""
+    from tests.support import unclosed
+
+    unclosed.install()
+    start = len(unclosed.RECORDER.messages)
+    yield
+    leaked = unclosed.new_since(start)
+    if leaked:
+        pytest.fail(f"{len(leaked)} unclosed aiohttp object(s) logged during this test: {leaked[:3]}", pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import gc
+
+    from tests.support import unclosed
+
+    start = len(unclosed.RECORDER.messages)
+    gc.collect()  # sessions kept alive by a reference cycle are reported only now
+    leaked = unclosed.new_since(start)
+    if leaked:
+        print(f"\nFAILED: {len(leaked)} unclosed aiohttp object(s) found at the end of the session: {leaked[:3]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +103,7 @@ def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A temporary project root with a copy of conf/; the test runs inside it."""
     root = tmp_path / "project"
     shutil.copytree(REPO_ROOT / "conf", root / "conf")
+    shutil.copy2(REPO_ROOT / "dvc.yaml", root / "dvc.yaml")  # with conf/config.yaml, what marks a project root
     monkeypatch.chdir(root)
     return root
 

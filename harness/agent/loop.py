@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from harness.bench.protocol import ToolDispatch, UnknownToolError
 from harness.contracts.answers import NONE, STRICT, extract_answer
+from harness.contracts.logprobs import TokenLogprob
 from harness.contracts.solver import (
     render_question,
     render_system_message,
@@ -94,6 +95,7 @@ class AgentResult:
     reasoning: str | None = None  # the last assistant message
     evidence: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # tool calls and their results
     parse_mode: str | None = None  # the extractor's rule for the final reply (contracts/answers.ANSWER_MODES); None: no reply
+    logprobs: tuple[TokenLogprob, ...] | None = None  # the final reply's token log-probabilities (when the server sent them)
 
 
 class AgentLoop:
@@ -140,6 +142,7 @@ class AgentLoop:
         prompt_tokens = completion_tokens = 0
         cost = 0.0
         reasoning: str | None = None
+        final_logprobs: tuple[TokenLogprob, ...] | None = None  # of the last reply (read by finish)
 
         def note(kind: str, content: str) -> None:
             trace.append(TraceStep(len(trace), kind, content))
@@ -159,6 +162,7 @@ class AgentLoop:
                 reasoning=reasoning,
                 evidence=tuple(evidence),
                 parse_mode=parse_mode,
+                logprobs=final_logprobs,
             )
 
         for step in range(self.max_steps):
@@ -179,6 +183,7 @@ class AgentLoop:
             cost += response.cost_usd
             text = response.text
             reasoning = text
+            final_logprobs = response.logprobs
             note(ASSISTANT, text)
             messages.append(ChatMessage("assistant", text))
 

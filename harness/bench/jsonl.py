@@ -89,11 +89,16 @@ def read_jsonl_questions(path: str | Path, *, known_task_types: Iterable[str] | 
     known = None if known_task_types is None else set(known_task_types)
     questions: list[Question] = []
     first_line: dict[str, int] = {}
-    with file_path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with file_path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            where = f"{source}: line {line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise QuestionsError(where, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                            "save the file as UTF-8") from None
             if not line.strip():
                 continue
-            where = f"{source}: line {line_no}"
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -222,6 +227,6 @@ class JsonlBenchmark:
             return context_dispatch(question)
         return no_tools if self._has_context else None
 
-    def score(self, question: Question, predicted: str | None) -> bool:
+    def score(self, question: Question, predicted: str | None) -> bool | float:
         return self._scorer(question, predicted)
 

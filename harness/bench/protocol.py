@@ -17,7 +17,7 @@ from harness.tree import HarnessTree
 
 ToolResult = Union[str, Awaitable[str]]
 ToolDispatch = Callable[[str, Mapping[str, Any]], ToolResult]
-Scorer = Callable[[Question, Union[str, None]], bool]
+Scorer = Callable[[Question, Union[str, None]], Union[bool, float]]  # a float in [0, 1] is a soft score (bench/soft.py)
 
 
 class ToolError(Exception):
@@ -58,7 +58,8 @@ class BenchmarkAdapter(Protocol):
         """The tools the solver may call for `question`; None when it has none."""
         ...
 
-    def score(self, question: Question, predicted: str | None) -> bool:
+    def score(self, question: Question, predicted: str | None) -> bool | float:
+        """Right or wrong, or a soft score: a float in [0, 1] (harness/bench/soft.py)."""
         ...
 
 

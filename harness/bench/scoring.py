@@ -5,7 +5,8 @@ Multiple choice: the predicted text is reduced to a choice letter ("B",
 extractor's `designated_letter` and compared with the answer letter. Free
 form: "exact" (surrounding whitespace ignored) or "normalized" (SQuAD-style:
 case, punctuation, articles, whitespace). A custom scorer is named by import
-path "package.module:function" and called as `function(question, predicted) -> bool`.
+path "package.module:function" and called as `function(question, predicted) -> bool | float`: a float
+in [0, 1] is a soft score (harness/bench/soft.py: correct when >= 0.5).
 """
 
 from __future__ import annotations
@@ -67,11 +68,13 @@ def load_scorer(spec: str, *, key: str = "benchmark.scorer") -> Scorer:
 
 
 def _checked(function: Callable, spec: str) -> Scorer:
-    def scorer(question: Question, predicted: str | None) -> bool:
+    def scorer(question: Question, predicted: str | None) -> bool | float:
         result = function(question, predicted)
-        if not isinstance(result, bool):
-            raise TypeError(f"custom scorer {spec} must return a bool, returned {type(result).__name__} for qid {question.qid!r}")
-        return result
+        if isinstance(result, bool):
+            return result
+        if isinstance(result, float) and 0.0 <= result <= 1.0:  # a soft score (NaN fails both bounds)
+            return result
+        raise TypeError(f"custom scorer {spec} must return a bool or a float in [0, 1], returned {result!r} for qid {question.qid!r}")
 
     scorer.__name__ = f"custom[{spec}]"
     return scorer

@@ -41,8 +41,8 @@ CONFIG_NAME = "config"
 # would change the stage's result while dvc.lock and `dvc status` still show params.yaml's.
 ENGINEERING_KEYS = (
     "llm.cache_dir", "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.max_retries",
-    "llm.backoff_base_s", "llm.backoff_max_s", "llm.concurrency", "llm.client_processes",
-    "train.concurrency", "evolve.diagnose_concurrency", "improve.workers", "tracking.tracking_uri", "quiet",
+    "llm.backoff_base_s", "llm.backoff_max_s", "llm.retry_after_max_s", "llm.concurrency", "llm.client_processes",
+    "improve.workers", "tracking.tracking_uri", "quiet",
 )
 _log = logging.getLogger(__name__)
 

@@ -55,9 +55,13 @@ class LLMConfig:
     max_retries: int = 4
     backoff_base_s: float = 0.5
     backoff_max_s: float = 20.0
+    retry_after_max_s: float = 120.0  # a server's Retry-After is honoured up to this (>= backoff_max_s)
     temperature: float = 0.7
     max_tokens: int = 1024
-    concurrency: int = 16
+    concurrency: int = 16  # requests in flight at once over every role and stage: the run's one concurrency knob
+    # solver replies: ask for the answer's token log-probabilities with this many alternatives (0 = off); the
+    # multiple-choice soft score (harness/bench/soft.py). OpenAI, vLLM and llama.cpp's server return them
+    top_logprobs: int = 0
     # llm=openai: processes running the SDK's HTTP work (1 = in this process; >1 helps above ~300 requests/s, docs/llm.md)
     client_processes: int = 1
     # USD per million tokens: {model: {"input": x, "output": y}}
@@ -94,7 +98,6 @@ class EvolveConfig:
     cooldown_steps: int = 1  # steps a skill rests after an accept
     max_case_questions: int = 8  # failing questions shown to the editor per skill
     max_skill_chars: int = 6000
-    diagnose_concurrency: int = 8
     # a task type reading a shared file (default-strategy) with >= new_skill_min_failures failures in a batch
     # gets a candidate new skill file of its own, seeded from the shared one (validated like every edit); 0 = off
     new_skill_min_failures: int = 0
@@ -138,7 +141,6 @@ class TrainConfig:
     seed: int = 0
     run_name: str = "default"
     state_dir: str = "state"
-    concurrency: int = 16
     slow_update: bool = True
     momentum: bool = True
     system_tool_update: bool = True

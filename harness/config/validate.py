@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.bench.soft import GATE_METRICS
 from harness.config.errors import ConfigError, Violation
 from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
@@ -170,9 +171,13 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("llm.max_retries", minimum=0)
     if c.positive_number("llm.backoff_base_s") and c.positive_number("llm.backoff_max_s"):
         c.check("llm.backoff_max_s", lambda v: v >= c.value("llm.backoff_base_s"), "must be >= llm.backoff_base_s")
+        if c.positive_number("llm.retry_after_max_s"):
+            c.check("llm.retry_after_max_s", lambda v: v >= c.value("llm.backoff_max_s"), "must be >= llm.backoff_max_s")
     c.check("llm.temperature", lambda v: _is_number(v) and 0 <= v <= 2, "must be in [0, 2]")
     c.positive_int("llm.max_tokens")
     c.positive_int("llm.concurrency")
+    c.check("llm.top_logprobs", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 20,
+            "must be an integer in [0, 20] (0 = no log-probabilities; OpenAI allows at most 20)")
     c.positive_int("llm.client_processes")  # 1 = the SDK runs in the provider's process
     c.positive_int("llm.max_agent_steps")
     c.check("llm.prices", lambda v: all(set(p) <= {"input", "output"} and all(_is_number(x) and x >= 0 for x in p.values())
@@ -204,7 +209,6 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("evolve.cooldown_steps", minimum=0)
     c.positive_int("evolve.max_case_questions")
     c.positive_int("evolve.max_skill_chars")
-    c.positive_int("evolve.diagnose_concurrency")
     c.non_empty_str("benchmark.domain")
     c.check("evolve.prompts_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
             "must be null (the package's templates) or a directory of meta-prompt templates")
@@ -221,7 +225,6 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     # train
     c.positive_int("train.epochs")
     c.positive_int("train.early_stop_patience")
-    c.positive_int("train.concurrency")
     c.check("train.init_seed", lambda v: v is None or (isinstance(v, str) and (Path(v) / "seed.json").is_file()),
             "must be null or a seed directory holding seed.json (write one with `python -m stages.export --seed DIR`)")
     c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
@@ -317,6 +320,10 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     rule_known = c.registered("gate.rule")
     if c.registered("gate.ladder") and rule_known:
         _check_rule_plan(c)
+    if c.one_of("gate.metric", GATE_METRICS) and c.value("gate.metric") != "hard":
+        c.check("gate.metric", lambda v: c.value("llm.top_logprobs") != 0 or c.value("benchmark.scorer") not in BUILTIN_SCORERS,
+                "soft and mixed need a soft score: llm.top_logprobs > 0 (token log-probabilities) or a benchmark.scorer "
+                "'module:function' that returns floats in [0, 1]")
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
             "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")

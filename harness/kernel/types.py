@@ -58,6 +58,9 @@ class PairResult:
 @dataclass(frozen=True)
 class GateParams:
     rule: str = "betting"  # kernel/rules.RULES
+    # what a pair's outcome is: hard (correct), soft or mixed ((hard + soft) / 2) rounded at random to {0, 1} with
+    # that probability at the loop level (harness/bench/soft.metric_outcome): pair differences stay in [-1, 1]
+    metric: str = "hard"
     lambda_accept: float = 3.0
     lambda_dir: float = -1.56
     theta1: float = 0.625

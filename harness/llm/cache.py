@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.contracts.logprobs import TokenLogprob, logprobs_from_json
 from harness.llm.protocol import CacheableProvider, LLMRequest, LLMResponse, LocalStoreError, Role, Usage
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS responses (
     completion_tokens INTEGER NOT NULL,
     cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    logprobs TEXT
 );
 CREATE TABLE IF NOT EXISTS cache_stats (
     name TEXT PRIMARY KEY,
@@ -141,6 +143,7 @@ class CachedEntry:
     usage: Usage
     cost_usd: float
     latency_s: float
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class ResponseCache:
@@ -168,6 +171,9 @@ class ResponseCache:
             with self._transaction(self._conn):
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     self._conn.execute(statement)
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
+                if "logprobs" not in columns:  # a cache file written before token log-probabilities were stored
+                    self._conn.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT")
         self._stats = CacheStats()
         self._unflushed = CacheStats()
 
@@ -218,23 +224,28 @@ class ResponseCache:
     def get(self, key: str) -> CachedEntry | None:
         with self._lock, self._local("reading"):
             row = self._connection().execute(
-                "SELECT provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s FROM responses WHERE key = ?",
+                "SELECT provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs FROM responses WHERE key = ?",
                 (key,),
             ).fetchone()
         if row is None:
             return None
-        return CachedEntry(row[0], row[1], decode_text(row[2]), Usage(int(row[3]), int(row[4])), float(row[5]), float(row[6]))
+        logprobs = None if row[7] is None else logprobs_from_json(json.loads(row[7]))
+        return CachedEntry(row[0], row[1], decode_text(row[2]), Usage(int(row[3]), int(row[4])), float(row[5]), float(row[6]), logprobs)
 
     def put(self, key: str, response: LLMResponse) -> CachedEntry:
         """Store `response` unless the key exists; return the stored entry (the race winner's)."""
+        logprobs = None if response.logprobs is None else json.dumps([t.to_json() for t in response.logprobs], ensure_ascii=True)
         row = (key, response.provider, response.model, encode_text(response.text), response.usage.prompt_tokens,
-               response.usage.completion_tokens, float(response.cost_usd), float(response.latency_s), time.time())
+               response.usage.completion_tokens, float(response.cost_usd), float(response.latency_s), time.time(), logprobs)
         with self._lock, self._local("writing a reply"):
             conn = self._connection()
             with self._transaction(conn):
-                inserted = conn.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount == 1
+                inserted = conn.execute(
+                    "INSERT OR IGNORE INTO responses (key, provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s, "
+                    "created_at, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount == 1
         if inserted:
-            return CachedEntry(response.provider, response.model, response.text, response.usage, float(response.cost_usd), float(response.latency_s))
+            return CachedEntry(response.provider, response.model, response.text, response.usage, float(response.cost_usd),
+                               float(response.latency_s), response.logprobs)
         stored = self.get(key)  # another writer won the race: everyone uses its sample
         if stored is None:
             raise RuntimeError(f"{self.path}: cache row {key} vanished right after INSERT OR IGNORE")
@@ -313,7 +324,7 @@ class CachedProvider:
         entry = self.cache.get(key)
         if entry is not None:
             self.cache.record_hit(entry.cost_usd)
-            return _from_entry(entry, latency_s=time.perf_counter() - started, cost_usd=0.0, cached=True)
+            return _from_entry(entry, latency_s=time.perf_counter() - started, cost_usd=0.0, cached=True, replayed_usd=entry.cost_usd)
         pending = self._in_flight.get(key)
         if pending is not None:  # same request already on its way: wait for it instead of paying twice
             response = await asyncio.shield(pending)
@@ -342,7 +353,7 @@ class CachedProvider:
             await closer()
 
 
-def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached: bool) -> LLMResponse:
+def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached: bool, replayed_usd: float = 0.0) -> LLMResponse:
     return LLMResponse(
         text=entry.text,
         model=entry.model,
@@ -351,10 +362,13 @@ def _from_entry(entry: CachedEntry, *, latency_s: float, cost_usd: float, cached
         cost_usd=cost_usd,
         latency_s=latency_s,
         cached=cached,
+        replayed_usd=replayed_usd,
+        logprobs=entry.logprobs,
     )
 
 
 def _replace_cost(response: LLMResponse, *, latency_s: float) -> LLMResponse:
     return LLMResponse(
-        text=response.text, model=response.model, provider=response.provider, usage=response.usage, cost_usd=0.0, latency_s=latency_s, cached=True
+        text=response.text, model=response.model, provider=response.provider, usage=response.usage, cost_usd=0.0, latency_s=latency_s, cached=True,
+        replayed_usd=response.cost_usd, logprobs=response.logprobs,
     )

@@ -18,6 +18,7 @@ import logging
 import os
 import random
 import ssl
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
@@ -25,7 +26,8 @@ from urllib.parse import urlparse, urlsplit
 import httpx
 import openai
 
-from harness.llm.backoff import backoff_delay
+from harness.contracts.logprobs import TokenLogprob, parse_logprobs
+from harness.llm.backoff import backoff_delay, parse_retry_after
 from harness.llm.client_ipc import RemoteAttemptError
 from harness.llm.prices import cost_usd, has_price, validate_prices
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage, sample_seed
@@ -126,12 +128,12 @@ def classify_error(exc: BaseException) -> tuple[str, float | None]:
     """(LLMError kind, Retry-After seconds or None) for an exception raised by one attempt."""
     if isinstance(exc, RemoteAttemptError):
         return exc.kind, exc.retry_after  # classified by this function in the client worker process
-    if isinstance(exc, openai.APITimeoutError) and _refused_connection_behind(exc):
-        return "connection", None  # httpx-aiohttp reports a refused connect as a ConnectTimeout
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
-        return "timeout", None
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection", None
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        # the transport's own exception decides: httpx-aiohttp maps every aiohttp connection error
+        # (refused connect, server disconnected) to httpx.ConnectTimeout, i.e. the SDK's APITimeoutError
+        return _transport_kind(exc) or ("timeout" if isinstance(exc, openai.APITimeoutError) else "connection"), None
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout", None  # our whole-attempt deadline
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = _retry_after_seconds(exc)
@@ -149,27 +151,43 @@ def classify_error(exc: BaseException) -> tuple[str, float | None]:
     return "bad_response", None
 
 
-def _refused_connection_behind(exc: BaseException) -> bool:
-    """True when the exception chain holds a ConnectionError (e.g. ECONNREFUSED), not a real timeout."""
-    seen = 0
-    cause = exc.__cause__ or exc.__context__
-    while cause is not None and seen < 8:
-        if isinstance(cause, ConnectionError) or isinstance(getattr(cause, "os_error", None), ConnectionError):
-            return True
-        cause, seen = cause.__cause__ or cause.__context__, seen + 1
-    return False
+def _transport_kind(exc: BaseException) -> str | None:
+    """"timeout" or "connection" from the innermost transport exception behind `exc` (None: nothing known).
+
+    A timeout of the socket or of the server (asyncio/aiohttp timeouts, httpx's *Timeout raised by httpcore)
+    is a timeout; any other connection failure (refused, reset, closed by the server, DNS) is a connection
+    error, whatever exception the transport adapter wrapped it in."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and len(chain) < 12 and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for inner in reversed(chain[1:]):  # the root cause first
+        if isinstance(inner, (TimeoutError, asyncio.TimeoutError, httpx.TimeoutException)) and not _is_aiohttp_connection_error(inner):
+            return "timeout"
+        if isinstance(inner, (ConnectionError, OSError, httpx.NetworkError)) or _is_aiohttp_connection_error(inner):
+            return "connection"
+    return None
+
+
+def _is_aiohttp_connection_error(exc: BaseException) -> bool:
+    """An aiohttp connection failure that is not a timeout (aiohttp is optional: the httpx transport has none)."""
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None:
+        return False
+    return isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, aiohttp.ServerTimeoutError)
 
 
 def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
     try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, TypeError, ValueError):
+        return parse_retry_after(exc.response.headers.get("retry-after"))
+    except AttributeError:
         return None
 
 
 def extract_completion(body: Any) -> tuple[str, Usage | None]:
-    """(text, usage or None) of a chat-completion JSON body; ValueError naming what is wrong."""
+    """(text, usage or None) of a chat-completion JSON body; ValueError naming what is wrong (token
+    log-probabilities: `parse_logprobs(body["choices"][0])`)."""
     if not isinstance(body, dict):
         raise ValueError(f"response body is not a JSON object (got {type(body).__name__})")
     choices = body.get("choices")
@@ -223,6 +241,34 @@ def client_processes_of(llm_cfg: Any) -> int:
     return value
 
 
+def concurrency_of(llm_cfg: Any) -> int:
+    """`llm.concurrency`: requests in flight at once, over every role and stage of the run (an integer >= 1)."""
+    value = getattr(llm_cfg, "concurrency", None)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"llm.concurrency must be an integer >= 1 (requests in flight at once), got {value!r}")
+    return value
+
+
+def retry_after_max_of(llm_cfg: Any) -> float:
+    """`llm.retry_after_max_s`: the longest Retry-After honoured, >= `llm.backoff_max_s` (ValueError naming the key)."""
+    value = getattr(llm_cfg, "retry_after_max_s", None)
+    backoff_max = float(llm_cfg.backoff_max_s)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= backoff_max:
+        raise ValueError(f"llm.retry_after_max_s must be a number >= llm.backoff_max_s ({backoff_max}), got {value!r}")
+    return float(value)
+
+
+class _LoopResources:
+    """What one event loop owns: its client pools (in-process SDK) and its `llm.concurrency` request slots."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, concurrency: int):
+        self.loop = loop
+        self.slots = asyncio.Semaphore(concurrency)
+        self.clients: list[openai.AsyncOpenAI] = []
+        self.in_flight: list[int] = []
+        self.closer: Any = None  # the async generator that closes the pools at the loop's shutdown
+
+
 class OpenAIProvider:
     """LLMProvider over `openai.AsyncOpenAI` with this module's retry policy."""
 
@@ -249,10 +295,11 @@ class OpenAIProvider:
         self._base_url = getattr(llm_cfg, "base_url", None) or None
         # base_url null: the SDK reads OPENAI_BASE_URL, else its default endpoint
         self.endpoint = endpoint_identity(self._base_url or os.environ.get("OPENAI_BASE_URL"))
-        self._clients: list[openai.AsyncOpenAI] = []
-        self._in_flight: list[int] = []
+        self.concurrency = concurrency_of(llm_cfg)
+        self._retry_after_max_s = retry_after_max_of(llm_cfg)
+        self._spare_clients: list[openai.AsyncOpenAI] = []
+        self._res: _LoopResources | None = None
         self._ssl_context: ssl.SSLContext | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.transport = "aiohttp" if aiohttp_transport_available() else "httpx"
         self._requests_per_client = AIOHTTP_REQUESTS_PER_CLIENT if self.transport == "aiohttp" else REQUESTS_PER_CLIENT
         self.client_processes = client_processes_of(llm_cfg)
@@ -270,8 +317,7 @@ class OpenAIProvider:
                                            timeout_s=self._timeout_s, api_key_env=getattr(llm_cfg, "api_key_env", None))
             self._owns_pool = True
         else:
-            self._clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
-            self._in_flight.append(0)
+            self._spare_clients.append(self._new_client())  # first client now: its lazy imports take seconds on a busy machine
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._warned_no_price: set[str] = set()
@@ -290,36 +336,60 @@ class OpenAIProvider:
             self._ssl_context = httpx.create_ssl_context()
         return build_client(self._api_key, self._base_url, self._timeout_s, self.transport, self._ssl_context)
 
-    def _acquire_client(self) -> int:
-        """Index of the least busy client pool, opening a new one when all are full."""
+    async def _loop_resources(self) -> _LoopResources:
+        """The client pools and request slots of the running event loop, set up on its first call.
+
+        Connections belong to the event loop that opened them, so each `asyncio.run` gets its own pools; they
+        are closed when that loop shuts down (`_close_at_loop_end`), so no client session is ever left open."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            # connections belong to the event loop that opened them: a new asyncio.run needs new pools
-            if self._loop is not None:
-                self._clients, self._in_flight = [], []
-            self._loop = loop
-        if self._in_flight:
-            best = min(range(len(self._in_flight)), key=self._in_flight.__getitem__)
-            if self._in_flight[best] < self._requests_per_client or len(self._clients) >= MAX_CLIENTS:
-                self._in_flight[best] += 1
+        res = self._res
+        if res is not None and res.loop is loop:
+            return res
+        res = _LoopResources(loop, self.concurrency)
+        if self._spare_clients:  # built in __init__, before any loop: no connection opened yet
+            res.clients, res.in_flight = self._spare_clients, [0] * len(self._spare_clients)
+            self._spare_clients = []
+        self._res = res
+        res.closer = self._close_at_loop_end(res)
+        await res.closer.__anext__()  # started: the loop's shutdown_asyncgens() (asyncio.run) finishes it
+        return res
+
+    async def _close_at_loop_end(self, res: _LoopResources):
+        """An async generator held open while `res.loop` runs; `loop.shutdown_asyncgens()` closes it, and its
+        `finally` closes the loop's client pools on that loop (asyncio.run and uvloop.run both call it)."""
+        try:
+            yield
+        finally:
+            await self._close_clients(res)
+
+    async def _close_clients(self, res: _LoopResources) -> None:
+        clients, res.clients, res.in_flight = res.clients, [], []
+        if self._res is res:
+            self._res = None
+        for client in clients:
+            await client.close()
+
+    def _acquire_client(self, res: _LoopResources) -> int:
+        """Index of the least busy client pool of `res`, opening a new one when all are full."""
+        if res.in_flight:
+            best = min(range(len(res.in_flight)), key=res.in_flight.__getitem__)
+            if res.in_flight[best] < self._requests_per_client or len(res.clients) >= MAX_CLIENTS:
+                res.in_flight[best] += 1
                 return best
-        self._clients.append(self._new_client())
-        self._in_flight.append(1)
-        return len(self._clients) - 1
+        res.clients.append(self._new_client())
+        res.in_flight.append(1)
+        return len(res.clients) - 1
 
     async def aclose(self) -> None:
-        """Stop the client worker processes, or close the pools of the current event loop (pools of a finished
-        loop are only dropped). The provider stays usable: a later call opens new pools / starts new workers."""
+        """Stop the client worker processes, or close the pools of the current event loop (a finished loop closed
+        its own). The provider stays usable: a later call opens new pools / starts new workers."""
         if self._pool is not None:
             if self._owns_pool:
                 await self._pool.aclose()
             return
-        clients, owner = self._clients, self._loop
-        self._clients, self._in_flight, self._loop = [], [], None
-        if owner is not None and owner is not asyncio.get_running_loop():
-            return  # their loop is gone: closing would schedule work on it
-        for client in clients:
-            await client.close()
+        res = self._res
+        if res is not None and res.loop is asyncio.get_running_loop():
+            await self._close_clients(res)
 
     def sampling_params(self, request: LLMRequest) -> dict[str, Any]:
         """Every sampling parameter the request is sent with: `llm.temperature` / `llm.max_tokens` unless the request
@@ -337,16 +407,19 @@ class OpenAIProvider:
         return {"model": model, "messages": [m.to_dict() for m in request.messages], **self.sampling_params(request)}
 
     async def _attempt(self, payload: dict[str, Any]) -> Any:
-        """The JSON reply of one attempt, in this process or in a client worker process."""
-        if self._pool is not None:
-            return json.loads(await self._pool.post(json.dumps(payload).encode()))
-        index = self._acquire_client()
-        client = self._clients[index]
-        try:
-            return json.loads(await post_chat_completion(client, self._timeout_s, body=payload))
-        finally:
-            if index < len(self._in_flight) and self._clients[index] is client:
-                self._in_flight[index] -= 1
+        """The JSON reply of one attempt, in this process or in a client worker process, holding one of the
+        loop's `llm.concurrency` request slots while it is in flight (never while a retry waits)."""
+        res = await self._loop_resources()
+        async with res.slots:
+            if self._pool is not None:
+                return json.loads(await self._pool.post(json.dumps(payload).encode()))
+            index = self._acquire_client(res)
+            client = res.clients[index]
+            try:
+                return json.loads(await post_chat_completion(client, self._timeout_s, body=payload))
+            finally:
+                if index < len(res.in_flight) and res.clients[index] is client:
+                    res.in_flight[index] -= 1
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         model = self.model_for(request.role)
@@ -360,7 +433,8 @@ class OpenAIProvider:
             try:
                 completion = await self._attempt(payload)
                 text, usage = extract_completion(completion)
-                return self._response(text, usage, model, request, started)
+                logprobs = parse_logprobs(completion["choices"][0]) if payload.get("logprobs") else None
+                return self._response(text, usage, model, request, started, logprobs)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # classified below; nothing escapes unclassified
@@ -369,15 +443,20 @@ class OpenAIProvider:
             retryable = kind in RETRYABLE_KINDS or (kind == "bad_response" and bad_responses < min(MAX_BAD_RESPONSE_RETRIES, self._max_retries))
             if kind == "bad_response":
                 bad_responses += 1
+            if kind == "bad_request" and payload.get("logprobs"):
+                detail += (f" (the request asked for token log-probabilities, llm.top_logprobs={payload.get('top_logprobs')}; "
+                           "set llm.top_logprobs=0 if this server or model does not return them)")
             if not retryable or attempt >= self._max_retries:
                 logger.warning("%s call to model %s failed for good after %d attempt(s): %s", request.role.value, model, attempt + 1, detail)
                 raise LLMError(kind, f"{request.role.value} call to model {model!r} failed after {attempt + 1} attempt(s): {detail}", role=request.role, model=model)
-            delay = backoff_delay(attempt, base_s=self._backoff_base_s, max_s=self._backoff_max_s, rng=self._rng, retry_after_s=retry_after)
+            delay = backoff_delay(attempt, base_s=self._backoff_base_s, max_s=self._backoff_max_s, rng=self._rng, retry_after_s=retry_after,
+                                  retry_after_max_s=self._retry_after_max_s)
             logger.info("%s call to model %s: %s (%s); retry %d/%d in %.2fs", request.role.value, model, kind, detail, attempt + 1, self._max_retries, delay)
             attempt += 1
             await self._sleep(delay)
 
-    def _response(self, text: str, usage: Usage | None, model: str, request: LLMRequest, started: float) -> LLMResponse:
+    def _response(self, text: str, usage: Usage | None, model: str, request: LLMRequest, started: float,
+                  logprobs: tuple[TokenLogprob, ...] | None = None) -> LLMResponse:
         if usage is None:
             if model not in self._warned_no_usage:
                 self._warned_no_usage.add(model)
@@ -393,4 +472,5 @@ class OpenAIProvider:
             usage=usage,
             cost_usd=cost_usd(self._prices, model, usage),
             latency_s=time.perf_counter() - started,
+            logprobs=logprobs,
         )

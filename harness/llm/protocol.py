@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from harness.contracts.logprobs import TokenLogprob
 from harness.contracts.roles import Role
 
 __all__ = ["CacheableProvider", "ChatMessage", "LLMError", "LLMProvider", "LLMRequest", "LLMResponse", "Role", "Usage",
@@ -71,6 +72,8 @@ class LLMResponse:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     cached: bool = False
+    replayed_usd: float = 0.0  # cached: what the reply cost when it was first paid (cost_usd is 0 now)
+    logprobs: tuple[TokenLogprob, ...] | None = None  # per generated token, when the request asked for them
 
 
 class LocalStoreError(RuntimeError):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from harness.bench.protocol import BenchmarkAdapter
     from harness.llm.cache import ResponseCache
+    from harness.llm.metering import StageSpend
 
 progress = logging.getLogger("harness.progress")
 
@@ -107,17 +108,21 @@ class StageContext:
         return self._bench
 
     def llm(self) -> LLMProvider:
-        """The configured provider behind the shared response cache (built once)."""
-        if self.llm_override is not None:
-            return self.llm_override
+        """The configured provider behind the shared response cache (built once; an injected one is used as is),
+        metered: every reply's cost is counted per role until the stage takes it (`take_spend`)."""
         if self._llm is None:
-            from harness.compose import build_provider
-            from harness.llm.cache import ResponseCache
+            from harness.llm.metering import MeteredProvider
 
-            cache_dir = Path(str(self.cfg.llm.cache_dir))
-            self._cache = ResponseCache(cache_dir if cache_dir.is_absolute() else self.root / cache_dir)
-            world = getattr(self.bench(), "world", None) if str(self.cfg.llm.provider) == "sim" else None
-            self._llm = build_provider(self.cfg.llm, world=world, cache=self._cache)
+            if self.llm_override is not None:
+                self._llm = MeteredProvider(self.llm_override)
+            else:
+                from harness.compose import build_provider
+                from harness.llm.cache import ResponseCache
+
+                cache_dir = Path(str(self.cfg.llm.cache_dir))
+                self._cache = ResponseCache(cache_dir if cache_dir.is_absolute() else self.root / cache_dir)
+                world = getattr(self.bench(), "world", None) if str(self.cfg.llm.provider) == "sim" else None
+                self._llm = MeteredProvider(build_provider(self.cfg.llm, world=world, cache=self._cache))
         return self._llm
 
     def meta_prompts(self) -> Any:
@@ -129,6 +134,13 @@ class StageContext:
         if directory is not None and not Path(str(directory)).is_absolute():
             directory = self.root / str(directory)
         return MetaPrompts.load(str(self.cfg.benchmark.domain), directory)
+
+    def take_spend(self) -> StageSpend:
+        """What the LLM calls since the previous `take_spend` cost, per role (stages run one after another on
+        a context, so this is the finishing stage's spend); empty when the stage made no call."""
+        from harness.llm.metering import MeteredProvider, StageSpend
+
+        return self._llm.take() if isinstance(self._llm, MeteredProvider) else StageSpend()
 
     def questions(self, path: Optional[Path] = None) -> dict[str, Question]:
         """qid -> Question from the prepared questions file (loaded once)."""

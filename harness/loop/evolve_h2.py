@@ -152,7 +152,7 @@ async def evolve_skill_h2(ctx: StageContext, *, epoch: int, step: int, group: Se
         task_id=key, task_type=group[0], task_types=list(group), target=target, base=tree, questions=[qs[q] for q in probe],
         llm=AsRole(llm, Role.PROBE), log=log, run_id_prefix=h2_probe_run_prefix(ctx.run_name, epoch, step, key), scorer=bench.score,
         tool_dispatch=bench.tool_dispatch, params={"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)},
-        max_steps=int(cfg.llm.max_agent_steps), concurrency=int(cfg.train.concurrency), rejected_edits=rejected,
+        max_steps=int(cfg.llm.max_agent_steps), concurrency=int(cfg.llm.concurrency), rejected_edits=rejected,
     )
     verdict = validate_tree(tree, NATIVE, adapter_checks=(task.validate_tree,))
     if not verdict.ok:
@@ -237,6 +237,6 @@ def stage_evolve_h2(ctx: StageContext, epoch: int, step: int, prev_state: Path, 
     write_document(out / EVOLVE, EvolveDoc(run_id=run_id, method="h2", edit_budget=None, candidates=candidates, skipped=skipped,
                                            system_cases=[c for c in cases if not c.correct], tool_packs=dict(inp.tool_packs),
                                            diagnosis_usd=0.0, h2=totals))
-    mark_done(out, {"candidates": len(candidates), "skipped": len(skipped), "method": "h2", **totals})
+    mark_done(out, {"candidates": len(candidates), "skipped": len(skipped), "method": "h2", **totals}, spend=ctx.take_spend())
     progress.info("[evolve@e%d.s%d] h2: %d candidates, %d skipped, %d probe rollouts, USD %.4f", epoch, step, len(candidates),
                   len(skipped), totals["probe_rollouts"], usd)

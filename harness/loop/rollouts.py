@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.bench.soft import mean_soft_score, metric_outcome
 from harness.identity import run_kind
 from harness.inference import run_inference
 from harness.kernel.types import CaseSample, ToolCasePack
@@ -26,20 +27,67 @@ from harness.tree import HarnessTree
 TRACE_EXCERPT_CHARS = 2000
 
 
-def rollout_fn(ctx: Any, log: Any) -> RolloutFn:
+def solver_params(llm_cfg: Any) -> dict[str, Any]:
+    """The solver's sampling parameters; `llm.top_logprobs` > 0 also asks for the answer's token log-probabilities
+    (the multiple-choice soft score, harness/bench/soft.py)."""
+    params: dict[str, Any] = {"temperature": float(llm_cfg.temperature), "max_tokens": int(llm_cfg.max_tokens)}
+    top = int(llm_cfg.top_logprobs)
+    if top > 0:
+        params.update(logprobs=True, top_logprobs=top)
+    return params
+
+
+def soft_score_fn(log: Any) -> Callable[[str], Optional[float]]:
+    """run_id -> the run's soft score from the stage's run log (mean over its judged rollouts, None unless every
+    one has a soft score)."""
+    def soft(run_id: str) -> Optional[float]:
+        rows = log.query("SELECT soft_score FROM predictions WHERE run_id = ? AND correct IS NOT NULL", (run_id,))
+        return mean_soft_score([r["soft_score"] for r in rows])
+
+    return soft
+
+
+def gate_rollout_fn(ctx: Any, log: Any) -> RolloutFn:
+    """The gate's `RolloutFn`: per request the outcome of `gate.metric` (bench/soft.metric_outcome): the hard outcome
+    for `hard`, a randomized rounding of the soft or mixed score otherwise; None for an infrastructure failure."""
+    return rollout_fn(ctx, log, metric=str(ctx.cfg.gate.metric))
+
+
+def metric_batch_outcomes(ctx: Any, runlog: Path, run_id: str, sample_index: Optional[int],
+                          outcomes: Mapping[str, Optional[bool]]) -> dict[str, Optional[bool]]:
+    """The step rollout's outcomes as `gate.metric` outcomes (the screen's and GEPA's baseline must be the same
+    metric as the gate's candidate side); `outcomes` themselves for `hard`."""
+    metric = str(ctx.cfg.gate.metric)
+    if metric == "hard" or sample_index is None:
+        return dict(outcomes)
+    soft = {r["qid"]: r["soft_score"] for r in RunLogReader([Path(runlog)]).query(
+        "SELECT qid, soft_score FROM predictions WHERE run_id = ? AND sample_index = ?", (run_id, sample_index))}
+    return {qid: None if value is None else metric_outcome(metric, value, soft.get(qid), qid=qid, sample_index=sample_index)
+            for qid, value in outcomes.items()}
+
+
+def rollout_fn(ctx: Any, log: Any, *, metric: str = "hard") -> RolloutFn:
+    """Outcomes per request: correct / wrong (`metric="hard"`), or the gate metric's outcome (`gate_rollout_fn`)."""
     bench, llm, cfg = ctx.bench(), ctx.llm(), ctx.cfg
-    params = {"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)}
+    params = solver_params(cfg.llm)
 
     async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[bool]]:
         if not requests:
             return []
         result = await run_inference(
             [q for q, _ in requests], harness_tree_for=tree, llm=llm, tool_dispatch_fn=bench.tool_dispatch, scorer=bench.score,
-            log=log, run_id=run_id, concurrency=int(cfg.train.concurrency), max_steps=int(cfg.llm.max_agent_steps),
+            log=log, run_id=run_id, concurrency=int(cfg.llm.concurrency), max_steps=int(cfg.llm.max_agent_steps),
             sample_indices=[i for _, i in requests], params=params, run_kind=run_kind(run_id), keep_traces=False,
             answer_parsing=str(cfg.benchmark.answer_parsing),
         )
-        return [result.correctness_by_sample[(q.qid, i)] for q, i in requests]
+        if metric == "hard":
+            return [result.correctness_by_sample[(q.qid, i)] for q, i in requests]
+        out: list[Optional[bool]] = []
+        for q, i in requests:
+            correct = result.correctness_by_sample[(q.qid, i)]
+            soft = result.soft_by_sample[(q.qid, i)]
+            out.append(None if correct is None else metric_outcome(metric, correct, soft, qid=q.qid, sample_index=i))
+        return out
 
     return rollout
 

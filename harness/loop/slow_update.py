@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness import workspace as wsp
+from harness.bench.soft import mixed_score
 from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
@@ -95,6 +96,8 @@ class SlowDeps:
     traces: Callable[[str, str, int], str]  # (run_id, qid, sample_index) -> trace text (for momentum)
     probation_verdict: Callable[[Probation, Mapping[str, bool]], Any]
     soft_score: Optional[Callable[[str], Optional[float]]] = None  # run_id -> soft score, None when it does not exist
+    # the best mixed score of the earlier epochs' shadow gate and its versions (mixed, skills, prompts); None: none yet
+    shadow_best: Optional[tuple[float, str, str]] = None
     edit_budget_end: int = 1
     momentum: bool = True
     system_tool_update: bool = True
@@ -133,8 +136,17 @@ def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Seq
     return EvalRun(run_id, sv, pv, dict(zip(qids, got)), soft=soft, sample_index=sample_index)
 
 
+def next_shadow_best(previous: Optional[tuple[float, str, str]], mixed: Optional[float], skills_version: str,
+                     prompts_version: str) -> Optional[tuple[float, str, str]]:
+    """The shadow best after this epoch: the argmax of the mixed score over the epochs so far (strictly greater
+    replaces, like the hard best); an epoch without a mixed score keeps the previous one."""
+    if mixed is not None and (previous is None or mixed > previous[0]):
+        return (mixed, skills_version, prompts_version)
+    return previous
+
+
 def _mixed(hard: float, soft: Optional[float]) -> Optional[float]:
-    return None if soft is None else (hard + soft) / 2.0
+    return mixed_score(hard, soft)
 
 
 def _rollback(deps: SlowDeps, p: Probation) -> str:
@@ -251,10 +263,11 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     # -- 9. three-state labels, shadow gate, four-way held-out, epoch report
     label = "improved" if final.acc > prev_acc else ("regressed" if final.acc < prev_acc else "unchanged")
     best = wsp.read_best(ws)
-    write_shadow_gate(deps.runlog_path, epoch=E, run_id=final.run_id, hard_acc=final.acc, mixed_score=_mixed(final.acc, final.soft),
-                      shadow_best_mixed=None if final.soft is None else _mixed(final.acc, final.soft),
-                      shadow_skills_version=None if final.soft is None else final.skills_version,
-                      shadow_prompts_version=None if final.soft is None else final.prompts_version,
+    mixed = _mixed(final.acc, final.soft)
+    shadow = next_shadow_best(deps.shadow_best, mixed, final.skills_version, final.prompts_version)
+    write_shadow_gate(deps.runlog_path, epoch=E, run_id=final.run_id, hard_acc=final.acc, mixed_score=mixed,
+                      shadow_best_mixed=shadow[0] if shadow else None, shadow_skills_version=shadow[1] if shadow else None,
+                      shadow_prompts_version=shadow[2] if shadow else None,
                       hard_best_skills_version=best.skills if best else None, hard_best_prompts_version=best.prompts if best else None)
     holdout_rows = _four_way_holdout(deps, state, log) if deps.holdout else []
     # -- 10. ladder refresh from exactly three sources

@@ -10,6 +10,7 @@ slow) writes, and what the next stage reads:
     <dir>/lineage.json      run-log fragments of every earlier stage of this chain + stop flag
     <dir>/runlog.sqlite     this stage's own rows only
     <dir>/report.json       step or epoch report
+    <dir>/llm_spend.json    what the stage's LLM calls cost, per role (harness/llm/metering.py; LLM stages)
     <dir>/DONE.json         written last; its presence means the stage finished
 
 Non-carrying stages (batches, rollout, evolve, holdout) write their own
@@ -19,7 +20,6 @@ files plus DONE.json. `copy_state_dir` copies a predecessor's carried files
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.inputs import read_json
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
+from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.checkpoint import load_checkpoint, save_checkpoint
 from harness.loop.train_state import Progress, TrainState
 from harness.workspace import copy_workspace, drop_empty_run_scratch
@@ -88,9 +90,12 @@ def finalize_runlog(db: str | Path) -> None:
         conn.close()
 
 
-def mark_done(out: str | Path, info: dict[str, Any] | None = None) -> None:
-    """Finalize the stage's run log (if any), drop the workspace's empty run scratch dirs, then write
+def mark_done(out: str | Path, info: dict[str, Any] | None = None, *, spend: StageSpend | None = None) -> None:
+    """Finalize the stage's run log (if any), drop the workspace's empty run scratch dirs, write the stage's
+    LLM spend (`llm_spend.json`, when given: every stage that calls the LLM passes `ctx.take_spend()`), then
     DONE.json — always the last write of a stage."""
+    if spend is not None:
+        atomic_write_json(Path(out) / SPEND_FILE, spend.to_json())
     finalize_runlog(Path(out) / RUNLOG)
     if (Path(out) / WORKSPACE).is_dir():
         drop_empty_run_scratch(Path(out) / WORKSPACE)
@@ -116,7 +121,7 @@ def read_lineage(state: str | Path) -> Lineage:
     path = Path(state) / LINEAGE
     if not path.is_file():
         raise StateError(f"state {state} has no {LINEAGE}")
-    d = json.loads(path.read_text(encoding="utf-8"))
+    d = read_json(path, "lineage file")
     return Lineage(tuple(d["fragments"]), bool(d["stopped"]), str(d["stop_reason"]))
 
 
@@ -144,6 +149,8 @@ def copy_state_dir(prev: Path, out: Path) -> None:
     for name in (CHECKPOINT, GATE_POOLS, BASELINE_CACHE):
         src = prev / name
         if src.is_file():
+            if name != BASELINE_CACHE:  # a corrupt predecessor file is named at its own path, not the copy's
+                read_json(src, f"carried {name}")
             (out / name).write_bytes(src.read_bytes())
     if (prev / WORKSPACE).is_dir():
         copy_workspace(prev / WORKSPACE, out / WORKSPACE)

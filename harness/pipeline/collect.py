@@ -18,7 +18,9 @@ from typing import Any
 
 from harness.contracts.answers import UNPARSED_MODES
 from harness.identity import epoch_of_run, run_purpose
+from harness.inputs import read_json
 from harness.kernel.schedule import StateLayout
+from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
 from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
@@ -67,6 +69,9 @@ class RunLayout:
     def evolve(self, epoch: int, step: int) -> Path:
         return self.root / self._layout.of_step("evolve", epoch, step)
 
+    def step_stage(self, kind: str, epoch: int, step: int) -> Path:
+        return self.root / self._layout.of_step(kind, epoch, step)
+
     @property
     def holdout(self) -> Path:
         return self.root / self._layout.holdout
@@ -91,7 +96,7 @@ class RunLayout:
 def _read_json(path: Path, what: str) -> Any:
     if not path.is_file():
         raise StateError(f"{what} {path} is missing; run the stage that writes it first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path, what)
 
 
 # Each observation table's natural order (its primary key, epoch first where it has one): what a reader
@@ -165,6 +170,30 @@ def prediction_totals(layout: RunLayout, fragments: list[Path] | None = None) ->
     return totals
 
 
+def read_spend(stage_dir: Path) -> StageSpend:
+    """The stage's LLM spend (`llm_spend.json`); empty for a stage that made no LLM call (no file: a stopped
+    or LLM-free stage)."""
+    path = Path(stage_dir) / SPEND_FILE
+    if not path.is_file():
+        return StageSpend()
+    return StageSpend.from_json(_read_json(path, "LLM spend"), where=str(path))
+
+
+def epoch_spend(layout: RunLayout, epoch: int) -> StageSpend:
+    """The LLM spend of the epoch's rollout, evolve and gate stages and its slow update, every role."""
+    total = StageSpend()
+    for step in range(1, layout.steps_per_epoch + 1):
+        for kind in ("rollout", "evolve", "gate"):
+            total.add(read_spend(layout.step_stage(kind, epoch, step)))
+    total.add(read_spend(layout.slow(epoch)))
+    return total
+
+
+def spend_by_epoch(layout: RunLayout) -> dict[int, StageSpend]:
+    """epoch -> `epoch_spend` of every epoch of the schedule."""
+    return {epoch: epoch_spend(layout, epoch) for epoch in range(1, layout.epochs + 1)}
+
+
 def parse_mode_counts(layout: RunLayout, fragments: list[Path] | None = None) -> dict[str, dict[str, int]]:
     """run_id -> {answer parse mode: judged rollouts} from every fragment's predictions (infra rollouts left out;
     `fragments`: the whole run's when None)."""
@@ -199,20 +228,18 @@ def _epoch_failure_rate(modes_by_run: dict[str, dict[str, int]], epoch: int) -> 
     return _failure_rate(_merged([m for r, m in modes_by_run.items() if epoch_of_run(r) == epoch]))
 
 
-def _per_epoch_cost(per_run: dict[str, dict[str, float]]
-                    ) -> tuple[dict[int, int], dict[int, float], dict[int, dict[str, int]]]:
-    """(epoch -> rollouts, epoch -> USD, epoch -> {purpose: rollouts}) of the runs whose id names an epoch."""
+def _per_epoch_cost(per_run: dict[str, dict[str, float]]) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
+    """(epoch -> rollouts, epoch -> {purpose: rollouts}) of the runs whose id names an epoch (USD: `epoch_spend`,
+    every role)."""
     rollouts_by_epoch: dict[int, int] = {}
-    usd_by_epoch: dict[int, float] = {}
     by_purpose: dict[int, dict[str, int]] = {}
     for run_id, t in per_run.items():
         epoch = epoch_of_run(run_id)
         if epoch is not None:
             rollouts_by_epoch[epoch] = rollouts_by_epoch.get(epoch, 0) + int(t["rollouts"])
-            usd_by_epoch[epoch] = usd_by_epoch.get(epoch, 0.0) + float(t["usd"])
             purposes = by_purpose.setdefault(epoch, {})
             purposes[run_purpose(run_id)] = purposes.get(run_purpose(run_id), 0) + int(t["rollouts"])
-    return rollouts_by_epoch, usd_by_epoch, by_purpose
+    return rollouts_by_epoch, by_purpose
 
 
 def _epoch_summary(layout: RunLayout, epoch: int, epoch_gates: list[GateDecision], rollouts: int, usd: float,
@@ -245,10 +272,10 @@ def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool 
     if not (layout.slow(epoch) / REPORT).is_file():
         return None
     fragments = layout.epoch_fragments(epoch)
-    rollouts, usd, _ = _per_epoch_cost(prediction_totals(layout, fragments))
+    rollouts, _ = _per_epoch_cost(prediction_totals(layout, fragments))
     modes_by_run = parse_mode_counts(layout, fragments)
     summary = _epoch_summary(layout, epoch, _gate_decisions(layout, epoch, modes_by_run), rollouts.get(epoch, 0),
-                             usd.get(epoch, 0.0), _epoch_failure_rate(modes_by_run, epoch))
+                             epoch_spend(layout, epoch).usd, _epoch_failure_rate(modes_by_run, epoch))
     if summary is not None and with_oracle and str(cfg.benchmark.name) == "sim":
         oracle, validation, test = _oracle_and_pools(cfg, layout)
         summary = _with_true_accuracy(layout, summary, oracle, validation, test)
@@ -257,8 +284,14 @@ def collect_epoch(cfg: Any, layout: RunLayout, epoch: int, *, with_oracle: bool 
 
 def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> RunSummary:
     """The `RunSummary` of the run laid out at `layout` (which must be finished through holdout)."""
-    rollouts_by_epoch, usd_by_epoch, by_purpose = _per_epoch_cost(prediction_totals(layout))
+    rollouts_by_epoch, by_purpose = _per_epoch_cost(prediction_totals(layout))
     modes_by_run = parse_mode_counts(layout)
+    spend = spend_by_epoch(layout)  # USD of every role (solver, diagnoser, editor, ...), not only the rollouts'
+    usd_by_epoch = {epoch: s.usd for epoch, s in spend.items()}
+    run_spend = StageSpend()
+    for s in spend.values():
+        run_spend.add(s)
+    run_spend.add(read_spend(layout.holdout))
 
     gates: list[GateDecision] = []
     epochs: list[EpochSummary] = []
@@ -290,6 +323,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         accept_threshold=_num(cfg.gate["lambda"]),
         reject_threshold=_num(cfg.gate["lambda_dir"]),
         delivered=delivered,
+        usd_by_role={role: round(s.usd, 6) for role, s in sorted(run_spend.roles.items())},
         rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
         parse_modes=_merged(list(modes_by_run.values())),
     )

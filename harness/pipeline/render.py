@@ -270,6 +270,8 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         ("rollouts", _fmt(m["rollouts"])),
         ("USD", _fmt(m["usd"])),
     ]
+    if summary.usd_by_role:  # every role's calls, replayed ones at their original price
+        items.append(("USD by role", ", ".join(f"{role} {_fmt(usd)}" for role, usd in sorted(summary.usd_by_role.items()))))
     if summary.delivered:
         items.append(("delivered harness", ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(summary.delivered.items()))))
     if summary.oracle_available:

@@ -82,6 +82,8 @@ class RunSummary:
     reject_threshold: float | None  # gate.lambda_dir
     delivered: dict[str, Any] = field(default_factory=dict)  # skills/prompts version, fingerprint, true test acc
     oracle_available: bool = False
+    # role -> USD of the whole run's calls of that role (every stage, the final held-out included)
+    usd_by_role: dict[str, float] = field(default_factory=dict)
     # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
     rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
     parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
@@ -102,11 +104,13 @@ class RunSummary:
             "rejected": sum(e.rejected for e in self.epochs),
             "probation": sum(e.probation for e in self.epochs),
             "rollouts": sum(e.rollouts for e in self.epochs),
-            "usd": round(sum(e.usd for e in self.epochs), 6),
+            "usd": round(sum(self.usd_by_role.values()), 6),  # every role, every stage (held-out included)
             "fdr_level_spent": max((g.fdr_spent for g in self.gates if g.fdr_spent is not None), default=None),
             "fdr_tests": max((g.fdr_test for g in self.gates if g.fdr_test is not None), default=None),
             **parse_shares(self.parse_modes),  # parse_share_<mode>, parse_failure_rate (contracts/answers.py)
         }
+        for role, usd in sorted(self.usd_by_role.items()):
+            metrics[f"usd_{role}"] = usd
         for which, row in sorted(held.items()):
             metrics[f"holdout_{which}_hard_acc"] = row["hard_acc"]
         if self.oracle_available:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import time
 from typing import Any
 
+from harness.contracts.logprobs import TokenLogprob
 from harness.contracts.solver import PROTOCOL_HEAD, question_text_of
 from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage
 
@@ -53,7 +55,7 @@ class SimProvider:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.perf_counter()
-        text = self.reply(request)
+        text, logprobs = self._answer(request)
         model = self.model_for(request.role)
         prompt_chars = sum(len(m.content) for m in request.messages)
         usage = Usage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4)
@@ -61,9 +63,14 @@ class SimProvider:
         cost = 0.0
         if price:
             cost = (usage.prompt_tokens * float(price.get("input", 0.0)) + usage.completion_tokens * float(price.get("output", 0.0))) / 1e6
-        return LLMResponse(text=text, model=model, provider=self.name, usage=usage, cost_usd=cost, latency_s=time.perf_counter() - started)
+        return LLMResponse(text=text, model=model, provider=self.name, usage=usage, cost_usd=cost, latency_s=time.perf_counter() - started,
+                           logprobs=logprobs)
 
     def reply(self, request: LLMRequest) -> str:
+        return self._answer(request)[0]
+
+    def _answer(self, request: LLMRequest) -> tuple[str, tuple[TokenLogprob, ...] | None]:
+        """(reply text, token log-probabilities when the request asks for them: `logprobs` true, solver replies only)."""
         messages = request.messages
         if not messages or messages[0].role != "system":
             raise LLMError("bad_request", "sim provider: the first message must be the system message", role=request.role)
@@ -76,9 +83,10 @@ class SimProvider:
         handler = HANDLERS.get(m.group(1))
         if handler is None:
             raise LLMError("bad_request", f"sim provider: unknown FORMAT {m.group(1)!r}; expected one of {sorted(HANDLERS)}", role=request.role)
-        return handler(self.world, messages, stream_for(self.world, m.group(1), messages, request.sample_index))
+        text = handler(self.world, messages, stream_for(self.world, m.group(1), messages, request.sample_index))
+        return text, (_plain_logprobs(text) if request.params_dict.get("logprobs") else None)
 
-    def _solve(self, request: LLMRequest) -> str:
+    def _solve(self, request: LLMRequest) -> tuple[str, tuple[TokenLogprob, ...] | None]:
         messages = request.messages
         if len(messages) < 2:
             raise LLMError("bad_request", "sim solver: expected a user message with the question", role=request.role)
@@ -89,4 +97,19 @@ class SimProvider:
         read = self.solver.read(messages[0].content)
         draw = self.solver.draw(read, qid, request.sample_index)
         first_turn = not any(m.role == "assistant" for m in messages[2:])
-        return render_solver_reply(draw, first_turn, read.tools[0] if read.tools else None, qid)
+        text = render_solver_reply(draw, first_turn, read.tools[0] if read.tools else None, qid)
+        params = request.params_dict
+        if not params.get("logprobs"):
+            return text, None
+        if not text.endswith(f"ANSWER: {draw.letter}"):  # a tool call: no answer letter in this reply
+            return text, _plain_logprobs(text)
+        dist = self.solver.letter_distribution(read, qid, request.sample_index, draw)
+        top_k = max(1, int(params.get("top_logprobs") or 1))
+        top = tuple((letter, math.log(p) if p > 0 else -math.inf) for letter, p in sorted(dist.items(), key=lambda kv: -kv[1])[:top_k])
+        chosen = dist[draw.letter]
+        return text, (TokenLogprob(text[:-1], 0.0), TokenLogprob(draw.letter, math.log(chosen) if chosen > 0 else -math.inf, top))
+
+
+def _plain_logprobs(text: str) -> tuple[TokenLogprob, ...]:
+    """A reply without an answer letter as one token the world states with certainty."""
+    return (TokenLogprob(text, 0.0),)

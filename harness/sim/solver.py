@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 from dataclasses import dataclass
 
 from harness.contracts.solver import LETTERS, SECTION_SKILL, SECTION_TOOLS
@@ -132,6 +133,25 @@ class SolverModel:
             said_rule = self._hint(truth.task_type, truth.applies, read.stated, u_say_hint, u_say_pick)
             said = self.world.rules[said_rule].cue if said_rule else ""
         return SolverDraw(correct, letter, p, hint, call_tool, cue, confident=u_conf < pc, said_cue=said)
+
+    def letter_distribution(self, read: ReadHarness, qid: str, sample_index: int, draw: SolverDraw) -> dict[str, float]:
+        """The solver's probability of each choice letter at its answer position in this sample (what a server
+        returns as token log-probabilities).
+
+        P(right letter) = q of the sample, q ~ Beta(k p, k (1 - p)) (k = `soft_concentration`, p = P(correct))
+        drawn given the sampled outcome: Beta(k p + 1, k (1 - p)) when the draw was right, Beta(k p, k (1 - p) + 1)
+        when wrong. Marginally q ~ Beta(k p, k (1 - p)), so E[q] = p (the soft score is an unbiased, less noisy
+        estimate of the same accuracy: variance p (1 - p) / (k + 1)) and P(right | q) = q. The other letters share
+        1 - q equally. Its own hash key: correctness, letters and every other draw are unchanged."""
+        truth = self.world.truth[qid]
+        n = len(self.world.question(qid).choices) or 4
+        k = self.world.params.soft_concentration
+        a, b = max(k * draw.p_correct, 1e-9), max(k * (1.0 - draw.p_correct), 1e-9)
+        a, b = (a + 1.0, b) if draw.correct else (a, b + 1.0)
+        (u,) = uniforms(f"{self.world.seed}|{qid}|{read.content_hash}|{sample_index}|soft", 1)
+        q = random.Random(u).betavariate(a, b)
+        rest = (1.0 - q) / (n - 1) if n > 1 else 0.0
+        return {letter: (q if letter == truth.answer else rest) for letter in LETTERS[:n]}
 
     def _hint(self, task_type: str, applies, stated: frozenset[str], u_hint: float, u_pick: float) -> str | None:
         """A missing applicable insight (right hint) or a trap/neutral cue (distractor)."""

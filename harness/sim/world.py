@@ -163,6 +163,9 @@ class WorldParams:
     # what the solver says: P(states "Confidence: high") given its sampled answer is right / wrong
     confidence_when_right: float = 0.75
     confidence_when_wrong: float = 0.30
+    # token log-probabilities at the answer letter: P(right letter) of a sample is Beta(k p, k (1 - p)) with
+    # k = soft_concentration, conditioned on the sampled outcome (harness/sim/solver.letter_distribution)
+    soft_concentration: float = 4.0
     # diagnoser behaviour
     diagnosis_keep_cue_prob: float = 0.85
     # editor behaviour

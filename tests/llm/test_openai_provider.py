@@ -244,7 +244,7 @@ def test_in_flight_requests_spread_over_small_pools_and_all_close(server):
     async def many():
         provider = make_provider(server, timeout_s=5.0)
         responses = await asyncio.gather(*(provider.complete(request(text=f"q{i}")) for i in range(20)))
-        clients = list(provider._clients)
+        clients = list(provider._res.clients)
         await provider.aclose()
         return responses, clients, provider._requests_per_client
 

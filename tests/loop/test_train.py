@@ -80,7 +80,8 @@ def test_observation_tables_and_reports(tiny_run):
     from harness.loop.observation import read_table
 
     dual = read_table(state / "e1" / "slow" / "runlog.sqlite", "dual_metric_eval")
-    assert dual and all(r["soft_score"] is None and r["mixed_score"] is None for r in dual)  # sim has no soft metric: NULL
+    # the simulated world's soft score (token log-probabilities, harness/bench/soft.py): real values, never NULL here
+    assert dual and all(0 <= r["soft_score"] <= 1 and r["mixed_score"] == (r["hard_acc"] + r["soft_score"]) / 2 for r in dual)
     hold = read_table(state / "e1" / "slow" / "runlog.sqlite", "holdout_eval")
     assert {r["which"] for r in hold} == {"base", "epoch_start", "current", "best"}
     ev = read_table(state / "e1" / "s1" / "gate" / "runlog.sqlite", "gate_evidence")

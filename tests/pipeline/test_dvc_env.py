@@ -38,9 +38,9 @@ def test_engineering_settings_stay_settable_from_the_environment(tmp_path: Path)
     for key in ENGINEERING_KEYS:  # each one is a real key
         assert OmegaConf.select(schema, key, default="<absent>") != "<absent>", key
     cfg = load_params(PARAMS, env_file=None, environ={
-        "HT__LLM__CACHE_DIR": str(tmp_path / "cache"), "HT__TRAIN__CONCURRENCY": "3", "HT__LLM__TIMEOUT_S": "9",
+        "HT__LLM__CACHE_DIR": str(tmp_path / "cache"), "HT__LLM__CONCURRENCY": "3", "HT__LLM__TIMEOUT_S": "9",
         "HT__LLM__BASE_URL": "http://127.0.0.1:9/v1"})
-    assert (cfg.llm.cache_dir, cfg.train.concurrency, cfg.llm.timeout_s) == (str(tmp_path / "cache"), 3, 9.0)
+    assert (cfg.llm.cache_dir, cfg.llm.concurrency, cfg.llm.timeout_s) == (str(tmp_path / "cache"), 3, 9.0)
     assert cfg.llm.base_url == "http://127.0.0.1:9/v1"
 
 
@@ -60,7 +60,7 @@ def test_dvc_repro_refuses_an_hashed_key_from_the_environment_and_takes_an_engin
     assert again.returncode != 0 and "HT__POOLS__SEED (from .env)" in again.stdout + again.stderr
     (project / ".env").unlink()
     cache = tmp_path / "elsewhere-cache"
-    run(["dvc", "repro", "pools"], project, extra_env={"HT__LLM__CACHE_DIR": str(cache), "HT__TRAIN__CONCURRENCY": "2"})
+    run(["dvc", "repro", "pools"], project, extra_env={"HT__LLM__CACHE_DIR": str(cache), "HT__LLM__CONCURRENCY": "2"})
     assert (project / "data" / "pools.json").is_file()
     status = run(["dvc", "status", "pools"], project)
     assert "changed" not in status.stdout, status.stdout

@@ -9,7 +9,7 @@ client's core). Both share the request handling below and have the same
 scriptable behaviours:
 
   "normal"         200 with one choice
-  "429"            429 Too Many Requests (Retry-After: 0)
+  "429"            429 Too Many Requests (Retry-After: `retry_after`, "0" unless set)
   "500"            500 Internal Server Error
   "slow"           sleeps `slow_s` before answering normally (longer than the client timeout)
   "malformed"      200 with a body that is not JSON
@@ -100,6 +100,7 @@ class FakeOpenAIServer:
     latency_jitter: float = 0.0  # each delay is latency_s x U(1 - jitter, 1 + jitter) (seeded), mean latency_s
     jitter_seed: int = 0
     slow_s: float = 5.0
+    retry_after: str = "0"  # the Retry-After header of a "429" reply (seconds or an HTTP-date)
     reply: Callable[[Any], str] = default_reply
     record: bool = True
     engine: str = "threads"
@@ -266,7 +267,7 @@ class FakeOpenAIServer:
             return Reply(status, json.dumps(payload).encode(), headers or {}, delay_s)
 
         if behaviour == "429":
-            return send(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"Retry-After": "0"})
+            return send(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"Retry-After": self.retry_after})
         if behaviour == "500":
             return send(500, {"error": {"message": "internal error", "type": "server_error"}})
         if behaviour == "401":

@@ -115,7 +115,7 @@ def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state
     inp = evolve_inputs(ctx, epoch, prev, rollout, ro_doc)
     state, run_id, cases = inp.state, inp.run_id, inp.cases
     llm = ctx.llm()
-    diagnosis = asyncio.run(run_diagnosis(llm, run_id=run_id, failures=cases, concurrency=int(ctx.cfg.evolve.diagnose_concurrency),
+    diagnosis = asyncio.run(run_diagnosis(llm, run_id=run_id, failures=cases, concurrency=int(ctx.cfg.llm.concurrency),
                                           sample_index=inp.sample_index, prompts=ctx.meta_prompts()))
     n_steps = int(ctx.cfg.train.steps_per_epoch)
     total = int(ctx.cfg.train.epochs) * n_steps
@@ -152,5 +152,5 @@ def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state
     write_document(out / EVOLVE, EvolveDoc(
         run_id=run_id, method=str(ctx.cfg.evolve.method), edit_budget=budget, candidates=candidates, skipped=skipped,
         system_cases=[c for c in cases if not c.correct], tool_packs=dict(inp.tool_packs), diagnosis_usd=diagnosis.usd))
-    mark_done(out, {"candidates": len(candidates), "skipped": len(skipped)})
+    mark_done(out, {"candidates": len(candidates), "skipped": len(skipped)}, spend=ctx.take_spend())
     progress.info("[evolve@e%d.s%d] %d candidates, %d skipped (edit budget %d)", epoch, step, len(candidates), len(skipped), budget)

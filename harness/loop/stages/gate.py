@@ -55,9 +55,10 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     log = HarnessLog(out_dir / RUNLOG)
     try:
         gc = GateContext(run_name=ctx.run_name, epoch=epoch, step=step, params=ctx.gate, questions=qs,
-                         validation_by_type=validation_by_type, rollout=ro.rollout_fn(ctx, log),
+                         validation_by_type=validation_by_type, rollout=ro.gate_rollout_fn(ctx, log),
                          workspace_dir=ws, runlog_path=out_dir / RUNLOG, cooldown_steps=int(ctx.cfg.evolve.cooldown_steps),
-                         seed=int(ctx.cfg.train.seed), batch_outcomes=outcomes)
+                         seed=int(ctx.cfg.train.seed),
+                         batch_outcomes=ro.metric_batch_outcomes(ctx, Path(rollout) / RUNLOG, ro_doc.run_id, ro_doc.sample_index, outcomes))
         cands = [Candidate(task_type=c.task_type, task_types=list(c.task_types), skill_file=c.skill_file,
                            record=c.record, case_qids=list(c.case_qids)) for c in ev_doc.candidates]
         cooling = dict(state.gate_cooldown)
@@ -84,6 +85,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
         if frag.exists():
             new_lineage = new_lineage.with_fragment(rel_to(ctx.root, frag))
     write_lineage(out_dir, new_lineage)
-    mark_done(out_dir, {"stage": f"gate@e{epoch}.s{step}", "accepted": sum(r["action"] in ("accept", "probation") for r in rows)})
+    mark_done(out_dir, {"stage": f"gate@e{epoch}.s{step}", "accepted": sum(r["action"] in ("accept", "probation") for r in rows)},
+              spend=ctx.take_spend())
     progress.info("[gate@e%d.s%d] %s", epoch, step, ", ".join(f"{r['task_type']}:{r['action']}" for r in rows) or "no candidates")
 

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.bench.soft import mixed_score
 from harness.identity import HOLDOUT_INDEX, holdout_run_id
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
@@ -34,7 +35,7 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
     log = HarnessLog(out_dir / RUNLOG)
     rows = []
     try:
-        rollout = ro.rollout_fn(ctx, log)
+        rollout, soft_of = ro.rollout_fn(ctx, log), ro.soft_score_fn(log)
         for which, (s, v) in (("base", ("v0", "v0")), ("delivered", (sv, pv))):
             run_id = holdout_run_id(ctx.run_name, which)
             log.record_run(run_id, "holdout", skills_version=s, prompts_version=v)
@@ -42,8 +43,9 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
             got = asyncio.run(rollout(tree, [(qs[q], HOLDOUT_INDEX) for q in p["test"]], run_id))
             seen = [x for x in got if x is not None]
             acc = sum(bool(x) for x in seen) / len(seen) if seen else 0.0
+            soft = soft_of(run_id)
             rows.append(dict(epoch=0, which=which, run_id=run_id, skills_version=s, prompts_version=v, n=len(p["test"]),
-                             hard_acc=acc, soft_score=None, mixed_score=None))
+                             hard_acc=acc, soft_score=soft, mixed_score=mixed_score(acc, soft)))
     finally:
         log.close()
     write_holdout_eval(out_dir / RUNLOG, rows)
@@ -54,7 +56,7 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
         test={r["which"]: r["hard_acc"] for r in rows}, n_test=len(p["test"]),
         stopped_early=lineage.stopped, stop_reason=lineage.stop_reason)
     write_document(out_dir / HOLDOUT, result)
-    mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)})
+    mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)}, spend=ctx.take_spend())
     progress.info("[holdout] delivered skills %s prompts %s: test acc %.3f (base %.3f)", sv, pv, result.test["delivered"],
                   result.test["base"])
 

@@ -17,6 +17,7 @@ from harness.loop.documents import OUTCOMES, RolloutDoc, read_document, write_do
 from harness.loop.stages.batches import batch_of
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
 from harness.loop.validate import guard_infra_failures
+from harness.questions import require_recorded_questions
 
 progress = logging.getLogger("harness.progress")
 
@@ -28,10 +29,11 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     run_id = step_run_id(ctx.run_name, epoch, step)
     if lineage.stopped:
         write_document(out / OUTCOMES, RolloutDoc.stopped_at(run_id))
-        mark_done(out, {"stopped": True})
+        mark_done(out, {"stopped": True}, spend=ctx.take_spend())
         return
     qids = batch_of(Path(batches), step)
     m = wsp.read_manifest(prev / WORKSPACE)
+    require_recorded_questions(m.questions_ref, ctx.root / str(ctx.cfg.benchmark.questions_path))
     tree = wsp.harness_view(prev / WORKSPACE)
     index = STEP_INDEX * epoch + step
     log = HarnessLog(out / RUNLOG)
@@ -50,7 +52,7 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     write_document(out / OUTCOMES, RolloutDoc(run_id=run_id, sample_index=index, skills_version=m.skills_version,
                                               prompts_version=m.prompts_version, outcomes=dict(zip(qids, got))))
     acc = sum(bool(v) for v in got if v is not None) / max(1, sum(v is not None for v in got))
-    mark_done(out, {"run_id": run_id, "n": len(qids), "acc": acc})
+    mark_done(out, {"run_id": run_id, "n": len(qids), "acc": acc}, spend=ctx.take_spend())
     progress.info("[rollout@e%d.s%d] %d questions, acc %.3f", epoch, step, len(qids), acc)
 
 

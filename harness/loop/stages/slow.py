@@ -10,7 +10,7 @@ from harness import workspace as wsp
 from harness.log import HarnessLog, RunLogReader
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext, by_task_type
-from harness.loop.observation import write_epoch_report
+from harness.loop.observation import read_table, write_epoch_report
 from harness.loop.persistence import load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.slow_update import SlowDeps, slow_update_cycle
 from harness.loop.stages.rollout import read_rollout
@@ -31,6 +31,15 @@ from harness.loop.train_state import Progress
 from harness.store import read_version_tree
 
 progress = logging.getLogger("harness.progress")
+
+
+def shadow_best(fragments: list[Path]) -> Optional[tuple[float, str, str]]:
+    """(mixed score, skills, prompts) of the shadow best so far: the latest earlier epoch's `shadow_gate` row."""
+    rows = [r for r in read_table(fragments, "shadow_gate") if r["shadow_best_mixed"] is not None] if fragments else []
+    if not rows:
+        return None
+    last = max(rows, key=lambda r: int(r["epoch"]))
+    return float(last["shadow_best_mixed"]), str(last["shadow_skills_version"]), str(last["shadow_prompts_version"])
 
 
 def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Path], out: Path) -> None:
@@ -62,7 +71,7 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             run_name=ctx.run_name, epoch=epoch, workspace_dir=ws, runlog_path=out_dir / RUNLOG, questions=qs,
             validation=list(p["validation"]), test=list(p["test"]), rollout=ro.rollout_fn(ctx, log), llm=ctx.llm(),
             traces=lambda run_id, qid, idx: ro.trace_text(out_dir / RUNLOG, run_id, qid, idx),
-            probation_verdict=ro.probation_verdict_fn(ctx), soft_score=None,
+            probation_verdict=ro.probation_verdict_fn(ctx), soft_score=ro.soft_score_fn(log), shadow_best=shadow_best(fragments),
             edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),
             system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
             max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(ctx.gate.ema_gamma),
@@ -88,6 +97,6 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
         new_lineage = Lineage(new_lineage.fragments, True, f"early stop after epoch {epoch}: best did not improve for "
                                                            f"{state.steps_since_best_improved} epoch(s)")
     write_lineage(out_dir, new_lineage)
-    mark_done(out_dir, {"stage": f"slow@e{epoch}", "eval_acc": report["eval_acc"], "early_stop": stop})
+    mark_done(out_dir, {"stage": f"slow@e{epoch}", "eval_acc": report["eval_acc"], "early_stop": stop}, spend=ctx.take_spend())
     progress.info("[slow@e%d] eval %.3f (%s), best %.3f, rollbacks %s%s", epoch, report["eval_acc"], report["label"],
                   report["best_val_acc"] or 0.0, report["rollbacks"] or "none", ", EARLY STOP" if stop else "")
