@@ -1,8 +1,12 @@
 """Real-model benchmark: SmolLM2-135M-Instruct (llama.cpp server, CPU) on the questions file the tests ship.
 
-    python benchmarks/real.py                      # starts the server, writes reports/benchmarks/real.md
-    python benchmarks/real.py --samples 1 --edit-calls 2 --out /tmp/real.md   # smaller
+    python benchmarks/real.py                      # both parts; starts the server, writes reports/benchmarks/real.md
+    python benchmarks/real.py --part parsing --samples 1 --edit-calls 3   # part 1 only (sections 1-2)
+    python benchmarks/real.py --part train         # part 2 only (section 3): ~15 min on a loaded 2-core machine
     python benchmarks/real.py --capture tests/fixtures/smollm2_replies.jsonl  # also record every solver reply
+
+Each part rewrites only its own block of the report (between `<!-- begin:<part> -->`
+and `<!-- end:<part> -->`), so the parts can be measured separately.
 
 Measures, with the product's own code (run_inference, the answer extractor,
 evolve_single_skill / run_diagnosis through OpenAIProvider):
@@ -14,6 +18,12 @@ evolve_single_skill / run_diagnosis through OpenAIProvider):
 2. the editor's and diagnoser's parseable-reply share in the text format and
    with structured output (the reply format the probe found), over
    `--edit-calls` calls each on real failure cases of step 1.
+3. (`--part train`) training: `python -m stages.train llm=openai benchmark=jsonl` on
+   tests/fixtures/real_easy_mc.jsonl (240 questions, 5 task types) with the sizes
+   of TRAIN_OVERRIDES; base vs delivered accuracy on the held-out test pool (never
+   seen by training) with Wilson 95 % intervals, the paired difference on the
+   same questions, rollouts, wall time, rollouts/s, the parse-failure rate, every
+   gate decision, and a plain statement whether training helped.
 """
 
 from __future__ import annotations
@@ -22,6 +32,9 @@ import argparse
 import asyncio
 import json
 import math
+import signal
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +62,20 @@ from harness.llm.openai_provider import OpenAIProvider  # noqa: E402
 from harness.log import HarnessLog  # noqa: E402
 
 QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
+TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
+PARTS = ("parsing", "train")
+# 240 questions: test 20 (held out), validation 10, diagnosis 20 = 2 steps of 10; gates of at most 10 pairs.
+# Sized for a 2-core machine shared with other jobs (~15 min); llm.max_tokens=96 bounds the model's long replies.
+TRAIN_OVERRIDES = (
+    "train.epochs=1", "train.slow_update=false", "train.momentum=false", "train.system_tool_update=false",
+    "train.run_name=real_bench",
+    "pools.test_size=20", "pools.val_size=10", "pools.diagnosis_size=20", "pools.eval_min_per_class=2",
+    "batching.batch_size=10", "batching.min_class_per_batch=2",
+    "gate.block_size=5", "gate.max_pairs=10", "gate.mcnemar_n=10", "gate.infra_min_denominator=3",
+    "evolve.max_case_questions=2",
+    "llm.max_tokens=96", "llm.timeout_s=600", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
+)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -123,9 +149,9 @@ def render(args: argparse.Namespace, server: str, solver: dict[str, Any], probe:
         return f"{k}/{n} = {k / n:.3f} (95 % CI {lo:.3f}-{hi:.3f})" if n else "n/a"
 
     lines = [
-        "# Real-model benchmark: SmolLM2-135M-Instruct via llama.cpp",
+        "## Part 1: answer parsing and edit parsing",
         "",
-        f"`python benchmarks/real.py --samples {args.samples} --edit-calls {args.edit_calls}` "
+        f"`python benchmarks/real.py --part parsing --samples {args.samples} --edit-calls {args.edit_calls}` "
         f"({total_s / 60:.1f} min wall on this machine; server: {server}).",
         "",
         f"Questions: `{Path(args.questions).relative_to(ROOT) if Path(args.questions).is_relative_to(ROOT) else args.questions}` "
@@ -167,30 +193,201 @@ def render(args: argparse.Namespace, server: str, solver: dict[str, Any], probe:
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> str:
+async def parsing_part(args: argparse.Namespace, base_url: str, model: str, server: str) -> str:
     started = time.perf_counter()
     bench = JsonlBenchmark(read_user_questions(args.questions), scorer=load_scorer("exact"))
-    server_cm = None
-    if args.base_url:
-        base_url, model, server = args.base_url, args.model, args.base_url
-    else:
-        server_cm = LlamaServer(threads=args.threads).start()
-        base_url, model, server = server_cm.base_url, server_cm.model_id, f"llama_cpp.server, {args.threads} threads, 127.0.0.1"
+    solver_llm = OpenAIProvider(llm_config(base_url, model, max_tokens=48, temperature=0.7))
+    editor_llm = OpenAIProvider(llm_config(base_url, model, max_tokens=args.editor_max_tokens, temperature=0.7))
     try:
-        solver_llm = OpenAIProvider(llm_config(base_url, model, max_tokens=48, temperature=0.7))
-        editor_llm = OpenAIProvider(llm_config(base_url, model, max_tokens=args.editor_max_tokens, temperature=0.7))
         with tempfile.TemporaryDirectory() as tmp:
             solver = await solver_run(solver_llm, bench, args.samples, Path(tmp))
         if args.capture:
             capture(Path(args.capture), solver)
         probe = await probe_reply_format(editor_llm, Role.EDITOR)
         edits = await editor_and_diagnoser(editor_llm, solver, args.edit_calls, probe)
+    finally:
         await solver_llm.aclose()
         await editor_llm.aclose()
+    return render(args, server, solver, probe, edits, time.perf_counter() - started)
+
+
+# ------------------------------------------------------------------ part 2: training on the easy set
+
+
+def train_part(args: argparse.Namespace, base_url: str, model: str, server: str) -> str:
+    """Run `stages.train` on the easy set against the server (a fresh response cache), then read what it wrote."""
+    with tempfile.TemporaryDirectory(prefix="real-train-") as tmp:
+        # the job's state must sit inside the project (train.state_dir is relative): runs/ (git-ignored), kept
+        relative_job = f"runs/benchmarks-real/{time.strftime('%Y%m%d-%H%M%S')}"
+        job = ROOT / relative_job
+        overrides = ["llm=openai", "benchmark=jsonl", f"benchmark.path={_rel(Path(args.train_questions))}", f"llm.base_url={base_url}",
+                     f"llm.model={model}", f"llm.cache_dir={Path(tmp) / 'cache'}", *TRAIN_OVERRIDES, f"hydra.run.dir={relative_job}"]
+        command = [sys.executable, "-m", "stages.train", *overrides]
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+        job.mkdir(parents=True, exist_ok=True)
+        (job / "stages_train.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+        if done.returncode != 0:
+            raise SystemExit(f"stages.train failed ({done.returncode}); log in {job / 'stages_train.log'}:\n{done.stderr[-3000:]}")
+        run = read_training(job)
+    return render_train(args, server, run, wall)
+
+
+def read_training(job: Path) -> dict[str, Any]:
+    from harness.identity import holdout_run_id
+
+    metrics = json.loads((job / "reports/metrics.json").read_text(encoding="utf-8"))
+    gates = []
+    for path in sorted((job / "state").glob("e*/s*/gate/report.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        gates += [{"epoch": report["epoch"], "step": report["step"], **row} for row in report.get("skills", [])]
+    evolves = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((job / "state").glob("e*/s*/evolve/evolve.json"))]
+    conn = sqlite3.connect(f"file:{job / 'state/holdout/runlog.sqlite'}?mode=ro", uri=True)
+    try:
+        held: dict[str, dict[str, bool | None]] = {}
+        for which in ("base", "delivered"):
+            rows = conn.execute("SELECT qid, correct FROM predictions WHERE run_id = ?", (holdout_run_id("real_bench", which),))
+            held[which] = {qid: (None if c is None else bool(c)) for qid, c in rows}
+    finally:
+        conn.close()
+    questions = {q.qid: q for q in read_user_questions(TRAIN_QUESTIONS)}
+    return {"job": job, "metrics": metrics, "gates": gates, "evolves": evolves, "held": held, "questions": questions,
+            "delivered": json.loads((job / "state/holdout/holdout.json").read_text(encoding="utf-8"))}
+
+
+def paired_difference(base: dict[str, bool | None], delivered: dict[str, bool | None]) -> dict[str, Any]:
+    """Delivered minus base on the same test questions (both judged): wins, losses, the mean difference and a
+    normal-approximation 95 % interval of it (paired, so the questions' difficulty cancels)."""
+    both = [q for q in base if base[q] is not None and delivered.get(q) is not None]
+    diffs = [int(bool(delivered[q])) - int(bool(base[q])) for q in both]
+    n = len(diffs)
+    mean = sum(diffs) / n if n else math.nan
+    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else math.nan
+    half = 1.96 * math.sqrt(var / n) if n > 1 else math.nan
+    return {"n": n, "wins": diffs.count(1), "losses": diffs.count(-1), "mean": mean, "lo": mean - half, "hi": mean + half}
+
+
+def _acc_cell(outcomes: dict[str, bool | None]) -> tuple[str, int, int]:
+    judged = [v for v in outcomes.values() if v is not None]
+    k, n = sum(judged), len(judged)
+    lo, hi = wilson(k, n)
+    return (f"{k}/{n} = {k / n:.3f} (95 % CI {lo:.3f}-{hi:.3f})" if n else "n/a"), k, n
+
+
+def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wall: float) -> str:
+    m, held, qs = run["metrics"], run["held"], run["questions"]
+    base_cell, base_k, n = _acc_cell(held["base"])
+    deliv_cell, deliv_k, _ = _acc_cell(held["delivered"])
+    paired = paired_difference(held["base"], held["delivered"])
+    actions = Counter(g["action"] for g in run["gates"])
+    decided = sum(actions[a] for a in ("accept", "reject", "probation"))
+    fallbacks = sum(1 for doc in run["evolves"] for s in doc["skipped"] if "unparseable" in str(s.get("reason", "")))
+    proposed = sum(len(doc["candidates"]) for doc in run["evolves"])
+    lines = [
+        "## 3. Training on the easy set: base vs delivered on held-out questions",
+        "",
+        f"`python benchmarks/real.py --part train` ({wall / 60:.1f} min wall for `stages.train`; server: {server}; "
+        f"the run's state and report: `{_rel(run['job'])}`): "
+        f"`python -m stages.train llm=openai benchmark=jsonl benchmark.path={Path(args.train_questions).name}` with",
+        f"`{' '.join(TRAIN_OVERRIDES)}`.",
+        "",
+        f"Questions: `{_rel(Path(args.train_questions))}` ({len(qs)} questions, 4 choices, "
+        f"{len({q.task_type for q in qs.values()})} task types: {', '.join(sorted({q.task_type for q in qs.values()}))}; "
+        f"chance = 0.25; written with `benchmarks/real_questions.py`). The pools stage holds out {n} test questions; "
+        "training sees only the diagnosis and validation pools.",
+        "",
+        "| harness | held-out test accuracy |",
+        "|---|---|",
+        f"| base (v0) | {base_cell} |",
+        f"| delivered ({run['delivered']['delivered']['skills_version']}/{run['delivered']['delivered']['prompts_version']}) "
+        f"| {deliv_cell} |",
+        "",
+        f"Paired on the same {paired['n']} questions: delivered better on {paired['wins']}, worse on {paired['losses']}; "
+        f"difference {paired['mean']:+.3f} (95 % CI {paired['lo']:+.3f} to {paired['hi']:+.3f}).",
+        "",
+        "Per task type on the held-out questions (base -> delivered correct):",
+        "",
+        "| task type | n | base | delivered |",
+        "|---|---|---|---|",
+    ]
+    for task_type in sorted({qs[q].task_type for q in held["base"]}):
+        ids = [q for q in held["base"] if qs[q].task_type == task_type]
+        b = sum(bool(held["base"][q]) for q in ids)
+        d = sum(bool(held["delivered"].get(q)) for q in ids)
+        lines.append(f"| {task_type} | {len(ids)} | {b} | {d} |")
+    rollouts = int(m["rollouts"])
+    lines += [
+        "",
+        f"Rollouts {rollouts} in {wall:.0f} s = {rollouts / wall:.2f} rollouts/s (training and held-out evaluation; "
+        "editor and diagnoser calls are not rollouts but are inside the wall time).",
+        f"Parse-failure rate (ambiguous + none) over the run: {m['parse_failure_rate']:.3f}; parse modes: "
+        + ", ".join(f"{k.removeprefix('parse_share_')} {v:.3f}" for k, v in m.items() if k.startswith("parse_share_") and v) + ".",
+        f"Editor: {proposed} candidate edit(s) parsed and applied for gating, {fallbacks} reply(ies) unparseable after the "
+        "retry (recorded as `skipped_no_change` fallbacks, never applied).",
+        "",
+        "Gate decisions:",
+        "",
+        "| epoch | step | task type | action | wins | losses | ties | pairs | reason |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for g in run["gates"]:
+        cells = [g.get(k) for k in ("epoch", "step", "task_type", "action", "wins", "losses", "ties", "n_pairs", "reason")]
+        lines.append("| " + " | ".join("—" if c is None else str(c).replace("|", "\\|") for c in cells) + " |")
+    lines += ["", "**Did training help this model?** " + verdict(actions, decided, paired, base_k, deliv_k, n), ""]
+    return "\n".join(lines)
+
+
+def verdict(actions: Counter, decided: int, paired: dict[str, Any], base_k: int, deliv_k: int, n: int) -> str:
+    """The plain answer, from the numbers only."""
+    gates = sum(actions.values())
+    if actions["accept"] == 0:
+        return (f"No. No edit was accepted ({decided} of {gates} gate rows decided: "
+                + ", ".join(f"{a} {k}" for a, k in sorted(actions.items()))
+                + f"), so the delivered harness is the base harness and the held-out difference ({base_k}/{n} vs {deliv_k}/{n}) "
+                "is sampling noise only. The gates found no edit whose candidate beat the baseline on paired samples.")
+    if paired["lo"] > 0:
+        return (f"Yes: {actions['accept']} edit(s) accepted and the delivered harness is better on the held-out questions "
+                f"({paired['mean']:+.3f}, 95 % CI {paired['lo']:+.3f} to {paired['hi']:+.3f}, excluding 0).")
+    return (f"Not shown: {actions['accept']} edit(s) accepted, but on the held-out questions the paired difference "
+            f"{paired['mean']:+.3f} has a 95 % CI ({paired['lo']:+.3f} to {paired['hi']:+.3f}) that includes 0, so an "
+            "improvement is not established at this size.")
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+
+
+def merge_parts(old: str, parts: dict[str, str]) -> str:
+    """The report with each part in `parts` replaced (or appended); other parts' blocks kept as they were."""
+    title = "# Real-model benchmark: SmolLM2-135M-Instruct via llama.cpp\n"
+    blocks = {}
+    for name in PARTS:
+        begin, end = f"<!-- begin:{name} -->", f"<!-- end:{name} -->"
+        if begin in old and end in old:
+            blocks[name] = old[old.index(begin) + len(begin):old.index(end)].strip("\n")
+    blocks.update({k: v.strip("\n") for k, v in parts.items()})
+    return title + "".join(f"\n<!-- begin:{name} -->\n{blocks[name]}\n<!-- end:{name} -->\n" for name in PARTS if name in blocks)
+
+
+def run_parts(args: argparse.Namespace) -> dict[str, str]:
+    wanted = PARTS if args.part == "all" else (args.part,)
+    server_cm = None
+    if args.base_url:
+        base_url, model, server = args.base_url, args.model, args.base_url
+    else:
+        server_cm = LlamaServer(threads=args.threads).start()
+        base_url, model, server = server_cm.base_url, server_cm.model_id, f"llama_cpp.server, {args.threads} threads, 127.0.0.1"
+    out: dict[str, str] = {}
+    try:
+        if "parsing" in wanted:
+            out["parsing"] = asyncio.run(parsing_part(args, base_url, model, server))
+        if "train" in wanted:
+            out["train"] = train_part(args, base_url, model, server)
     finally:
         if server_cm is not None:
             server_cm.stop()
-    return render(args, server, solver, probe, edits, time.perf_counter() - started)
+    return out
 
 
 def capture(path: Path, solver: dict[str, Any]) -> None:
@@ -204,7 +401,9 @@ def capture(path: Path, solver: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--questions", default=str(QUESTIONS))
+    parser.add_argument("--part", choices=("all", *PARTS), default="all")
+    parser.add_argument("--questions", default=str(QUESTIONS), help="part parsing: the questions file")
+    parser.add_argument("--train-questions", default=str(TRAIN_QUESTIONS), help="part train: the questions file")
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--edit-calls", type=int, default=6)
     parser.add_argument("--editor-max-tokens", type=int, default=256)
@@ -214,9 +413,12 @@ def main() -> None:
     parser.add_argument("--capture", default=None, help="write every solver reply to this JSONL file")
     parser.add_argument("--out", default=str(REPORT))
     args = parser.parse_args()
-    text = asyncio.run(main_async(args))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text, encoding="utf-8")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill <pid>` still stops the server it started
+    parts = run_parts(args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = merge_parts(out.read_text(encoding="utf-8") if out.is_file() else "", parts)
+    out.write_text(text, encoding="utf-8")
     print(text)
 
 

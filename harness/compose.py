@@ -24,7 +24,7 @@ def build_benchmark(bench_cfg: Any, root: str | Path) -> BenchmarkAdapter:
     if name == "jsonl":
         from harness.bench.jsonl import JsonlBenchmark
 
-        return JsonlBenchmark.from_config(bench_cfg, root)
+        return JsonlBenchmark.from_config(bench_cfg, root, base=start_harness(bench_cfg, root))
     if name == "sim":
         from harness.sim.benchmark import (
             SimBenchmark,  # lazy: the world is only generated when asked for
@@ -32,6 +32,28 @@ def build_benchmark(bench_cfg: Any, root: str | Path) -> BenchmarkAdapter:
 
         return SimBenchmark.from_config(bench_cfg)
     raise ValueError(f"benchmark.name: unknown benchmark {name!r}; expected one of {BENCHMARKS}")
+
+
+def start_harness(bench_cfg: Any, root: str | Path) -> Any:
+    """The user's starting harness (`benchmark.harness_dir` in the layout `benchmark.harness_surface`) in the
+    native layout, or None (the benchmark's own base harness)."""
+    harness_dir = getattr(bench_cfg, "harness_dir", None)
+    if not harness_dir:
+        return None
+    from harness.bench.jsonl import load_harness_dir
+    from harness.bench.layouts import to_native
+    from harness.tree import HarnessTree
+
+    surface = str(getattr(bench_cfg, "harness_surface", "native"))
+    directory = Path(harness_dir) if Path(harness_dir).is_absolute() else Path(root) / harness_dir
+    if surface == "native":
+        return load_harness_dir(directory)
+    if not directory.is_dir():
+        raise ValueError(f"benchmark.harness_dir: {directory} is not a directory")
+    try:
+        return to_native(HarnessTree.load(directory), surface)
+    except ValueError as exc:
+        raise ValueError(f"benchmark.harness_dir: {directory}: {exc}") from None
 
 
 def build_provider(llm_cfg: Any, *, world: Any = None, cache: ResponseCache | None = None) -> LLMProvider:

@@ -21,10 +21,13 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from harness.inputs import is_file_failure, sqlite_failure
 
 BUSY_TIMEOUT_MS = 30_000
 _NOW = "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
@@ -119,6 +122,24 @@ def _check_identifier(kind: str, name: str, where: str) -> str:
     return name
 
 
+@contextmanager
+def _named_failures(path: Path) -> Iterator[None]:
+    """SQLite failures of the file itself (corrupt, read-only, disk full) as one error naming it; constraint
+    errors pass through (the callers name the row)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if not is_file_failure(exc):
+            raise
+        raise sqlite_failure(path, "run log", exc) from exc
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """ROLLBACK unless SQLite already rolled back (disk full does): the first error stays the one reported."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 class HarnessLog:
     """Writer for one run-log SQLite file; safe to share between threads and asyncio tasks."""
 
@@ -128,9 +149,11 @@ class HarnessLog:
         self._lock = threading.Lock()
         self._columns: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per insert()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        with _named_failures(self.path):
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                         timeout=BUSY_TIMEOUT_MS / 1000)
         self._conn.row_factory = sqlite3.Row
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -146,13 +169,13 @@ class HarnessLog:
                         self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                _rollback(self._conn)
                 raise
 
     # -- lifecycle
     def close(self) -> None:
         """Checkpoint the WAL into the main file (so the file alone is the artifact) and close."""
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             if self._conn is None:
                 return
             try:
@@ -186,7 +209,7 @@ class HarnessLog:
         if not run_id:
             raise RunLogError(f"{self.path}: record_run needs a non-empty run_id")
         meta_json = None if meta is None else json.dumps(dict(meta), sort_keys=True, allow_nan=False)
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             conn = self._connection()
             cur = conn.execute(
                 "INSERT OR IGNORE INTO _runs (run_id, kind, skills_version, prompts_version, questions_ref, meta)"
@@ -199,7 +222,7 @@ class HarnessLog:
         self, run_id: str, skills_version: str | None, prompts_version: str | None, questions_ref: str | None
     ) -> None:
         """Back-fill the version pair and questions reference of an existing run (eval runs)."""
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             cur = self._connection().execute(
                 "UPDATE _runs SET skills_version = ?, prompts_version = ?, questions_ref = ? WHERE run_id = ?",
                 (skills_version, prompts_version, questions_ref, run_id),
@@ -230,7 +253,7 @@ class HarnessLog:
             if bucket is None:
                 bucket = grouped[cols] = []
             bucket.append(tuple(row.values()) if type(row) is dict else tuple(row[c] for c in cols))
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             conn = self._connection()
             known, required = self._table_columns(conn, table, where)
             for cols in grouped:  # once per column set, not per row
@@ -254,10 +277,10 @@ class HarnessLog:
                     conn.executemany(sql, values)
                 conn.execute("COMMIT")
             except sqlite3.IntegrityError as exc:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise self._null_error(where, grouped, required, exc) from exc
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
             return conn.total_changes - before
 
@@ -287,13 +310,13 @@ class HarnessLog:
 
     def execute_script(self, sql: str) -> None:
         """Run DDL (e.g. `CREATE TABLE IF NOT EXISTS ...` of the observation tables) under the lock."""
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             self._connection().executescript(sql)
             self._columns.clear()
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
         """Run one statement under the lock; rows as dicts."""
-        with self._lock:
+        with self._lock, _named_failures(self.path):
             cur = self._connection().execute(sql, params)
             return [dict(r) for r in cur.fetchall()]
 
@@ -314,9 +337,10 @@ def connect_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
     if not p.is_file():
         raise RunLogError(f"run log fragment {p} does not exist")
     uri = f"file:{quote(str(p.resolve()))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    with _named_failures(p):
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     return conn
 
 
@@ -347,9 +371,13 @@ class RunLogReader:
             try:
                 out.extend(dict(r) for r in conn.execute(sql, params).fetchall())
             except sqlite3.OperationalError as exc:
+                if is_file_failure(exc) and "readonly" not in str(exc):  # readonly: a write through this reader
+                    raise sqlite_failure(path, "run log fragment", exc) from exc
                 if "no such table" not in str(exc):
                     raise RunLogError(f"{path}: {exc} (sql: {sql})") from exc
                 missing_table.append(exc)
+            except sqlite3.DatabaseError as exc:  # not a database, malformed
+                raise sqlite_failure(path, "run log fragment", exc) from exc
             finally:
                 conn.close()
         if len(missing_table) == len(self.paths):

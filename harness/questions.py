@@ -98,6 +98,7 @@ def question_from_record(
             raise fail(name, f"expected a string, got {type(value).__name__} {value!r}")
         if not value.strip():
             raise fail(name, "expected a non-empty string")
+        _require_unicode(value, fail, name)
         values[name] = value
 
     choices = _string_list(record.get("choices"), fail, "choices")
@@ -116,7 +117,11 @@ def question_from_record(
     if difficulty is not None:
         if isinstance(difficulty, bool) or not isinstance(difficulty, (int, float)):
             raise fail("difficulty", f"expected a number or null, got {type(difficulty).__name__} {difficulty!r}")
-        difficulty = float(difficulty)
+        try:
+            difficulty = float(difficulty)
+        except OverflowError:
+            raise fail("difficulty", f"expected a finite number, got an integer of {len(str(difficulty))} digits "
+                       "(beyond float range)") from None
         if not math.isfinite(difficulty):
             raise fail("difficulty", f"expected a finite number, got {difficulty!r}")
 
@@ -133,8 +138,10 @@ def question_from_record(
     if not isinstance(metadata, dict):
         raise fail("metadata", f"expected a JSON object, got {type(metadata).__name__}")
     try:
-        json.dumps(metadata, allow_nan=False)
+        _require_unicode(json.dumps(metadata, allow_nan=False, ensure_ascii=False), fail, "metadata")
     except (TypeError, ValueError) as exc:
+        if isinstance(exc, QuestionsError):
+            raise
         raise fail("metadata", f"not JSON-serialisable: {exc}") from exc
 
     if known_task_types is not None:
@@ -154,6 +161,15 @@ def question_from_record(
     )
 
 
+def _require_unicode(text: str, fail, name: str) -> None:
+    """Refuse a lone surrogate (JSON `"\\ud800"` decodes to one): it is no Unicode text, and Parquet cannot store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise fail(name, f"holds a lone surrogate {text[exc.start]!r} at character {exc.start} (an unpaired \\uD800-"
+                   "\\uDFFF escape): not valid Unicode text; fix or remove the escape") from None
+
+
 def _string_list(value: Any, fail, name: str) -> list[str]:
     if value is None:
         return []
@@ -167,6 +183,7 @@ def _string_list(value: Any, fail, name: str) -> list[str]:
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise fail(name, f"item {i} must be a non-empty string, got {item!r}")
+        _require_unicode(item, fail, f"{name}[{i}]")
         out.append(item)
     return out
 
@@ -351,3 +368,17 @@ def check_questions_ref(ref: str, *, base: str | os.PathLike[str] | None = None)
     if digest and questions_digest(path) != digest:
         raise QuestionsError(ref, f"questions file {path} changed: its sha256 is {questions_digest(path)}, the reference expects {digest}")
     return path
+
+
+def require_recorded_questions(ref: str, path: str | os.PathLike[str]) -> None:
+    """Refuse to compute on `path` when its content is not the questions file `ref` recorded (a workspace's
+    manifest): a stage run by hand, or after the file changed, would mix two question sets in one run."""
+    _, sep, digest = str(ref).rpartition(_REF_SEP)
+    if not sep or not Path(path).is_file():
+        return  # no digest recorded / read_questions names the missing file
+    actual = questions_digest(path)
+    if actual != digest:
+        raise QuestionsError(str(path), f"sha256 {actual[:16]}... is not the questions file this run's workspace "
+                             f"recorded ({ref}); re-create it with `dvc repro` (prepare), or point "
+                             "benchmark.questions_path at the recorded file")
+

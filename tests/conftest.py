@@ -103,6 +103,7 @@ def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A temporary project root with a copy of conf/; the test runs inside it."""
     root = tmp_path / "project"
     shutil.copytree(REPO_ROOT / "conf", root / "conf")
+    shutil.copy2(REPO_ROOT / "dvc.yaml", root / "dvc.yaml")  # with conf/config.yaml, what marks a project root
     monkeypatch.chdir(root)
     return root
 

@@ -20,7 +20,7 @@ SOURCE_ROOTS = ("harness", "stages")
 
 # Lowest first. A package may import its own modules and any package of a lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("atomic", "identity"),
+    ("atomic", "identity", "inputs"),
     ("questions", "tree", "log"),
     ("kernel", "store"),
     ("contracts",),

@@ -232,3 +232,27 @@ def test_questions_ref_roundtrip_and_checks(tmp_path):
     write_questions(path, _qs()[:1])
     with pytest.raises(QuestionsError, match="changed"):
         check_questions_ref(ref)
+
+
+# --- issue 15 item 6: the three cases that used to escape as raw errors ----------------------------------------
+
+def test_non_utf8_jsonl_huge_difficulty_and_lone_surrogate_are_named_like_other_bad_rows(tmp_path) -> None:
+    from harness.bench.jsonl import read_jsonl_questions
+
+    good = '{"qid": "q1", "task_type": "t", "question": "2+2?", "answer": "4"}\n'
+    cases = {
+        "latin1.jsonl": (good.encode() + '{"qid": "q2", "task_type": "t", "question": "caf\xe9", "answer": "4"}\n'
+                         .encode("latin-1"), "line 2: not UTF-8 text (byte 0xe9 at column 49)"),
+        "huge.jsonl": (good.replace('"4"}', '"4", "difficulty": 1' + "0" * 400 + "}").encode(),
+                       "line 1: field 'difficulty': expected a finite number, got an integer of 401 digits"),
+        "surrogate.jsonl": (good.replace("2+2?", "\\ud800 2+2?").encode(),
+                            "line 1: field 'question': holds a lone surrogate '\\ud800' at character 0"),
+        "surrogate_choice.jsonl": (good.replace('"answer": "4"', '"answer": "A", "choices": ["x\\udfff", "y"]').encode(),
+                                   "field 'choices[0]': holds a lone surrogate"),
+    }
+    for name, (data, words) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(QuestionsError) as info:
+            read_jsonl_questions(path)
+        assert str(info.value).startswith(str(path)) and words in str(info.value), (name, str(info.value))

@@ -9,13 +9,19 @@ and the field. Scoring: `benchmark.scorer` ("exact" | "normalized" |
 Tools: when any question carries `context` entries, the solver gets one
 tool, `get_context` ({"index": i} -> the i-th context entry of the question).
 
-Base harness: a directory in the native layout (`harness_dir`) when given,
-else a generic system prompt, a default-strategy skill and the tool guide.
+Base harness: a native-layout tree (`benchmark.harness_dir`, read by
+harness/compose.py, which also converts Codex / OpenCode trees) when given,
+else a generic system prompt and the tool guide. Either way every task type of
+the data gets its own `skills/<task_type>/SKILL.md` (seed 000 §15: fast
+gates, probation, momentum and the slow update run per skill file): a file the
+tree already has is kept, a missing one is seeded from the tree's
+`skills/default-strategy/SKILL.md`, else from `DEFAULT_STRATEGY`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,12 +58,23 @@ DEFAULT_SYSTEM_PROMPT = """You are a careful problem solver. Read the question, 
 use the available tools when the question refers to material you have not seen,
 and answer in the required format."""
 
-DEFAULT_STRATEGY = """# Default strategy
+DEFAULT_STRATEGY_RULES = (
+    "Restate what the question asks before answering.",
+    "For multiple choice, eliminate choices that contradict the question, then pick the best remaining one.",
+    "For short answers, give only the answer itself, without extra words.",
+)
 
-- Restate what the question asks before answering.
-- For multiple choice, eliminate choices that contradict the question, then pick the best remaining one.
-- For short answers, give only the answer itself, without extra words.
-"""
+
+def strategy_skill(name: str, description: str) -> str:
+    """A native SKILL.md holding the default strategy: frontmatter, a title and a `## Rules` list (edits add bullets there)."""
+    rules = "\n".join(f"- {rule}" for rule in DEFAULT_STRATEGY_RULES)
+    return f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\n## Rules\n{rules}\n"
+
+
+DEFAULT_STRATEGY = strategy_skill(DEFAULT_SKILL, "Use for questions of any task type.")
+# a task type names a skill folder (skills/<task_type>/SKILL.md)
+TASK_TYPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_FRONTMATTER_NAME = re.compile(r"\A(---[ \t]*\n(?:(?!---).*\n)*?)name:[^\n]*\n")
 
 CONTEXT_TOOL_GUIDE = """Call `get_context` with {"index": 0}, {"index": 1}, ... to read the material the question refers to.
 An out-of-range index returns an error; stop when you have what you need."""
@@ -72,11 +89,16 @@ def read_jsonl_questions(path: str | Path, *, known_task_types: Iterable[str] | 
     known = None if known_task_types is None else set(known_task_types)
     questions: list[Question] = []
     first_line: dict[str, int] = {}
-    with file_path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with file_path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            where = f"{source}: line {line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise QuestionsError(where, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                            "save the file as UTF-8") from None
             if not line.strip():
                 continue
-            where = f"{source}: line {line_no}"
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -103,14 +125,33 @@ def read_user_questions(path: str | Path, *, known_task_types: Iterable[str] | N
 
 
 def default_base_harness(*, with_context_tool: bool) -> HarnessTree:
-    files = {SYSTEM_PROMPT_PATH: DEFAULT_SYSTEM_PROMPT, skill_path(DEFAULT_SKILL): DEFAULT_STRATEGY}
+    """The generic starting harness before per-task-type skills: system prompt (+ the context tool's guide)."""
+    files = {SYSTEM_PROMPT_PATH: DEFAULT_SYSTEM_PROMPT}
     if with_context_tool:
         files[f"{TOOLS_PREFIX}{CONTEXT_TOOL.name}.md"] = CONTEXT_TOOL_GUIDE
     return HarnessTree(files)
 
 
+def seeded_skill(task_type: str, strategy: str) -> str:
+    """`strategy` (a default-strategy SKILL.md) as the first version of `task_type`'s skill file."""
+    text = strategy if strategy.endswith("\n") else strategy + "\n"
+    named, count = _FRONTMATTER_NAME.subn(lambda m: f"{m.group(1)}name: {task_type}\n", text, count=1)
+    return named if count else text
+
+
+def with_task_type_skills(base: HarnessTree, task_types: Sequence[str], *, source: str = "the questions") -> HarnessTree:
+    """`base` plus one skill file per task type it lacks, seeded from its default strategy (else DEFAULT_STRATEGY)."""
+    bad = [t for t in task_types if not TASK_TYPE_NAME.match(t) or t == DEFAULT_SKILL]
+    if bad:
+        raise QuestionsError(source, f"task type {bad[0]!r} cannot name a skill folder (skills/<task_type>/SKILL.md): "
+                                     f"use letters, digits, '_', '-', '.', and not {DEFAULT_SKILL!r}", field="task_type")
+    strategy = base.get(skill_path(DEFAULT_SKILL))
+    return base.with_files({skill_path(t): seeded_skill(t, strategy) if strategy else strategy_skill(t, f"questions of task type {t}")
+                            for t in task_types if skill_path(t) not in base})
+
+
 def load_harness_dir(directory: str | Path) -> HarnessTree:
-    """A native-layout harness from `directory`; it must hold system_prompt.md."""
+    """A native-layout harness from `directory` (`benchmark.harness_dir`); it must hold system_prompt.md."""
     root = Path(directory)
     if not root.is_dir():
         raise ValueError(f"benchmark.harness_dir: {root} is not a directory")
@@ -150,18 +191,19 @@ class JsonlBenchmark:
         self.task_types = tuple(task_types) if task_types else tuple(found)
         self._scorer = scorer
         self._has_context = any(q.context for q in self._questions)
-        self._base = base if base is not None else default_base_harness(with_context_tool=self._has_context)
+        start = base if base is not None else default_base_harness(with_context_tool=self._has_context)
+        self._base = with_task_type_skills(start, self.task_types)
 
     @classmethod
-    def from_config(cls, bench_cfg: Any, root: str | Path) -> JsonlBenchmark:
+    def from_config(cls, bench_cfg: Any, root: str | Path, *, base: HarnessTree | None = None) -> JsonlBenchmark:
+        """From the `benchmark` config; `base` (already in the native layout) wins over `benchmark.harness_dir`."""
         if not getattr(bench_cfg, "path", None):
             raise ValueError("benchmark.path: benchmark=jsonl needs the path of a .jsonl or .parquet question file")
         path = Path(bench_cfg.path)
         if not path.is_absolute():
             path = Path(root) / path
-        harness_dir = getattr(bench_cfg, "harness_dir", None)  # optional key (absent from older schemas)
-        base = None
-        if harness_dir:
+        harness_dir = getattr(bench_cfg, "harness_dir", None)
+        if base is None and harness_dir:
             base_path = Path(harness_dir)
             base = load_harness_dir(base_path if base_path.is_absolute() else Path(root) / base_path)
         return cls(

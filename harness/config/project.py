@@ -1,4 +1,4 @@
-"""Where the project is: the directory holding ``dvc.yaml`` and ``conf/config.yaml``.
+"""Where the project is: the directory holding ``conf/config.yaml`` (and, for DVC, ``dvc.yaml``).
 
 Every path in the config is relative to the project root, and the shared
 stores (``mlflow.db``, ``mlruns/``, the LLM response cache ``.cache/llm``, ``runs/``)
@@ -15,7 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-MARKERS = ("dvc.yaml", "conf/config.yaml")
+# What makes a directory the project root: the config tree every path is relative to. `dvc.yaml` sits beside
+# it in a clone; a project run only with `python -m stages.train` may have conf/ alone.
+MARKERS = ("conf/config.yaml",)
 
 
 class ProjectRootError(RuntimeError):
@@ -47,7 +49,7 @@ def git_root(path: Path) -> Path | None:
 def _installed_checkout() -> Path | None:
     """The project this code was installed from (an editable install of a clone), if it is one."""
     checkout = Path(__file__).resolve().parents[2]
-    return checkout if is_project_root(checkout) else None
+    return checkout if is_project_root(checkout) and (checkout / "dvc.yaml").is_file() else None
 
 
 def how_to_start_git(root: Path | None) -> str:
@@ -60,12 +62,12 @@ def how_to_start_git(root: Path | None) -> str:
 
 def not_found_message(entry: str, start: Path) -> str:
     lines = [f"{entry}: {start} is not inside a Harness Trainer project "
-             f"(no directory from here upwards holds {' and '.join(MARKERS)})."]
+             f"(no directory from here upwards holds {' and '.join(MARKERS)}, with dvc.yaml beside it for DVC)."]
     checkout = _installed_checkout()
     if checkout is not None:
         lines.append(f"Run it from the project root: cd {checkout}")
     else:
-        lines.append("Run it from the project root: the directory of your clone that holds dvc.yaml and conf/.")
+        lines.append("Run it from the project root: the directory of your clone that holds conf/ and dvc.yaml.")
     if git_root(start) is None:
         lines.append(f"No git repository here either. To start a project, {how_to_start_git(None)}.")
     return "\n".join(lines)

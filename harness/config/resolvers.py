@@ -118,12 +118,41 @@ def fit_batch(key: Any, diagnosis_size: Any) -> int:
     raise ValueError(f"ht.fit_batch: key must be batch_size or min_class_per_batch, got {key!r}")
 
 
+# Harness² over tasks on the simulator (conf/improve/default.yaml): these three task types exist in every
+# sim world size, also train=tiny's three.
+SIM_IMPROVE_DOMAINS = ("object_recognition", "spatial_perception", "temporal_reasoning")
+
+
+def improve_domains(benchmark: Any, path: Any = None, task_types: Any = ()) -> ListConfig:
+    """`improve.domains` by default: the sim's three task types, or every task type of the questions file (jsonl)."""
+    if benchmark == "sim":
+        return OmegaConf.create(list(SIM_IMPROVE_DOMAINS))
+    if path in (None, "") or not Path(str(path)).is_file():
+        # no file to read: validation names a missing benchmark.path, prepare a missing file; with benchmark=jsonl the
+        # pool sizes are derived from the file too (ht.fit), so a params.yaml without it exists only when every pool
+        # size was set by hand
+        return OmegaConf.create([])
+    from harness.bench.sizing import task_type_counts
+
+    return OmegaConf.create(sorted(task_type_counts(Path(str(path)), [str(t) for t in (task_types or ())])))
+
+
+def first(*values: Any) -> Any:
+    """The first value that is not null (evolve.prompts_source: prompts_dir, else the package's templates)."""
+    for value in values:
+        if value is not None and value != "":
+            return value
+    raise ValueError("ht.first: every value is null")
+
+
 _RESOLVERS = {
     f"{NAMESPACE}.ceil_div": ceil_div,
     f"{NAMESPACE}.schedule": _schedule,
     f"{NAMESPACE}.epoch_schedule": _epoch_schedule,
     f"{NAMESPACE}.fit": fit,
     f"{NAMESPACE}.fit_batch": fit_batch,
+    f"{NAMESPACE}.improve_domains": improve_domains,
+    f"{NAMESPACE}.first": first,
 }
 
 

@@ -32,6 +32,12 @@ class BenchmarkConfig:
     task_types: list[str] = field(default_factory=list)  # empty = take the task types found in the file
     questions_path: str = "data/questions.parquet"
     answer_parsing: str = "lenient"  # "strict" (ANSWER: line only) | "lenient" (+ fallbacks, harness/contracts/answers.py)
+    # jsonl: the starting harness, a directory laid out for `harness_surface` (null = a generic one);
+    # every task type of the data without a skill file gets one seeded from its default strategy
+    harness_dir: Optional[str] = None
+    harness_surface: str = "native"  # "native" | "codex" | "opencode" (harness/h2/surfaces.py)
+    # what the agent answers, in the meta prompts' words ($domain of harness/evolution/templates/*.md)
+    domain: str = "questions"
     # a step rollout whose share of unreadable answers (ambiguous + none) exceeds this stops the run (1.0: never)
     max_unparsed_share: float = 0.9
     # the file the questions come from, prepare's DVC dependency: ${benchmark.path} (jsonl), the conf file (sim)
@@ -92,6 +98,15 @@ class EvolveConfig:
     cooldown_steps: int = 1  # steps a skill rests after an accept
     max_case_questions: int = 8  # failing questions shown to the editor per skill
     max_skill_chars: int = 6000
+    # a task type reading a shared file (default-strategy) with >= new_skill_min_failures failures in a batch
+    # gets a candidate new skill file of its own, seeded from the shared one (validated like every edit); 0 = off
+    new_skill_min_failures: int = 0
+    # a directory of meta-prompt templates (diagnoser.md, skill_editor.md, system_prompt_editor.md, tool_editor.md,
+    # momentum.md) overriding the package's (harness/evolution/templates/); null = the package's
+    prompts_dir: Optional[str] = None
+    # derived (conf/evolve/*.yaml): prompts_dir, else the package's templates directory; the evolve and slow stages'
+    # DVC dependency
+    prompts_source: str = "harness/evolution/templates"
     # Harness² (evolve=h2 and stages.improve)
     h2_k: int = 1
     h2_mode: str = "parallel"  # "parallel" | "sequential"
@@ -129,6 +144,9 @@ class TrainConfig:
     slow_update: bool = True
     momentum: bool = True
     system_tool_update: bool = True
+    # a seed directory (harness/store.py; `python -m stages.export --seed DIR` writes one) the run starts from
+    # instead of the benchmark's base harness; null = the base harness
+    init_seed: Optional[str] = None
     # derived in conf/config.yaml by the ${ht.ceil_div/schedule/epoch_schedule:...} resolvers
     # (harness/config/resolvers.py); validation requires them to match the loop
     steps_per_epoch: int = 5

@@ -150,6 +150,13 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             "task types must be distinct non-empty strings")
     c.non_empty_str("benchmark.questions_path")
     c.one_of("benchmark.answer_parsing", ANSWER_PARSING_MODES)
+    c.one_of("benchmark.harness_surface", SURFACE_NAMES)
+    if c.value("benchmark.name") == "sim":
+        c.check("benchmark.harness_dir", lambda v: v is None, "must be null for benchmark=sim (the simulated world has its own "
+                "base harness); a starting harness is read by benchmark=jsonl")
+    else:
+        c.check("benchmark.harness_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
+                "must be null or an existing directory (relative to the project root)")
     c.check("benchmark.max_unparsed_share", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1] (1: never stop)")
     # llm
     if c.one_of("llm.provider", PROVIDERS) and c.value("benchmark.name") == "jsonl":
@@ -202,6 +209,14 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("evolve.cooldown_steps", minimum=0)
     c.positive_int("evolve.max_case_questions")
     c.positive_int("evolve.max_skill_chars")
+    c.non_empty_str("benchmark.domain")
+    c.check("evolve.prompts_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
+            "must be null (the package's templates) or a directory of meta-prompt templates")
+    prompts_dir = c.value("evolve.prompts_dir")
+    c.check("evolve.prompts_source", lambda v: v == (prompts_dir or "harness/evolution/templates"),
+            "must be ${ht.first:${evolve.prompts_dir},harness/evolution/templates} (derived, do not set it)")
+    c.check("evolve.new_skill_min_failures", lambda v: isinstance(v, int) and not isinstance(v, bool) and (v == 0 or v >= 2),
+            "must be 0 (off) or an integer >= 2 (failures of one task type that share a cause: at least two)")
     c.positive_int("evolve.h2_k")
     c.one_of("evolve.h2_mode", H2_MODES)
     c.positive_number("evolve.h2_budget_usd")
@@ -210,6 +225,8 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     # train
     c.positive_int("train.epochs")
     c.positive_int("train.early_stop_patience")
+    c.check("train.init_seed", lambda v: v is None or (isinstance(v, str) and (Path(v) / "seed.json").is_file()),
+            "must be null or a seed directory holding seed.json (write one with `python -m stages.export --seed DIR`)")
     c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
             "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
             f"(run ids with {GATE_MARK!r} are gate rollouts)")

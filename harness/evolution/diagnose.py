@@ -20,7 +20,7 @@ from harness.kernel.types import CaseSample, DiagnosisResult
 from harness.llm.protocol import LLMProvider, Role
 
 from .ask import ReplyContract, ask_parsed, reply_format_of
-from .prompts import diagnosis_messages
+from .prompts import MetaPrompts, diagnosis_messages
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +30,16 @@ DIAGNOSIS_CONTRACT = ReplyContract(FORMAT_DIAGNOSIS, parse_diagnosis, "diagnosis
 
 
 async def diagnose_case(llm: LLMProvider, case: CaseSample, sample_index: int = 0, *,
-                        reply_format: str | None = None) -> tuple[str | None, str, float]:
+                        reply_format: str | None = None, prompts: MetaPrompts | None = None) -> tuple[str | None, str, float]:
     """(diagnosis or None, error, usd) for one failure; `reply_format` None = the provider's probed format."""
-    diagnosis, error, usd, _ = await ask_parsed(llm, Role.DIAGNOSER, diagnosis_messages(case), DIAGNOSIS_CONTRACT, sample_index,
+    diagnosis, error, usd, _ = await ask_parsed(llm, Role.DIAGNOSER, diagnosis_messages(case, prompts), DIAGNOSIS_CONTRACT, sample_index,
                                                 reply_format=reply_format)
     return diagnosis, error, usd
 
 
 async def run_diagnosis(
     llm: LLMProvider, *, run_id: str, failures: Sequence[CaseSample], concurrency: int, sample_index: int = 0,
-    reply_format: str | None = None,
+    reply_format: str | None = None, prompts: MetaPrompts | None = None,
 ) -> DiagnosisResult:
     """Diagnose every failure of `run_id`; results grouped by task type in input order.
 
@@ -55,7 +55,7 @@ async def run_diagnosis(
 
     async def one(case: CaseSample):
         async with semaphore:
-            return await diagnose_case(llm, case, sample_index, reply_format=fmt)
+            return await diagnose_case(llm, case, sample_index, reply_format=fmt, prompts=prompts)
 
     outcomes = await asyncio.gather(*(one(c) for c in cases))
     result = DiagnosisResult(run_id=run_id, reply_format=fmt or "")

@@ -23,7 +23,7 @@ from harness.llm.protocol import ChatMessage, LLMProvider, Role
 
 from .apply import apply_edits
 from .ask import ReplyContract, ask_parsed
-from .prompts import skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
+from .prompts import MetaPrompts, skill_editor_messages, system_prompt_editor_messages, tool_editor_messages
 
 SYSTEM_PROMPT_FILE = "system_prompt.md"
 NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was unchanged, so nothing was validated)"
@@ -76,16 +76,20 @@ async def evolve_single_skill(
     sample_index: int,
     max_chars: int | None = None,
     reply_format: str | None = None,
+    seeded_from: str | None = None,
+    prompts: MetaPrompts | None = None,
 ) -> EvolutionRecord:
     """Propose and apply at most `edit_budget` edits to one skill file.
 
     `rejected` is the blacklist of previously rejected *applied* edits (see
-    `rejected_summary`); the editor is told not to repeat them.
+    `rejected_summary`); the editor is told not to repeat them. `seeded_from`:
+    `skill_file` is a new file for `task_type` alone, `skill_text` its seed copied from that shared file.
     """
     if edit_budget < 1:
         raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
     messages = skill_editor_messages(
-        task_type=task_type, skill_file=skill_file, skill_text=skill_text, cases=_cases(case_pack), diagnoses=diagnoses, rejected=rejected, edit_budget=edit_budget
+        task_type=task_type, skill_file=skill_file, skill_text=skill_text, cases=_cases(case_pack), diagnoses=diagnoses, rejected=rejected,
+        edit_budget=edit_budget, seeded_from=seeded_from, prompts=prompts,
     )
     ops, error, usd, fmt = await ask_edit_ops(llm, messages, sample_index, edit_budget=edit_budget, reply_format=reply_format)
     return _record(task_type, skill_file, skill_text, ops, error, usd, edit_budget, max_chars, fmt)
@@ -101,25 +105,27 @@ async def evolve_system_prompt(
     sample_index: int,
     max_chars: int | None = None,
     reply_format: str | None = None,
+    prompts: MetaPrompts | None = None,
 ) -> EvolutionRecord:
     """Slow update of the always-on system prompt from an epoch's failures."""
     if edit_budget < 1:
         raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
     cases = list(case_pack.cases) if isinstance(case_pack, SystemCasePack) else list(case_pack)
-    messages = system_prompt_editor_messages(target_file=SYSTEM_PROMPT_FILE, text=system_prompt_text, cases=cases, rejected=rejected, edit_budget=edit_budget)
+    messages = system_prompt_editor_messages(target_file=SYSTEM_PROMPT_FILE, text=system_prompt_text, cases=cases, rejected=rejected, edit_budget=edit_budget,
+                                            prompts=prompts)
     ops, error, usd, fmt = await ask_edit_ops(llm, messages, sample_index, edit_budget=edit_budget, reply_format=reply_format)
     return _record("_system", SYSTEM_PROMPT_FILE, system_prompt_text, ops, error, usd, edit_budget, max_chars, fmt)
 
 
 async def evolve_single_tool(
     llm: LLMProvider, *, tool: str, tool_text: str, case_pack: ToolCasePack, edit_budget: int, sample_index: int, max_chars: int | None = None,
-    reply_format: str | None = None,
+    reply_format: str | None = None, prompts: MetaPrompts | None = None,
 ) -> EvolutionRecord:
     """Slow update of one tool guide (`tools/<tool>.md`) from an epoch's tool usage."""
     if edit_budget < 1:
         raise ValueError(f"edit_budget must be >= 1, got {edit_budget}")
     target = f"tools/{tool}.md"
-    messages = tool_editor_messages(target_file=target, text=tool_text, pack=case_pack, edit_budget=edit_budget)
+    messages = tool_editor_messages(target_file=target, text=tool_text, pack=case_pack, edit_budget=edit_budget, prompts=prompts)
     ops, error, usd, fmt = await ask_edit_ops(llm, messages, sample_index, edit_budget=edit_budget, reply_format=reply_format)
     return _record(f"_tool:{tool}", target, tool_text, ops, error, usd, edit_budget, max_chars, fmt)
 

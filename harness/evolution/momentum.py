@@ -24,7 +24,7 @@ from harness.kernel.momentum import categorize_pair
 from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
 from harness.llm.protocol import LLMProvider, LLMRequest, Role
 
-from .prompts import format_trace, momentum_messages
+from .prompts import MetaPrompts, format_trace, momentum_messages
 
 MOMENTUM_HEADING = "## Momentum"
 MOMENTUM_START = "<!-- momentum:start -->"
@@ -89,12 +89,14 @@ class MomentumOutcome:
 
 
 async def run_momentum(
-    llm: LLMProvider, *, task_type: str, skill_file: str, skill_text: str, pairs: Sequence[ComparisonPair], sample_index: int
+    llm: LLMProvider, *, task_type: str, skill_file: str, skill_text: str, pairs: Sequence[ComparisonPair], sample_index: int,
+    prompts: MetaPrompts | None = None,
 ) -> MomentumOutcome:
     """New momentum guidance for one skill file; unparseable reply keeps the previous guidance."""
     previous = momentum_inner(skill_text)
     comparison = format_comparison_pairs(pairs)  # outside the try: a KeyError is a bug, not a format error
-    messages = momentum_messages(task_type=task_type, skill_file=skill_file, skill_text=skill_text, previous_guidance=previous, comparison=comparison)
+    messages = momentum_messages(task_type=task_type, skill_file=skill_file, skill_text=skill_text, previous_guidance=previous, comparison=comparison,
+                                 prompts=prompts)
     response = await llm.complete(LLMRequest.make(Role.EDITOR, messages, sample_index=sample_index))
     try:
         guidance = parse_guidance(response.text)

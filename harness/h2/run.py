@@ -23,6 +23,7 @@ rollout; a task that crashes is recorded and the sweep goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import traceback
 from dataclasses import dataclass, field
@@ -158,7 +159,10 @@ async def improve_task(
                     library_note = f"not written: delivered tree fails validation ({harness_verdict.errors[:3]})"
                 else:
                     entry = library.adopt(adapter.task_id, stream_index, delivered, experience, reason=f"{selection.method}: {selection.why}")
-                    library_note = f"written: {entry.directory}"
+                    written = Path(entry.directory).resolve()
+                    with contextlib.suppress(ValueError):  # inside the project: relative, so clones write the same
+                        written = written.relative_to(Path.cwd().resolve())
+                    library_note = f"written: {written.as_posix()}"
 
     summary: dict[str, Any] = {
         "run_id": run_id,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.inputs import rerun_advice
 from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 from harness.loop.train_state import Progress, TrainState
@@ -363,8 +364,9 @@ def load_checkpoint(path: str | os.PathLike[str], cfg: Mapping[str, Any] | None 
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise CheckpointError(f"{p}: checkpoint does not exist") from exc
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{p}: not valid JSON: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{p}: checkpoint is not valid JSON ({exc}): the file is corrupt or truncated; "
+                              f"{rerun_advice(p)}") from exc
     where = str(p)
     fmt = _req(doc, "format", where)
     if fmt != FORMAT_VERSION:

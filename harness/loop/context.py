@@ -125,6 +125,16 @@ class StageContext:
                 self._llm = MeteredProvider(build_provider(self.cfg.llm, world=world, cache=self._cache))
         return self._llm
 
+    def meta_prompts(self) -> Any:
+        """The meta roles' system messages (harness/evolution/prompts.py): the package templates, or
+        `evolve.prompts_dir` (relative to the project root), with `benchmark.domain` as $domain."""
+        from harness.evolution.prompts import MetaPrompts
+
+        directory = self.cfg.evolve.prompts_dir
+        if directory is not None and not Path(str(directory)).is_absolute():
+            directory = self.root / str(directory)
+        return MetaPrompts.load(str(self.cfg.benchmark.domain), directory)
+
     def take_spend(self) -> StageSpend:
         """What the LLM calls since the previous `take_spend` cost, per role (stages run one after another on
         a context, so this is the finishing stage's spend); empty when the stage made no call."""

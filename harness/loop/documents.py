@@ -14,7 +14,6 @@ missing or an unexpected key with an error naming the file and the field.
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from harness.atomic import atomic_write_json
+from harness.inputs import read_json
 from harness.kernel.types import CaseSample, EvolutionRecord, ToolCasePack
 
 D = TypeVar("D")
@@ -55,7 +55,7 @@ def write_document(path: str | Path, doc: Any) -> Path:
 
 
 def read_document(path: str | Path, cls: type[D]) -> D:
-    return from_json(cls, json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+    return from_json(cls, read_json(path, f"{cls.__name__} file"), str(path))
 
 
 def _revive(hint: Any, value: Any, where: str) -> Any:

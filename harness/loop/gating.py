@@ -200,7 +200,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
             "edits_proposed": len(rec.edits), "edits_applied": len(rec.applied_edits), "skills_version_before": sv_before}
     skills_tree = read_version_tree(gc.workspace_dir / "skills", sv_before)
     prompts_tree = read_version_tree(gc.workspace_dir / "prompts", pv)
-    if skills_tree.get(cand.skill_file) != rec.old_text:
+    if skills_tree.get(cand.skill_file, "") != rec.old_text:  # a new skill file has old_text "" (stage_evolve)
         # another accept of this step already changed the file: the candidate was built on stale text
         return step_report_row(**base, action="skipped_stale", reason="skill file changed earlier in this step")
     prefix = gate_run_prefix(gc.run_name, gc.epoch, gc.step, cand.key)

@@ -15,7 +15,6 @@ structures; this module is the only place that reads or writes them:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.atomic import atomic_write_json
+from harness.inputs import read_json
 from harness.kernel.baseline_cache import BaselineCache, BaselineRow, decode_row, encode_row
 from harness.kernel.ladder import GatePools, pool_fingerprint
 from harness.kernel.pools import PoolParams, Pools, QuestionLike, check_frozen_pools, split_pools
@@ -89,7 +89,7 @@ def save_gate_pools(path: str | Path, pools: GatePools) -> None:
 
 def load_gate_pools(path: str | Path, *, expected_fingerprint: str) -> GatePools:
     """Load and check the pool composition; a mismatch raises RuntimeError (never a silent rebuild)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = read_json(path, "gate pools file")
     pools = GatePools.from_json(data, source=str(path))
     if pools.fingerprint != expected_fingerprint:
         raise RuntimeError(
@@ -112,7 +112,7 @@ def build_or_load_pools(path: str | Path, questions: Iterable[QuestionLike], par
     target = Path(path)
     items = list(questions)
     if target.exists():
-        pools = Pools.from_json(json.loads(target.read_text(encoding="utf-8")), source=str(target))
+        pools = Pools.from_json(read_json(target, "pools file"), source=str(target))
         check_frozen_pools(pools, items, source=str(target))
         return pools
     pools = split_pools(
@@ -131,7 +131,7 @@ def build_or_load_pools(path: str | Path, questions: Iterable[QuestionLike], par
 
 def read_pools(path: str | Path) -> dict[str, list[str]]:
     """The three qid lists of a pools file; a missing list is an error naming the file and the key."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = read_json(path, "pools file")
     for key in POOL_NAMES:
         if key not in data:
             raise StateError(f"{path}: pools file has no {key!r} list")

@@ -33,6 +33,7 @@ from harness.bench.soft import mixed_score
 from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
+from harness.evolution.prompts import MetaPrompts
 from harness.identity import (
     HOLDOUT_INDEX,
     PROBATION_ANCHOR_INDEX,
@@ -106,6 +107,7 @@ class SlowDeps:
     # gate.probation_settlement=eprocess: the anchor version re-answers the affected questions (fresh sample) and
     # probation_verdict(p, rerun, anchor) settles on those pairs (kernel.probation.probation_settlement)
     settle_with_anchor: bool = False
+    meta_prompts: Optional[MetaPrompts] = None  # the meta roles' templates (benchmark.domain, evolve.prompts_dir)
 
 
 @dataclass
@@ -329,7 +331,7 @@ def _momentum(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bo
         if not pairs:
             continue
         out = _run(run_momentum(deps.llm, task_type=tts[0], skill_file=f, skill_text=skills[f], pairs=pairs,
-                                sample_index=SLOW_R_INDEX * deps.epoch + n))
+                                sample_index=SLOW_R_INDEX * deps.epoch + n, prompts=deps.meta_prompts))
         if out.new_text != skills[f]:
             changes[f] = out.new_text
             updated.extend(tts)
@@ -350,7 +352,7 @@ def _system_tool_update(deps: SlowDeps, state: Any) -> str:
         rec = _run(evolve_system_prompt(deps.llm, system_prompt_text=prompts["system_prompt.md"], case_pack=cases,
                                         rejected=state.rejected_buffer.get("_system", []),
                                         edit_budget=deps.edit_budget_end, sample_index=SLOW_R_INDEX * deps.epoch,
-                                        max_chars=deps.max_skill_chars))
+                                        max_chars=deps.max_skill_chars, prompts=deps.meta_prompts))
         if rec.changed:
             changes["system_prompt.md"] = rec.new_text
             actions.append("system_prompt")
@@ -359,7 +361,8 @@ def _system_tool_update(deps: SlowDeps, state: Any) -> str:
         if path not in prompts or pack.calls == 0:
             continue
         rec = _run(evolve_single_tool(deps.llm, tool=tool, tool_text=prompts[path], case_pack=pack, edit_budget=deps.edit_budget_end,
-                                      sample_index=SLOW_R_INDEX * deps.epoch, max_chars=deps.max_skill_chars))
+                                      sample_index=SLOW_R_INDEX * deps.epoch, max_chars=deps.max_skill_chars,
+                                      prompts=deps.meta_prompts))
         if rec.changed:
             changes[path] = rec.new_text
             actions.append(f"tool:{tool}")

@@ -20,7 +20,6 @@ files plus DONE.json. `copy_state_dir` copies a predecessor's carried files
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.inputs import read_json
 from harness.kernel.schedule import STEP_KINDS, StageItem, StateLayout
 from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.checkpoint import load_checkpoint, save_checkpoint
@@ -121,7 +121,7 @@ def read_lineage(state: str | Path) -> Lineage:
     path = Path(state) / LINEAGE
     if not path.is_file():
         raise StateError(f"state {state} has no {LINEAGE}")
-    d = json.loads(path.read_text(encoding="utf-8"))
+    d = read_json(path, "lineage file")
     return Lineage(tuple(d["fragments"]), bool(d["stopped"]), str(d["stop_reason"]))
 
 
@@ -149,6 +149,8 @@ def copy_state_dir(prev: Path, out: Path) -> None:
     for name in (CHECKPOINT, GATE_POOLS, BASELINE_CACHE):
         src = prev / name
         if src.is_file():
+            if name != BASELINE_CACHE:  # a corrupt predecessor file is named at its own path, not the copy's
+                read_json(src, f"carried {name}")
             (out / name).write_bytes(src.read_bytes())
     if (prev / WORKSPACE).is_dir():
         copy_workspace(prev / WORKSPACE, out / WORKSPACE)

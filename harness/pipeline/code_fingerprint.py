@@ -7,7 +7,8 @@ since the stages import their heavy modules inside the stage call), through
 `importlib.import_module("<literal>")`, and through `"-m", "<module>"`
 argument pairs (worker processes started as `python -m <module>`), through a
 registry's lazy `"harness.x.y:attr"` strategy strings, plus the
-`__init__.py` of every package on the way. First-party means the module
+`__init__.py` of every package on the way, plus the data files a module
+declares in `DATA_FILES` (the meta-prompt templates of harness/evolution/prompts.py). First-party means the module
 resolves to a file under the project root; third-party imports are left out
 (their versions are the environment's business, not the pipeline's).
 
@@ -134,11 +135,30 @@ def _dash_m_modules(elements: list[ast.expr]) -> set[str]:
     return found
 
 
+DATA_FILES_NAME = "DATA_FILES"
+
+
+def data_files_of(path: Path) -> set[Path]:
+    """The files a module declares it reads: a module-level `DATA_FILES = ("templates/*.md", ...)` of glob
+    patterns relative to the module's directory (e.g. harness/evolution/prompts.py and its templates)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[Path] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == DATA_FILES_NAME for t in node.targets):
+            if not isinstance(node.value, (ast.Tuple, ast.List)) or not all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
+                raise ValueError(f"{path}:{node.lineno}: {DATA_FILES_NAME} must be a tuple of string literals (glob patterns)")
+            for element in node.value.elts:
+                found.update(p for p in path.parent.glob(element.value) if p.is_file())  # type: ignore[union-attr]
+    return found
+
+
 def closure_files(entries: Iterable[str], root: Path, index: ModuleIndex | None = None) -> list[Path]:
-    """The source files of the import closure of `entries`, sorted by relative path."""
+    """The source files of the import closure of `entries`, and the data files they declare, sorted by relative path."""
     index = index or ModuleIndex(Path(root))
-    files = {index.file_of(m) for m in index.closure(entries)}
-    return sorted((f for f in files if f is not None), key=lambda p: p.relative_to(root).as_posix())
+    files = {f for f in (index.file_of(m) for m in index.closure(entries)) if f is not None}
+    files |= {data for f in list(files) for data in data_files_of(f)}
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
 def fingerprint(files: Iterable[Path], root: Path) -> dict:

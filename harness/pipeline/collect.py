@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.contracts.answers import UNPARSED_MODES
 from harness.identity import epoch_of_run, run_purpose
+from harness.inputs import read_json
 from harness.kernel.schedule import StateLayout
 from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.observation import TABLES, read_table
@@ -95,7 +96,7 @@ class RunLayout:
 def _read_json(path: Path, what: str) -> Any:
     if not path.is_file():
         raise StateError(f"{what} {path} is missing; run the stage that writes it first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path, what)
 
 
 # Each observation table's natural order (its primary key, epoch first where it has one): what a reader

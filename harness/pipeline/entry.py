@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m stages.{stage}", description=description)
     parser.add_argument("--params", default="params.yaml", help="composed config snapshot (default: params.yaml)")
     parser.add_argument("--quiet", action="store_true", help="warnings and errors only")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also HYDRA_FULL_ERROR=1)")
     return parser
 
 
@@ -96,14 +98,27 @@ def stage_tracking(stage: str, cfg: Any, project_root: Path):
 def one_line_errors() -> tuple[type[BaseException], ...]:
     """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
     response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
-    a run directory another job holds (`RunDirInUse`)."""
+    a run directory another job holds (`RunDirInUse`), and every corrupt or unreadable input or store named
+    with its path (`InputFileError`, questions, documents, checkpoints, the tracking database). With
+    ``--debug`` or ``HYDRA_FULL_ERROR=1`` nothing is caught: the traceback is shown."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in sys.argv[1:]:
+        return ()
     from harness.contracts.answers import AnswerFormatError
+    from harness.inputs import InputFileError
     from harness.llm.protocol import LocalStoreError
+    from harness.loop.checkpoint import CheckpointError
+    from harness.loop.documents import DocumentError
     from harness.loop.state import StateError
     from harness.loop.validate import InfraFailureError
     from harness.pipeline.run_lock import RunDirInUse
+    from harness.questions import QuestionsError
+    from harness.store import StoreError
+    from harness.tracking.store import TrackingConfigError, TrackingDbError
+    from harness.workspace import WorkspaceError
 
-    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse)
+    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
+            QuestionsError, DocumentError, CheckpointError, StoreError, WorkspaceError, TrackingDbError,
+            TrackingConfigError)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.loop.telemetry import telemetry_dir
 from harness.pipeline.collect import RunLayout, collect_run
+from harness.pipeline.learned import append_learned, run_changes
 from harness.pipeline.render import write_reports
 from harness.pipeline.summary import RunSummary
 
@@ -48,6 +49,8 @@ def make_report(
     log.info("[report] read %d epochs and %d gate decisions in %.1f s; writing %s/ (metrics.json, plots, report.md, "
              "report.html)", len(summary.epochs), len(summary.gates), time.monotonic() - started, out_dir)
     files = write_reports(summary, out_dir)
+    # what was learned: diff base -> delivered per file, each line with its gate (harness/pipeline/learned.py)
+    append_learned(files["markdown"], files["html"], run_changes(layout.root / layout.state_dir, layout.epochs))
     log.info("[report] %s", ", ".join(f"{k}={v}" for k, v in summary.final_metrics().items() if v is not None))
     run_id = None
     if bool(cfg.tracking.enabled):

@@ -124,7 +124,7 @@ def test_adapter_from_config_tools_harness_and_scoring(tmp_path):
     assert bench.task_types == ("capitals", "math")
     assert [t.name for t in bench.tools()] == ["get_context"]
     harness = bench.base_harness()
-    assert set(harness) == {"system_prompt.md", "skills/default-strategy/SKILL.md", "tools/get_context.md"}
+    assert set(harness) == {"system_prompt.md", "skills/capitals/SKILL.md", "skills/math/SKILL.md", "tools/get_context.md"}
     q1, q2, q3 = bench.questions()
     assert bench.score(q1, "B") and bench.score(q2, "paris") and bench.score(q3, "state of alaska")
     dispatch = bench.tool_dispatch(q3)
@@ -149,11 +149,17 @@ def test_task_type_filter_and_harness_dir(tmp_path):
     assert [q.qid for q in bench.questions()] == ["q1"] and bench.tools() == []
     assert bench.tool_dispatch(bench.questions()[0]) is None
 
-    class WithDir(BenchmarkConfig):
-        harness_dir: str = str(hdir)
-
-    with_dir = JsonlBenchmark.from_config(WithDir(name="jsonl", path="q.jsonl"), tmp_path)
+    with_dir = build_benchmark(BenchmarkConfig(name="jsonl", path="q.jsonl", harness_dir=str(hdir)), tmp_path)
     assert with_dir.base_harness()["system_prompt.md"] == "Custom prompt"
+    assert with_dir.base_harness()["skills/math/SKILL.md"] == "Add carefully."  # the user's skill kept, the other seeded
+    assert "name: capitals" in with_dir.base_harness()["skills/capitals/SKILL.md"]
+    (tmp_path / "codex" / ".agents" / "skills" / "math").mkdir(parents=True)
+    (tmp_path / "codex" / "AGENTS.md").write_text("Codex prompt\n")
+    (tmp_path / "codex" / ".agents" / "skills" / "math" / "SKILL.md").write_text("---\nname: math\ndescription: d\n---\nAdd.\n")
+    codex = build_benchmark(BenchmarkConfig(name="jsonl", path="q.jsonl", harness_dir="codex", harness_surface="codex"), tmp_path)
+    assert codex.base_harness()["system_prompt.md"] == "Codex prompt\n" and "Add." in codex.base_harness()["skills/math/SKILL.md"]
+    with pytest.raises(ValueError, match="benchmark.harness_dir: .*a opencode harness needs systemprompt.md"):
+        build_benchmark(BenchmarkConfig(name="jsonl", path="q.jsonl", harness_dir="codex", harness_surface="opencode"), tmp_path)
     with pytest.raises(ValueError, match="benchmark.task_types"):
         JsonlBenchmark.from_config(BenchmarkConfig(name="jsonl", path="q.jsonl", task_types=["art"]), tmp_path)
     with pytest.raises(ValueError, match="benchmark.path"):

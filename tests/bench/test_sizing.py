@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,7 @@ def test_readme_real_run_command_works_verbatim_on_a_100_question_file(project_d
     from tests.support.openai_server import FakeOpenAIServer
 
     (project_dir / "data").mkdir()
+    shutil.copy2(REPO_ROOT / "dvc.yaml", project_dir / "dvc.yaml")  # stages.train runs from a project root (dvc.yaml + conf/)
     write_questions(project_dir / "data" / "my_questions.jsonl", {"algebra": 25, "biology": 25, "geography": 25, "history": 25})
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("### A real run", 1)[1].split("```bash", 1)[1].split("```", 1)[0]

@@ -48,9 +48,11 @@ def test_each_group_option_composes_and_validates(compose_cfg, group: str, optio
         assert cfg[group][selector] == option
 
 
-def test_tiny_composes_with_every_variant(compose_cfg) -> None:
-    # the non-default variants on top of train=tiny (what tests of other modules use)
-    compose_cfg(["benchmark=jsonl", "benchmark.path=q.jsonl", "llm=openai", "gate=mcnemar", "evolve=h2"])
+def test_tiny_composes_with_every_variant(compose_cfg, tmp_path) -> None:
+    # the non-default variants on top of train=tiny (what tests of other modules use); the file fits tiny's pools
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(f'{{"qid": "{t}{i}", "task_type": "{t}", "question": "?", "answer": "x"}}\n' for t in "abc" for i in range(10)))
+    compose_cfg(["benchmark=jsonl", f"benchmark.path={path}", "llm=openai", "gate=mcnemar", "evolve=h2"])
 
 
 @pytest.mark.parametrize("option", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")) or ["<none yet>"])

@@ -4,6 +4,7 @@ and the error names the key, the value and the rule."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -162,12 +163,18 @@ def test_a_weighted_plan_needs_a_weighted_rule(compose_cfg) -> None:
     assert _violated_keys(_with(compose_cfg(["gate=gepa"]), "gate.ladder", "static")) == []  # gepa brings its own questions
 
 
-def test_jsonl_val_size_uses_listed_task_types_else_waits_for_data(compose_cfg) -> None:
-    jsonl = ["benchmark=jsonl", "benchmark.path=q.jsonl", "llm=openai"]
+def test_jsonl_val_size_uses_listed_task_types_then_the_data(compose_cfg, tmp_path) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"qid": f"{t}{i}", "task_type": t, "question": "?", "answer": "x"}) + "\n"
+                            for t in "abcd" for i in range(10)))
+    jsonl = ["benchmark=jsonl", f"benchmark.path={path}", "llm=openai"]
     with pytest.raises(ConfigError) as info:  # 4 listed types x eval_min_per_class 2 = 8 > val_size 6
         compose_cfg([*jsonl, "benchmark.task_types=[a,b,c,d]"])
     assert "pools.val_size = 6" in str(info.value) and "2 x 4 = 8" in str(info.value)
-    compose_cfg(jsonl)  # task types unknown until the data is read: checked at data time
+    compose_cfg([*jsonl, "benchmark.task_types=[a,b,c]"])  # 3 x 2 = 6 fits
+    with pytest.raises(ConfigError) as info:  # unlisted: the 4 task types of the file, checked when the config loads
+        compose_cfg(jsonl)
+    assert info.value.keys == ["pools"] and "eval_min_per_class=2 x 4 task types" in str(info.value)
     assert val_pool_violation(6, 2, 4) is not None and val_pool_violation(8, 2, 4) is None
 
 

@@ -33,13 +33,14 @@ def run(args: list[str], cwd: Path, timeout: float = 600, extra_env: dict[str, s
     return done
 
 
-def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: tuple[str, ...] = ()) -> Path:
-    """Copy the project's code and config (and `files`, paths relative to the repository, e.g. a questions file)
-    into `dest`, write params.yaml for `overrides`, commit it."""
+def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: tuple[str, ...] | dict[str, Path] = ()) -> Path:
+    """Copy the project's code and config (and `files`: paths relative to the repository, e.g. a questions file, or
+    {relative path in the project: source file}) into `dest`, write params.yaml for `overrides`, commit it."""
     dest.mkdir(parents=True)
-    for name in files:
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO_ROOT / name, dest / name)
+    sources = dict(files) if isinstance(files, dict) else {name: REPO_ROOT / name for name in files}
+    for relative, source in sources.items():
+        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest / relative)
     for name in PROJECT_FILES:
         src = REPO_ROOT / name
         if src.is_dir():

@@ -99,7 +99,8 @@ def test_code_edit_changes_exactly_the_stages_that_import_it(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_editing_an_answer_in_the_jsonl_questions_file_changes_prepare(tmp_path: Path) -> None:
-    rows = [{"qid": f"q{i}", "task_type": f"t{i % 2}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(8)]
+    # 24 questions, 12 per task type: enough for the tiny pools the test config sets (6 test, 6 validation, 4 diagnosis)
+    rows = [{"qid": f"q{i}", "task_type": f"t{i % 2}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(24)]
     source = tmp_path / "questions.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     overrides = (*TEST_OVERRIDES, "benchmark=jsonl", f"benchmark.path={source}", "llm=openai")

@@ -42,6 +42,9 @@ def test_root_is_found_from_a_nested_directory_and_not_outside(project: Path, tm
     assert find_project_root(tmp_path) is None
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")  # dvc.yaml alone (no conf/config.yaml) is not our project
     assert find_project_root(tmp_path) is None
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "config.yaml").write_text("defaults: []\n")  # the config tree is (stages.train needs no DVC)
+    assert find_project_root(tmp_path / "conf") == tmp_path
 
 
 def test_messages_say_where_to_run_and_how_to_start_git(project: Path, tmp_path: Path) -> None:

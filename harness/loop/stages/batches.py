@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from harness.atomic import atomic_write_json
+from harness.inputs import read_json
 from harness.kernel.batching import Batches, BatchParams, make_batches
 from harness.loop.context import StageContext
 from harness.loop.persistence import read_pools
@@ -29,5 +29,5 @@ def stage_batches(ctx: StageContext, epoch: int, prev_state: Path, pools: Path, 
 
 def batch_of(batches: Path, step: int) -> list[str]:
     """The qids of mini-batch `step` (1-based) of a batches file; empty past the last batch."""
-    b = Batches.from_json(json.loads(Path(batches).read_text(encoding="utf-8")), source=str(batches)).batches
+    b = Batches.from_json(read_json(batches, "batches file"), source=str(batches)).batches
     return list(b[step - 1]) if step <= len(b) else []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness import workspace as wsp
+from harness.bench.jsonl import seeded_skill
 from harness.contracts.solver import resolve_skill_file
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill
@@ -24,7 +25,7 @@ from harness.log import RunLogReader
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext
 from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, RolloutDoc, SkippedDoc, write_document
-from harness.loop.gating import skill_key
+from harness.loop.gating import DEFAULT_FILE, skill_key
 from harness.loop.stages.rollout import read_rollout
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, load_state, mark_done, read_lineage, require_done
 from harness.loop.train_state import TrainState
@@ -81,6 +82,23 @@ def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_d
     )
 
 
+def skill_groups(groups: list[tuple[str, list[str]]], failures: Mapping[str, list[CaseSample]],
+                 min_failures: int) -> list[tuple[str, list[str], Optional[str]]]:
+    """(skill file, task types, shared file it is seeded from or None) per candidate of the step.
+
+    With `min_failures` >= 2 a task type reading the shared default-strategy file whose batch has at least
+    that many failures gets a candidate new file `<task_type>/SKILL.md` of its own (the editor may still
+    answer no-change); the shared file's candidate then covers the other task types only."""
+    out: list[tuple[str, list[str], Optional[str]]] = []
+    for f, tts in groups:
+        split = [tt for tt in tts if min_failures and f == DEFAULT_FILE and len(failures.get(tt, [])) >= min_failures]
+        rest = [tt for tt in tts if tt not in split]
+        if rest:
+            out.append((f, rest, None))
+        out.extend((f"{tt}/SKILL.md", [tt], f) for tt in split)
+    return sorted(out, key=lambda item: (item[1][0], item[0]))
+
+
 def stage_evolve(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, out: Path) -> None:
     """The evolve stage: the proposer of `evolve.method` (registry harness.loop.proposers.PROPOSERS)."""
     from harness.loop.proposers import PROPOSERS
@@ -98,14 +116,15 @@ def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state
     state, run_id, cases = inp.state, inp.run_id, inp.cases
     llm = ctx.llm()
     diagnosis = asyncio.run(run_diagnosis(llm, run_id=run_id, failures=cases, concurrency=int(ctx.cfg.llm.concurrency),
-                                          sample_index=inp.sample_index))
+                                          sample_index=inp.sample_index, prompts=ctx.meta_prompts()))
     n_steps = int(ctx.cfg.train.steps_per_epoch)
     total = int(ctx.cfg.train.epochs) * n_steps
     budget = edit_budget_at((epoch - 1) * n_steps + (step - 1), total, int(ctx.cfg.evolve.edit_budget_start), int(ctx.cfg.evolve.edit_budget_end))
     max_cases = int(ctx.cfg.evolve.max_case_questions)
     candidates: list[CandidateDoc] = []
     skipped: list[SkippedDoc] = []
-    for n, (f, tts) in enumerate(inp.groups):
+    groups = skill_groups(inp.groups, diagnosis.failures, int(ctx.cfg.evolve.new_skill_min_failures))
+    for n, (f, tts, seeded_from) in enumerate(groups):
         key = skill_key(f)
         fails = [c for tt in tts for c in diagnosis.failures.get(tt, [])][:max_cases]
         if state.gate_cooldown.get(key, 0) > 0:
@@ -115,13 +134,17 @@ def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state
             skipped.append(SkippedDoc(tts[0], tts, f, "skipped_no_failures", "no failure of this skill in the batch"))
             continue
         diagnoses = [d for tt in tts for d in diagnosis.by_task_type.get(tt, [])]
+        text = inp.skills[f] if seeded_from is None else seeded_skill(tts[0], inp.skills[seeded_from])
         rec = asyncio.run(evolve_single_skill(
-            llm, task_type=tts[0], skill_file=f"skills/{f}", skill_text=inp.skills[f],
+            llm, task_type=tts[0], skill_file=f"skills/{f}", skill_text=text,
             case_pack=SkillCasePack(task_type=tts[0], skill_file=f, cases=fails), diagnoses=diagnoses,
             rejected=state.rejected_buffer.get(key, []), edit_budget=budget, sample_index=inp.sample_index * 100 + n,
-            max_chars=int(ctx.cfg.evolve.max_skill_chars)))
+            max_chars=int(ctx.cfg.evolve.max_skill_chars), seeded_from=None if seeded_from is None else f"skills/{seeded_from}",
+            prompts=ctx.meta_prompts()))
         rec.skill_file = f
-        if not rec.changed:
+        if seeded_from is not None and rec.applied_edits:
+            rec.old_text = ""  # a new file: the gate installs it where there was none
+        if not rec.changed or (seeded_from is not None and not rec.applied_edits):
             why = rec.parse_error or rec.no_change_reason or "no edit applied"
             skipped.append(SkippedDoc(tts[0], tts, f, "skipped_no_change", why, edits_proposed=len(rec.edits)))
             continue

@@ -19,6 +19,22 @@ from harness.questions import questions_digest
 progress = logging.getLogger("harness.progress")
 
 
+def start_tree(ctx: StageContext):
+    """The harness training starts from: the seed `train.init_seed` (on benchmark=jsonl every task type of the data still
+    gets a skill file), else the benchmark's base harness."""
+    bench = ctx.bench()
+    seed_dir = ctx.cfg.train.init_seed
+    if seed_dir is None:
+        return bench.base_harness()
+    from harness.bench.jsonl import with_task_type_skills
+    from harness.store import read_seed
+
+    path = Path(str(seed_dir))
+    seed = read_seed(path if path.is_absolute() else ctx.root / path)
+    tree = seed.prompts.with_files({f"skills/{p}": t for p, t in seed.skills.items()})
+    return with_task_type_skills(tree, list(bench.task_types), source=str(seed_dir)) if bench.name == "jsonl" else tree
+
+
 def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: Path) -> None:
     """test -> validation -> diagnosis split (frozen once written) and the initial state at v0/v0."""
     qs = ctx.questions(Path(questions))
@@ -28,7 +44,7 @@ def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: P
                     diagnosis_size=params.diagnosis_size, eval_min_per_class=params.eval_min_per_class, source=str(questions))
     pools = build_or_load_pools(Path(out_pools), list(qs.values()), params).to_json()
     out = fresh_output(Path(out_init))
-    base = ctx.bench().base_harness()
+    base = start_tree(ctx)
     skills = base.subtree("skills")
     prompts = base.with_files({p: None for p in base if p.startswith("skills/")})
     qpath = Path(questions) if Path(questions).is_absolute() else ctx.root / questions

@@ -17,6 +17,7 @@ from harness.loop.documents import OUTCOMES, RolloutDoc, read_document, write_do
 from harness.loop.stages.batches import batch_of
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
 from harness.loop.validate import guard_infra_failures
+from harness.questions import require_recorded_questions
 
 progress = logging.getLogger("harness.progress")
 
@@ -32,6 +33,7 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
         return
     qids = batch_of(Path(batches), step)
     m = wsp.read_manifest(prev / WORKSPACE)
+    require_recorded_questions(m.questions_ref, ctx.root / str(ctx.cfg.benchmark.questions_path))
     tree = wsp.harness_view(prev / WORKSPACE)
     index = STEP_INDEX * epoch + step
     log = HarnessLog(out / RUNLOG)

@@ -75,7 +75,7 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),
             system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
             max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(ctx.gate.ema_gamma),
-            settle_with_anchor=ctx.gate.probation_settlement == "eprocess",
+            settle_with_anchor=ctx.gate.probation_settlement == "eprocess", meta_prompts=ctx.meta_prompts(),
         )
         result = slow_update_cycle(deps, state, pools, log, step_outcomes, prev_eval)
     finally:

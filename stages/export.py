@@ -1,0 +1,104 @@
+"""export: write the delivered harness of a finished run into a directory, in a substrate's layout.
+
+    python -m stages.export --to DIR [--surface native|codex|opencode] [--from DELIVERED] [--force]
+    python -m stages.export --seed DIR [--from DELIVERED]     # a seed: the next run starts there (train.init_seed=DIR)
+
+`--from` is the holdout stage's delivered tree (default: `<train.state_dir>/holdout/delivered` of
+params.yaml, i.e. the `dvc repro` run; after `python -m stages.train` pass
+`runs/<run_name>/<time>/state/holdout/delivered`). `--surface` defaults to `benchmark.harness_surface`
+of params.yaml, the layout the run started from, so a Codex or OpenCode harness goes back as one
+(harness/bench/layouts.py), with the trigger lines that surface's validator adds. The exported tree is checked by the Harness² validator of that surface; a
+failed check is printed and the exit code is 1 (the files are written, so they can be inspected).
+Not a DVC stage: it only reads a finished run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+SURFACES = ("native", "codex", "opencode")
+
+
+def _params_value(params: Path, key: str, fallback: str) -> tuple[str, str]:
+    """(value, where it came from) of `key` in params.yaml, else `fallback`."""
+    if params.is_file():
+        value = OmegaConf.select(OmegaConf.load(params), key, default=None)
+        if value is not None:
+            return str(value), f"{key} in {params}"
+    return fallback, f"no {key} in {params}: default"
+
+
+def _write_seed(source: Path, seed_dir: Path) -> int:
+    """The delivered tree as a seed; its questions reference is the run's (state/init/workspace manifest)."""
+    from harness import workspace as wsp
+    from harness.store import StoreError, init_seed
+    from harness.tree import HarnessTree
+
+    init_workspace = source.parent.parent / "init" / "workspace"  # <state>/holdout/delivered -> <state>/init/workspace
+    try:
+        questions_ref = wsp.read_manifest(init_workspace).questions_ref
+    except (FileNotFoundError, ValueError) as exc:
+        sys.stderr.write(f"error: --from {source}: cannot read the run's questions reference from {init_workspace} ({exc})\n")
+        return 2
+    tree = HarnessTree.load(source)
+    skills = tree.subtree("skills")
+    prompts = tree.with_files({p: None for p in tree if p.startswith("skills/")})
+    try:
+        seed = init_seed(seed_dir, skills, prompts, questions_ref, {"from": str(source), "fingerprint": tree.fingerprint})
+    except StoreError as exc:
+        sys.stderr.write(f"error: --seed {seed_dir}: {exc}\n")
+        return 2
+    print(f"wrote seed {seed.path} ({len(skills)} skill files, {len(prompts)} prompt files) from {source}; "
+          f"start a run from it with train.init_seed={seed_dir}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stages.export", description=__doc__.splitlines()[0])
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to", type=Path, help="directory to write (must be empty or absent, unless --force)")
+    target.add_argument("--seed", type=Path, help="write a seed (harness/store.py) for train.init_seed=DIR instead (immutable)")
+    parser.add_argument("--surface", choices=SURFACES, help="layout to write (default: benchmark.harness_surface of params.yaml)")
+    parser.add_argument("--from", dest="source", type=Path, help="delivered tree (default: <train.state_dir>/holdout/delivered)")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="config snapshot for the defaults")
+    parser.add_argument("--force", action="store_true", help="replace the content of a non-empty --to directory")
+    args = parser.parse_args(argv)
+
+    from harness.bench.layouts import from_native
+    from harness.h2.surfaces import surface_for
+    from harness.h2.validator import validate_tree
+    from harness.tree import HarnessTree
+
+    surface, surface_origin = (args.surface, "--surface") if args.surface else _params_value(args.params, "benchmark.harness_surface", "native")
+    if args.source is None:
+        state_dir, _ = _params_value(args.params, "train.state_dir", "state")
+        args.source = Path(state_dir) / "holdout" / "delivered"
+    if not args.source.is_dir():
+        runs = sorted(Path("runs").glob("*/*/state/holdout/delivered"))[-3:] if Path("runs").is_dir() else []
+        hint = f"; runs of `python -m stages.train` here: {', '.join(map(str, runs))}" if runs else ""
+        sys.stderr.write(f"error: --from {args.source}: no delivered harness (run `dvc repro`, or pass --from){hint}\n")
+        return 2
+    if args.seed is not None:
+        return _write_seed(args.source, args.seed)
+    if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())) and not args.force:
+        sys.stderr.write(f"error: --to {args.to} exists and is not an empty directory; choose another or pass --force\n")
+        return 2
+    tree = from_native(HarnessTree.load(args.source), surface)
+    verdict = validate_tree(tree, surface_for(surface))
+    if verdict.ok and verdict.tree is not None:
+        tree = verdict.tree  # with the auto-trigger lines the surface needs (e.g. skills listed in AGENTS.md)
+    tree.save(args.to)
+    added = f"; {len(verdict.auto_added)} trigger line(s) added" if verdict.auto_added else ""
+    print(f"exported {len(tree)} files of {args.source} as a {surface} harness ({surface_origin}) to {args.to}{added}")
+    if not verdict.ok:
+        sys.stderr.write(f"the exported tree fails the {surface} validator:\n" + "\n".join(f"  {e}" for e in verdict.errors) + "\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
