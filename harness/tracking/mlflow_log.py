@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.tracking.record import TrackedRun
-from harness.tracking.store import artifact_location_for, ensure_experiment, init_tracking_db, tracking_lock
+from harness.tracking.store import artifact_location_for, check_tracking_db, ensure_experiment, init_tracking_db, tracking_lock
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
@@ -126,13 +126,21 @@ def open_run(
         return run_id
 
 
+def _client(tracking_uri: str):
+    """An MlflowClient on a store that was created before: a garbled SQLite file is named (TrackingDbError), not
+    left to SQLAlchemy's traceback."""
+    from mlflow.tracking import MlflowClient
+
+    check_tracking_db(tracking_uri)
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
 def run_status(tracking_uri: str, run_id: str) -> str | None:
     """The status of run `run_id` (RUNNING, FINISHED, FAILED, KILLED), None when it is gone or deleted."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     try:
-        run = MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
+        run = _client(tracking_uri).get_run(run_id)
     except MlflowException:
         return None
     return None if run.info.lifecycle_stage == "deleted" else str(run.info.status)
@@ -140,9 +148,8 @@ def run_status(tracking_uri: str, run_id: str) -> str | None:
 
 def set_run_status(tracking_uri: str, run_id: str, status: str) -> None:
     """RUNNING again (a resumed run), or ended with `status` (FINISHED, FAILED, KILLED) now."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = _client(tracking_uri)
     if status == "RUNNING":
         client.update_run(run_id, status="RUNNING")
     else:
@@ -157,9 +164,8 @@ def log_epoch(tracking_uri: str, run_id: str, epoch: int, metrics: Mapping[str, 
     """Log one epoch's metrics at step `epoch` with `timestamp_ms` (when the epoch ended); False when the
     run already holds that epoch (a stage re-run after a kill logs nothing twice)."""
     from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = _client(tracking_uri)
     if epoch in logged_epochs(client, run_id):
         return False
     points = [Metric(k, float(v), timestamp_ms, epoch) for k, v in sorted(metrics.items())
@@ -175,9 +181,8 @@ def finish_run(
     """Log the end of a live run (epochs not logged yet, run-level metrics, tables, artifacts, dataset,
     identity tag) and end it FINISHED; ended FAILED (and the error re-raised) when logging breaks."""
     from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = _client(tracking_uri)
     try:
         done = logged_epochs(client, run_id)
         for row in run.epoch_metrics:
@@ -198,9 +203,8 @@ def finish_run(
 
 def find_finished(tracking_uri: str, experiment: str, identity: str) -> str | None:
     """The id of a FINISHED run of `experiment` with `identity`, None when there is none."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = _client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return None
@@ -280,9 +284,8 @@ def finish_parent_run(
     *, tracking_uri: str, run_id: str, params: Mapping[str, str], failed: bool = False
 ) -> None:
     from mlflow.entities import Param
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = _client(tracking_uri)
     for chunk in _chunks([Param(k, _param_value(v)) for k, v in sorted(params.items())], _MAX_PARAMS_PER_BATCH):
         client.log_batch(run_id, params=chunk)
     client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
@@ -316,9 +319,8 @@ def summarize_children(
     `SELECT_ON`; tags ``harness.best_child_*`` and its metrics under their own names) and the comparison table
     (``sweep/comparison.md``, ``.html`` and the UI table ``sweep/comparison.json``; also written to `out_dir`)."""
     from mlflow.entities import Metric, RunTag
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = _client(tracking_uri)
     parent = client.get_run(parent_run_id)
     children = client.search_runs([parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
                                   max_results=10000)

@@ -154,6 +154,13 @@ def init_tracking_db(tracking_uri: str, *, locked: bool = False) -> None:
         _init_sqlite(db)
 
 
+def check_tracking_db(tracking_uri: str) -> None:
+    """An existing local SQLite store must be a readable database (TrackingDbError names it otherwise)."""
+    db = sqlite_path(tracking_uri)
+    if db is not None and db.exists():
+        _schema_state(db)
+
+
 def _init_sqlite(db: Path) -> None:
     from mlflow.store.db.utils import _get_latest_schema_revision
 
