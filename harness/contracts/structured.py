@@ -32,6 +32,7 @@ STRUCTURED_FORMATS: tuple[str, ...] = (JSON_OBJECT_SCHEMA, JSON_SCHEMA)  # the o
 
 MAX_FIELD_CHARS = 160  # bounds a constrained model's strings (a grammar-constrained reply may take a token per character)
 MAX_DIAGNOSIS_CHARS = 400
+MIN_NEW_CHARS = 12  # the schema's floor for an edit's "new" text: a rule sentence, not a word
 EDIT_OPS = ("add", "replace", "delete")
 
 # the probe's schema admits one value no model writes unasked: only a server that enforces the schema returns it
@@ -51,11 +52,13 @@ def _string(max_chars: int) -> dict[str, Any]:
 
 def edit_ops_schema(edit_budget: int) -> dict[str, Any]:
     """The JSON schema of an editor reply: at most `edit_budget` edits, or none and a `no_change` reason."""
+    # "why" first: a grammar-constrained model writes the properties in this order, so it states the cause before the
+    # rule; "new" is never empty (an add or replace needs it, a delete ignores it), so an empty "new" cannot cost a retry
     edit = {
         "type": "object",
-        "properties": {"op": {"type": "string", "enum": list(EDIT_OPS)}, "old": _string(MAX_FIELD_CHARS),
-                       "new": _string(MAX_FIELD_CHARS), "why": _string(MAX_FIELD_CHARS)},
-        "required": ["op", "old", "new", "why"],
+        "properties": {"why": _string(MAX_FIELD_CHARS), "op": {"type": "string", "enum": list(EDIT_OPS)},
+                       "old": _string(MAX_FIELD_CHARS), "new": {**_string(MAX_FIELD_CHARS), "minLength": MIN_NEW_CHARS}},
+        "required": ["why", "op", "old", "new"],
         "additionalProperties": False,
     }
     return {
@@ -74,17 +77,22 @@ DIAGNOSIS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+# The JSON forms replace the text contract in the system message (harness/evolution/ask.py), and they describe each
+# field instead of showing an example object: a small model copies example values back as its reply (SmolLM2 answered
+# 7 of 8 editor requests with the old example's "one rule sentence"; scratch measurement in reports/benchmarks/real.md)
 EDIT_OPS_JSON_INSTRUCTION = (
-    "Reply with one JSON object instead of <edit> blocks: "
-    '{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}. '
-    '"op" is add, replace or delete; replace and delete quote "old" exactly as it is in the file; '
-    '"no_change" is read only when "edits" is empty: when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
+    'FORMAT: JSON. Reply with one JSON object with the keys "edits" and "no_change". "edits" is a list of at most the '
+    'edit budget of edits. Each edit has "why" (what the failures have in common), "op" (add, replace or delete), "old" '
+    '(for replace and delete: text copied exactly from the current file; for add: empty) and "new" (for add and replace: '
+    'the new rule for this task type, one sentence in your own words; ignored for delete). "no_change" is empty when you '
+    'give edits; when no edit is worth making, "edits" is empty and "no_change" says why.'
 )
-# the example values of EDIT_OPS_JSON_INSTRUCTION: a small model copies them back as its "edit" (SmolLM2 added the rule
-# "one rule sentence" and "no_change"); an edit whose new text is one of them is malformed, not applied
+# example values of the text contract (and of the JSON instruction before it described fields): a small model copies
+# them back as its "edit" (SmolLM2 added the rule "one rule sentence" and "no_change"); such an edit is malformed, not applied
 EXAMPLE_EDIT_TEXTS = frozenset({"one rule sentence", "replacement text", "exact text now in the file", "no_change",
                                 "no change", "the reason", "short reason"})
-DIAGNOSIS_JSON_INSTRUCTION = 'Reply with one JSON object instead of the <diagnosis> block: {"diagnosis": "one paragraph"}.'
+DIAGNOSIS_JSON_INSTRUCTION = ('FORMAT: JSON. Reply with one JSON object with one key, "diagnosis": one paragraph, in your own '
+                              'words, on why the agent failed this case.')
 
 
 def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -50,7 +50,8 @@ class ReplyContract(Generic[T]):
     schema_name: str
     schema: dict[str, Any]
     parse_json: Callable[[str], T]
-    json_instruction: str  # appended to the last user message when the reply is structured
+    json_instruction: str  # the JSON form's description of the reply (structured replies)
+    text_contract: str = ""  # the text contract the meta-prompt's system message ends with (harness/evolution/prompts.py)
 
 
 async def probe_reply_format(llm: LLMProvider, role: Role) -> str:
@@ -87,11 +88,19 @@ async def reply_format_of(llm: LLMProvider, role: Role) -> str:
     return known[role.value]
 
 
-def _with_instruction(messages: list[ChatMessage], instruction: str) -> list[ChatMessage]:
+def structured_messages(messages: list[ChatMessage], contract: ReplyContract[Any]) -> list[ChatMessage]:
+    """`messages` asking for `contract`'s JSON form: the system message's text contract replaced by the JSON
+    instruction (a model shown both formats, with the text format's example values, copies those values back);
+    without that contract in a system message, the instruction is appended to the last user message."""
+    if contract.text_contract:
+        for i, message in enumerate(messages):
+            if message.role == "system" and contract.text_contract in message.content:
+                content = message.content.replace(contract.text_contract, contract.json_instruction)
+                return [*messages[:i], ChatMessage("system", content), *messages[i + 1:]]
     last = messages[-1]
     if last.role != "user":
-        return [*messages, ChatMessage("user", instruction)]
-    return [*messages[:-1], ChatMessage("user", f"{last.content}\n\n{instruction}")]
+        return [*messages, ChatMessage("user", contract.json_instruction)]
+    return [*messages[:-1], ChatMessage("user", f"{last.content}\n\n{contract.json_instruction}")]
 
 
 async def ask_parsed(
@@ -107,7 +116,7 @@ async def ask_parsed(
     parse = contract.parse
     if fmt != TEXT:
         params["response_format"] = response_format(fmt, contract.schema_name, contract.schema)
-        messages = _with_instruction(messages, contract.json_instruction)
+        messages = structured_messages(messages, contract)
         parse = contract.parse_json
     response = await llm.complete(LLMRequest.make(role, messages, sample_index=sample_index, **params))
     usd = response.cost_usd

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from harness.contracts.evolution import FORMAT_DIAGNOSIS, parse_diagnosis
+from harness.contracts.evolution import DIAGNOSIS_CONTRACT, FORMAT_DIAGNOSIS, parse_diagnosis
 from harness.contracts.structured import DIAGNOSIS_JSON_INSTRUCTION, DIAGNOSIS_SCHEMA, parse_diagnosis_json
 from harness.kernel.types import CaseSample, DiagnosisResult
 from harness.llm.protocol import LLMProvider, Role
@@ -25,14 +25,14 @@ from .prompts import MetaPrompts, diagnosis_messages
 log = logging.getLogger(__name__)
 
 
-DIAGNOSIS_CONTRACT = ReplyContract(FORMAT_DIAGNOSIS, parse_diagnosis, "diagnosis", DIAGNOSIS_SCHEMA, parse_diagnosis_json,
-                                   DIAGNOSIS_JSON_INSTRUCTION)
+DIAGNOSIS_REPLY = ReplyContract(FORMAT_DIAGNOSIS, parse_diagnosis, "diagnosis", DIAGNOSIS_SCHEMA, parse_diagnosis_json,
+                                DIAGNOSIS_JSON_INSTRUCTION, DIAGNOSIS_CONTRACT)
 
 
 async def diagnose_case(llm: LLMProvider, case: CaseSample, sample_index: int = 0, *,
                         reply_format: str | None = None, prompts: MetaPrompts | None = None) -> tuple[str | None, str, float]:
     """(diagnosis or None, error, usd) for one failure; `reply_format` None = the provider's probed format."""
-    diagnosis, error, usd, _ = await ask_parsed(llm, Role.DIAGNOSER, diagnosis_messages(case, prompts), DIAGNOSIS_CONTRACT, sample_index,
+    diagnosis, error, usd, _ = await ask_parsed(llm, Role.DIAGNOSER, diagnosis_messages(case, prompts), DIAGNOSIS_REPLY, sample_index,
                                                 reply_format=reply_format)
     return diagnosis, error, usd
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.contracts.evolution import FORMAT_EDIT_OPS, EditOps, parse_edit_ops
+from harness.contracts.evolution import EDIT_OPS_CONTRACT, FORMAT_EDIT_OPS, EditOps, parse_edit_ops
 from harness.contracts.structured import EDIT_OPS_JSON_INSTRUCTION, edit_ops_schema, parse_edit_ops_json
 from harness.kernel.types import CaseSample, EvolutionRecord, RejectedEdit, SkillCasePack, SystemCasePack, ToolCasePack
 from harness.llm.protocol import ChatMessage, LLMProvider, Role
@@ -32,7 +32,7 @@ NO_APPLIED_EDIT_SUMMARY = "(no edit of this candidate was applied; the file was 
 def edit_ops_contract(edit_budget: int) -> ReplyContract[EditOps]:
     """The editor's reply: `<edit>` blocks (text) or their JSON form with at most `edit_budget` edits."""
     return ReplyContract(FORMAT_EDIT_OPS, parse_edit_ops, "edit_ops", edit_ops_schema(edit_budget), parse_edit_ops_json,
-                         EDIT_OPS_JSON_INSTRUCTION)
+                         EDIT_OPS_JSON_INSTRUCTION, EDIT_OPS_CONTRACT)
 
 
 async def ask_edit_ops(llm: LLMProvider, messages: list[ChatMessage], sample_index: int, *, edit_budget: int = 1,
