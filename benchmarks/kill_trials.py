@@ -1,9 +1,13 @@
 """Kill trials: `kill -9` a `train=tiny` `dvc repro` at random moments, resume it, compare with an uninterrupted run.
 
+The code measured is one commit (`--commit`, default HEAD), exported with `git archive` into the work directory:
+every project is built from that snapshot, never from the live working tree, and the commit is in the summary.
 One uninterrupted reference `dvc repro` (MLflow on, SQLite store in the project) is timed; then each trial makes
 a fresh project copy (its own response cache and tracking database), starts `dvc repro`, kills its whole
-process group with SIGKILL at a uniformly random moment of the reference's duration, runs `dvc repro` again to
-the end and compares:
+process group with SIGKILL at a uniformly random moment of the reference's duration (inside `--window`), runs
+`dvc repro` again to the end and compares. A kill that lands after the run already finished is no real kill: it
+is reported (killed_running false) and more trials are drawn until `--trials` kills landed while running (at most
+`--max-trials` in all). Per trial:
 
 - survived: the resumed run exits 0 and its final artifacts (metrics, delivered harness, holdout, pools, plots)
   and version history are byte-identical to the reference's;
@@ -13,8 +17,9 @@ the end and compares:
   cache misses minus new stored responses; a call in flight at the moment of the kill is not visible here);
 - MLflow duplicates: FINISHED runs beyond one, and RUNNING runs left behind.
 
-Usage: nice -n 10 python benchmarks/kill_trials.py [--trials 10] [--seed 0] [--quick] [--out summary.json]
-A reduced form runs in CI: tests/pipeline/test_kill_trials.py (1 epoch x 1 step, 1 trial).
+Usage: nice -n 10 python benchmarks/kill_trials.py [--commit REV] [--trials 10] [--seed 0] [--quick]
+           [--out summary.json] [--out-md reports/benchmarks/kill_trials.md]
+A reduced form runs in CI: tests/pipeline/test_kill_trials.py (1 epoch x 1 step, 1 trial, on the working tree).
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import argparse
 import json
 import os
 import random
+import shlex
 import signal
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections import Counter
@@ -51,6 +58,8 @@ LOG_TABLES = ("predictions", "traces", "validation_flags", "_runs", "dual_metric
 class Trial:
     kill_after_s: float
     killed_running: bool  # the repro was still running when the kill landed
+    killed_stage: str  # the stage command(s) running at the kill ("" when none was, e.g. DVC between stages)
+    finished_after_s: float | None  # when the repro ended on its own before the kill (not a real kill)
     resumed_exit: int
     identical: bool
     rows_lost: int
@@ -104,8 +113,56 @@ def _repro(project: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
                           timeout=timeout, check=False)
 
 
-def reference_run(workdir: Path, overrides: tuple[str, ...] = OVERRIDES) -> tuple[dict, float]:
-    project = make_project(workdir / "reference", overrides=overrides)
+def export_commit(rev: str, dest: Path, repo: Path = REPO_ROOT) -> tuple[str, Path]:
+    """(full sha, directory) of `rev`'s tracked files exported into `dest` with `git archive`."""
+    done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"--commit {rev}: not a commit of {repo}")
+    sha = done.stdout.strip()
+    archive = dest.with_suffix(".tar")
+    subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", "-o", str(archive), sha], check=True)
+    dest.mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    archive.unlink()
+    return sha, dest
+
+
+def check_code_source(project: Path) -> None:
+    """The stages of `project` import its own copy of the code, not the editable install's live tree."""
+    probe = ("import harness, stages, hydra_plugins.harness_resolvers as r; "
+             "print(harness.__file__); print(stages.__file__); print(r.__file__)")
+    done = subprocess.run([str(BIN / "python"), "-c", probe], cwd=project, env=env(), capture_output=True, text=True,
+                          check=True)
+    outside = [line for line in done.stdout.split() if not Path(line).resolve().is_relative_to(project.resolve())]
+    if outside:
+        raise SystemExit(f"{project}: its stages would import code from outside the project: {outside}")
+
+
+def running_stages(pgid: int) -> str:
+    """The `python -m stages.*` command lines of process group `pgid`, e.g. 'gate --epoch 1 --step 2'."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:  # fields after the command name: state, ppid, pgrp, ...
+                continue
+            argv = (stat.parent / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended meanwhile
+        if "-m" in argv and argv.index("-m") + 1 < len(argv) and argv[argv.index("-m") + 1].startswith("stages."):
+            module_at = argv.index("-m") + 1
+            words = [argv[module_at].removeprefix("stages.")]
+            words += [f"{a} {b}" for a, b in zip(argv[module_at + 1:], argv[module_at + 2:])
+                      if a in ("--epoch", "--step")]
+            found.append(" ".join(words))
+    return "; ".join(sorted(set(found)))
+
+
+def reference_run(workdir: Path, overrides: tuple[str, ...] = OVERRIDES, source: Path = REPO_ROOT) -> tuple[dict, float]:
+    project = make_project(workdir / "reference", overrides=overrides, source=source)
+    check_code_source(project)
     started = time.monotonic()
     done = _repro(project)
     seconds = time.monotonic() - started
@@ -115,51 +172,69 @@ def reference_run(workdir: Path, overrides: tuple[str, ...] = OVERRIDES) -> tupl
 
 
 def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
-              overrides: tuple[str, ...] = OVERRIDES) -> Trial:
-    project = make_project(workdir / f"trial{index}", overrides=overrides)
+              overrides: tuple[str, ...] = OVERRIDES, source: Path = REPO_ROOT) -> Trial:
+    project = make_project(workdir / f"trial{index}", overrides=overrides, source=source)
     proc = subprocess.Popen([str(BIN / "dvc"), *REPRO[1:]], cwd=project, env=env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(kill_after_s)
+    started = time.monotonic()
+    while proc.poll() is None and time.monotonic() - started < kill_after_s:
+        time.sleep(0.05)
     running = proc.poll() is None
+    finished_after = None if running else round(time.monotonic() - started, 2)
+    stage = ""
     if running:
+        stage = running_stages(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    kill_after_s = round(kill_after_s, 2)
     cache_file = project / ".cache" / "llm" / "responses.sqlite"
     entries_at_kill, misses_at_kill = cache_counts(project) if cache_file.is_file() else (0, 0)
     resumed = _repro(project)
     if resumed.returncode != 0:
+        (workdir / f"trial{index}.resume.log").write_text(resumed.stdout + "\n--- stderr ---\n" + resumed.stderr)
         print(f"trial {index}: resumed dvc repro failed:\n{resumed.stderr[-2000:]}", file=sys.stderr)
-        return Trial(kill_after_s, running, resumed.returncode, False, -1, -1, -1, -1, *mlflow_runs(project))
+        return Trial(kill_after_s, running, stage, finished_after, resumed.returncode, False, -1, -1, -1, -1, *mlflow_runs(project))
     state = final_state(project)
     want_keys, have_keys = reference["state"]["prediction_keys"], state["prediction_keys"]
     lost = sum((want_keys - have_keys).values()) + sum(max(n - state["rows"][t], 0)
                                                        for t, n in reference["state"]["rows"].items())
     duplicated = sum(max(state["rows"][t] - n, 0) for t, n in reference["state"]["rows"].items())
-    keys = have_keys
     entries, misses = cache_counts(project)
     identical = state["digests"] == reference["state"]["digests"] and state["versions"] == reference["state"]["versions"]
-    return Trial(round(kill_after_s, 2), running, 0, identical, lost, duplicated,
-                 sum(n - 1 for n in keys.values() if n > 1), (misses - misses_at_kill) - (entries - entries_at_kill),
+    return Trial(kill_after_s, running, stage, finished_after, 0, identical, lost, duplicated,
+                 sum(n - 1 for n in have_keys.values() if n > 1), (misses - misses_at_kill) - (entries - entries_at_kill),
                  *mlflow_runs(project))
 
 
 def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, ...] = OVERRIDES,
-               window: tuple[float, float] = (0.03, 0.97)) -> dict:
-    """`trials` kills at uniform random fractions `window` of the reference's duration."""
-    reference, seconds = reference_run(workdir, overrides)
+               window: tuple[float, float] = (0.02, 0.9), source: Path = REPO_ROOT, commit: str | None = None,
+               max_trials: int | None = None) -> dict:
+    """Kills at uniform random fractions `window` of an uninterrupted run's duration until `trials` of them landed
+    while `dvc repro` was running (at most `max_trials`, default 2 x `trials`, in all). The duration is the shortest
+    seen: the reference's, or a trial's that finished before its kill (a cold first run is slower than the rest).
+    `source` is the tree the projects are built from; `commit` names it in the summary (None: the working tree)."""
+    reference, seconds = reference_run(workdir, overrides, source)
     print(f"reference dvc repro: {seconds:.1f} s, MLflow (FINISHED, RUNNING) = {reference['mlflow']}", flush=True)
     rng = random.Random(seed)
-    results = []
-    for index in range(trials):
-        kill_after = rng.uniform(*window) * seconds
-        trial = one_trial(workdir, index, kill_after, reference, overrides)
-        print(f"trial {index}: kill after {trial.kill_after_s:.1f} s, survived={trial.survived} {asdict(trial)}",
+    results: list[Trial] = []
+    duration = seconds
+    while sum(t.killed_running for t in results) < trials and len(results) < (max_trials or 2 * trials):
+        kill_after = rng.uniform(*window) * duration
+        trial = one_trial(workdir, len(results), kill_after, reference, overrides, source)
+        print(f"trial {len(results)}: kill after {trial.kill_after_s:.1f} s, survived={trial.survived} {asdict(trial)}",
               flush=True)
         results.append(trial)
+        duration = min(duration, trial.finished_after_s or duration)
+    real = [t for t in results if t.killed_running]
     return {
-        "overrides": list(overrides), "reference_seconds": round(seconds, 1), "reference_mlflow": reference["mlflow"], "trials": len(results),
-        "killed_while_running": sum(t.killed_running for t in results),
+        "commit": commit or f"working tree {source}", "overrides": list(overrides), "seed": seed, "window": list(window),
+        "reference_seconds": round(seconds, 1), "shortest_run_seconds": round(duration, 1),
+        "reference_mlflow": reference["mlflow"],
+        "trials": len(results),
+        "killed_running": len(real),
         "survived": sum(t.survived for t in results),
+        "survived_real_kills": sum(t.survived for t in real),
+        "failed_trials": [i for i, t in enumerate(results) if not t.survived],
         "rows_lost": sum(max(t.rows_lost, 0) for t in results),
         "rows_duplicated": sum(max(t.rows_duplicated, 0) for t in results),
         "duplicate_prediction_keys": sum(max(t.duplicate_prediction_keys, 0) for t in results),
@@ -170,26 +245,90 @@ def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, .
     }
 
 
+def render_markdown(summary: dict) -> str:
+    """The report page of one full run (reports/benchmarks/kill_trials.md)."""
+    ok = summary["survived"] == summary["trials"] and summary["failed_trials"] == []
+    lines = [
+        "# Kill trials: `kill -9` of a `train=tiny` `dvc repro`, then `dvc repro` again",
+        "",
+        f"Generated by `{summary['command']}` (benchmarks/kill_trials.py), {summary['finished_utc']}.",
+        "",
+        f"- commit measured: `{summary['commit']}` (exported with `git archive`; every project is built from it)",
+        f"- overrides: `{' '.join(summary['overrides'])}` (MLflow on, SQLite store per project), seed {summary['seed']}",
+        f"- reference (uninterrupted) `dvc repro`: {summary['reference_seconds']} s, MLflow (FINISHED, RUNNING) = "
+        f"{tuple(summary['reference_mlflow'])}; kill times drawn uniformly in "
+        f"[{summary['window'][0]}, {summary['window'][1]}] x the shortest uninterrupted run seen so far (the "
+        f"reference, or a trial that finished before its kill; {summary['shortest_run_seconds']} s at the end)",
+        f"- wall time {summary['wall_seconds']} s, load average at the end {summary['load_average']}",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| trials | {summary['trials']} |",
+        f"| real kills (landed while `dvc repro` ran) | {summary['killed_running']} |",
+        f"| survived (all trials) | {summary['survived']} / {summary['trials']} |",
+        f"| survived (real kills) | {summary['survived_real_kills']} / {summary['killed_running']} |",
+        f"| run-log rows lost / duplicated | {summary['rows_lost']} / {summary['rows_duplicated']} |",
+        f"| duplicate prediction keys (run_id, qid, sample_index) | {summary['duplicate_prediction_keys']} |",
+        f"| repeated provider calls | {summary['repeated_calls']} |",
+        f"| MLflow FINISHED duplicates | {summary['mlflow_duplicates']} |",
+        f"| MLflow RUNNING zombies | {summary['mlflow_running']} |",
+        "",
+        "Survived: the resumed `dvc repro` exits 0, its final artifacts (metrics, plots, delivered harness, holdout,",
+        "pools) and version history are byte-identical to the reference's, no run-log row is lost or duplicated, no",
+        "provider call is paid twice, and MLflow holds exactly one FINISHED run and no RUNNING one.",
+        "",
+        "| trial | kill after (s) | real kill | running at the kill | resumed exit | identical | rows lost / dup "
+        "| repeated calls | MLflow FINISHED / RUNNING | survived |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for index, t in enumerate(summary["per_trial"]):
+        done = f"no (done at {t['finished_after_s']} s)"
+        lines.append(f"| {index} | {t['kill_after_s']} | {'yes' if t['killed_running'] else done} "
+                     f"| {t['killed_stage'] or '-'} | {t['resumed_exit']} | {'yes' if t['identical'] else 'NO'} "
+                     f"| {t['rows_lost']} / {t['rows_duplicated']} | {t['repeated_calls']} "
+                     f"| {t['mlflow_finished']} / {t['mlflow_running']} | {'yes' if t['survived'] else 'NO'} |")
+    lines += ["", "All trials survived." if ok else f"Failed trials: {summary['failed_trials']}.", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--commit", default="HEAD", help="the commit measured (exported with git archive)")
+    parser.add_argument("--trials", type=int, default=10, help="real kills wanted (kills landing while running)")
+    parser.add_argument("--max-trials", type=int, default=None, help="trials at most (default 2 x --trials)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--window", type=float, nargs=2, default=(0.02, 0.9), metavar=("FROM", "TO"),
+                        help="kill times: fractions of the reference duration")
     parser.add_argument("--quick", action="store_true", help="1 epoch x 1 step (CI's reduced form), not the figure")
     parser.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    parser.add_argument("--out-md", type=Path, default=None, help="write the report page (markdown) here")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the projects here (default: a temp dir)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kill_trials_") as tmp:
-        summary = run_trials(args.trials, args.seed, args.workdir or Path(tmp),
-                             overrides=QUICK if args.quick else OVERRIDES)
+        workdir = args.workdir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        commit, source = export_commit(args.commit, workdir / "source")
+        sys.path.insert(0, str(source))  # the analysis (run logs, versions) reads with the measured commit's code
+        import harness
+        if not Path(harness.__file__).resolve().is_relative_to(source.resolve()):
+            raise SystemExit(f"harness imported from {harness.__file__}, not from the export {source}")
+        print(f"measuring commit {commit} (exported to {source})", flush=True)
+        summary = run_trials(args.trials, args.seed, workdir, overrides=QUICK if args.quick else OVERRIDES,
+                             window=tuple(args.window), source=source, commit=commit, max_trials=args.max_trials)
+    summary["command"] = shlex.join(["python", "benchmarks/kill_trials.py", *(sys.argv[1:] if argv is None else argv)])
     summary["wall_seconds"] = round(time.monotonic() - started, 1)
-    summary["load_average"] = os.getloadavg()
+    summary["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    summary["finished_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n", encoding="utf-8")
-    return 0 if summary["survived"] == summary["trials"] else 1
+    if args.out_md is not None:
+        args.out_md.parent.mkdir(parents=True, exist_ok=True)
+        args.out_md.write_text(render_markdown(summary), encoding="utf-8")
+    return 0 if summary["survived"] == summary["trials"] and summary["killed_running"] >= args.trials else 1
 
 
 if __name__ == "__main__":

@@ -33,22 +33,24 @@ def run(args: list[str], cwd: Path, timeout: float = 600, extra_env: dict[str, s
     return done
 
 
-def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: tuple[str, ...] | dict[str, Path] = ()) -> Path:
-    """Copy the project's code and config (and `files`: paths relative to the repository, e.g. a questions file, or
-    {relative path in the project: source file}) into `dest`, write params.yaml for `overrides`, commit it."""
+def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files: tuple[str, ...] | dict[str, Path] = (),
+                 source: Path = REPO_ROOT) -> Path:
+    """Copy the project's code and config from `source` (the repository's working tree unless told, e.g. a commit's
+    export), and `files` (paths relative to `source`, e.g. a questions file, or {relative path in the project: source
+    file}) into `dest`, write params.yaml for `overrides`, commit it."""
     dest.mkdir(parents=True)
-    sources = dict(files) if isinstance(files, dict) else {name: REPO_ROOT / name for name in files}
+    sources = dict(files) if isinstance(files, dict) else {name: source / name for name in files}
     for relative, source in sources.items():
         (dest / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, dest / relative)
     for name in PROJECT_FILES:
-        src = REPO_ROOT / name
+        src = source / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(src, dest / name)
     (dest / ".dvc").mkdir()
-    shutil.copy2(REPO_ROOT / ".dvc" / "config", dest / ".dvc" / "config")
+    shutil.copy2(source / ".dvc" / "config", dest / ".dvc" / "config")
     (dest / ".gitignore").write_text("/.cache/\n/mlflow.db\n/mlruns/\n/runs/\n/multirun/\n__pycache__/\n")
     run([str(BIN / "python"), "-m", "harness.config.snapshot", *overrides], dest)
     run(["git", "init", "-q"], dest)

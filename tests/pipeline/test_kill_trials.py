@@ -6,13 +6,13 @@ The full form: `nice -n 10 python benchmarks/kill_trials.py --trials 10`."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow  # two small dvc repro runs and a resume
 
 
 def _benchmark():
@@ -24,11 +24,64 @@ def _benchmark():
     return module
 
 
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_measured_code_is_the_commit_not_the_working_tree(tmp_path: Path) -> None:
+    bench = _benchmark()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "stage.py").write_text("committed\n")
+    _git(repo, "add", "stage.py")
+    _git(repo, "commit", "-q", "-m", "one")
+    (repo / "stage.py").write_text("edited by someone else during the run\n")
+    (repo / "new.py").write_text("untracked\n")
+    sha, exported = bench.export_commit("HEAD", tmp_path / "export", repo=repo)
+    assert sha == _git(repo, "rev-parse", "HEAD") and len(sha) == 40
+    assert (exported / "stage.py").read_text() == "committed\n" and not (exported / "new.py").exists()
+    with pytest.raises(SystemExit, match="not a commit"):
+        bench.export_commit("no-such-rev", tmp_path / "export2", repo=repo)
+
+
+def test_the_stage_running_at_the_kill_is_named() -> None:
+    bench = _benchmark()
+    # argv after -c is the script's: a sleeping process whose command line reads like a stage's
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "stages.gate",
+                             "--epoch", "1", "--step", "2", "--out", "x"], start_new_session=True)
+    try:
+        assert bench.running_stages(proc.pid) == "gate --epoch 1 --step 2"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert bench.running_stages(proc.pid) == ""
+
+
+def test_the_report_page_states_every_figure() -> None:
+    bench = _benchmark()
+    trial = bench.Trial(3.5, True, "rollout --epoch 1 --step 1", None, 0, True, 0, 0, 0, 0, 1, 0)
+    late = bench.Trial(9.0, False, "", 8.2, 0, True, 0, 0, 0, 0, 1, 0)
+    summary = {"commit": "a" * 40, "overrides": ["train=tiny"], "seed": 0, "window": [0.02, 0.9],
+               "reference_seconds": 10.0, "shortest_run_seconds": 8.2, "reference_mlflow": [1, 0], "trials": 2, "killed_running": 1, "survived": 2,
+               "survived_real_kills": 1, "failed_trials": [], "rows_lost": 0, "rows_duplicated": 0,
+               "duplicate_prediction_keys": 0, "repeated_calls": 0, "mlflow_duplicates": 0, "mlflow_running": 0,
+               "per_trial": [{**bench.asdict(t), "survived": t.survived} for t in (trial, late)],
+               "command": "python benchmarks/kill_trials.py --trials 1", "wall_seconds": 30.0,
+               "load_average": [1.0, 1.0, 1.0], "finished_utc": "2026-12-02 05:00 UTC"}
+    page = bench.render_markdown(summary)
+    for text in ("a" * 40, "| real kills (landed while `dvc repro` ran) | 1 |", "| survived (all trials) | 2 / 2 |",
+                 "| MLflow RUNNING zombies | 0 |", "rollout --epoch 1 --step 1", "no (done at 8.2 s)", "All trials survived"):
+        assert text in page, text
+
+
+@pytest.mark.slow  # two small dvc repro runs and a resume
 def test_one_random_kill_of_a_tiny_repro_resumes_to_the_same_run(tmp_path: Path) -> None:
     bench = _benchmark()
-    summary = bench.run_trials(1, seed=1, workdir=tmp_path, overrides=bench.QUICK, window=(0.15, 0.6))
+    summary = bench.run_trials(1, seed=1, workdir=tmp_path, overrides=bench.QUICK, window=(0.15, 0.6), max_trials=1)
     trial = summary["per_trial"][0]
-    assert trial["killed_running"], trial  # the kill landed while dvc repro was running
+    assert summary["trials"] == 1 and summary["killed_running"] == 1, trial  # the kill landed while running
     assert tuple(summary["reference_mlflow"]) == (1, 0)
     assert trial["identical"] and trial["resumed_exit"] == 0, trial
     assert (summary["rows_lost"], summary["rows_duplicated"], summary["duplicate_prediction_keys"]) == (0, 0, 0), trial
