@@ -273,12 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from harness.pipeline.entry import configure_and_load
 
-    cfg = configure_and_load("improve", args)
+    stage = "improve_report" if args.aggregate else "improve" if args.domain else None
+    cfg = configure_and_load(stage or "improve", args)  # under `dvc repro`: `[k/N] improve@<domain>` and the time left
     if cfg is None:
         return 2
     from harness.config.key_view import KeyView
 
-    stage = "improve_report" if args.aggregate else "improve" if args.domain else None
     cfg = KeyView(cfg, PARAMS[stage] if stage else PARAMS["improve"] + PARAMS["improve_report"], stage or "improve")
     from harness.h2.sweep import ManifestError, plan_dict, precheck, read_domain_report, render_plan, run_plan
 

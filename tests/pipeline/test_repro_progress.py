@@ -1,11 +1,13 @@
 """`[k/N]` and the time left of `dvc repro` stages (issue 17 item 8): the stage order matches dvc.yaml,
-the estimate comes from measured stage durations. The real `dvc repro` output is checked in
-test_dvc_pipeline.py (test_repro_prints_k_of_n_and_the_time_left)."""
+the estimate comes from measured stage durations. The real `dvc repro` output of the training chain is
+checked in test_dvc_pipeline.py (test_repro_prints_k_of_n_and_the_time_left), of the Harness² stages here."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.pipeline.repro_progress import (
@@ -18,7 +20,7 @@ from harness.pipeline.repro_progress import (
     progress_line,
     read_ledger,
 )
-from tests.pipeline.support import REPO_ROOT, run
+from tests.pipeline.support import REPO_ROOT, make_project, run
 
 
 def test_order_names_every_stage_of_the_real_dvc_yaml() -> None:
@@ -67,3 +69,19 @@ def test_announce_only_under_dvc_and_keeps_a_ledger(tmp_path: Path, monkeypatch)
     assert read_ledger(tmp_path / LEDGER) == []
     (tmp_path / LEDGER).write_text('{"invocation": "a", "stage": "prepare", "at": 1.0}\n{"invocation": "a", "sta')
     assert read_ledger(tmp_path / LEDGER) == [Start("a", "prepare", 1.0)]  # a line cut by a kill is skipped
+
+
+@pytest.mark.slow
+def test_improve_stages_print_k_of_n_and_the_time_left(tmp_path: Path) -> None:
+    """The Harness² stages (improve@<domain>, improve_report) say where they are like the training stages."""
+    project = make_project(tmp_path / "project")
+    params = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
+    order = pipeline_order(params["train"]["epochs"], params["train"]["steps_per_epoch"], params["improve"]["domains"])
+    improve = [s for s in order if s.startswith("improve")]
+    assert len(improve) == len(params["improve"]["domains"]) + 1 >= 3
+    out = run(["dvc", "repro", "improve_report"], project)
+    shown = re.findall(r"\[(\d+)/(\d+)\] (\S+) starting(; about \S+ (?:s|min)[^\n]*left)?", out.stderr)
+    # DVC runs the independent improve@<domain> stages in an order of its own; k is each one's place in dvc.yaml
+    assert sorted(name for _, _, name, _ in shown) == sorted(improve) and shown[-1][2] == "improve_report", out.stderr
+    assert all((int(k), int(n)) == (order.index(name) + 1, len(order)) for k, n, name, _ in shown)
+    assert all(left for *_, left in shown[1:]), shown  # an estimate once the first of them has finished
