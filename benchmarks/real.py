@@ -74,7 +74,7 @@ TRAIN_OVERRIDES = (
     "batching.batch_size=10", "batching.min_class_per_batch=2",
     "gate.block_size=5", "gate.max_pairs=10", "gate.mcnemar_n=10", "gate.infra_min_denominator=3",
     "evolve.max_case_questions=2",
-    "llm.max_tokens=96", "llm.timeout_s=600", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
+    "llm.max_tokens=96", "+llm.max_tokens_by_role.editor=512", "+llm.max_tokens_by_role.diagnoser=256", "llm.timeout_s=600", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
 )
 
 
@@ -113,31 +113,72 @@ async def solver_run(provider: OpenAIProvider, bench: JsonlBenchmark, samples: i
             "modes": modes, "wall_s": wall, "questions": {q.qid: q for q in questions}}
 
 
+# The JSON instruction this project used before c016a35, measured beside the current one: an example object appended to
+# the user message, the system message keeping the text contract (with its example values)
+LEGACY_EDIT_OPS_JSON_INSTRUCTION = (
+    "Reply with one JSON object instead of <edit> blocks: "
+    '{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}. '
+    '"op" is add, replace or delete; replace and delete quote "old" exactly as it is in the file; '
+    '"no_change" is read only when "edits" is empty: when no edit is worth making, reply {"edits": [], "no_change": "the reason"}.'
+)
+LEGACY = "legacy_example_object"
+SKILL_TEXT = "Read the question and the choices, then answer."
+
+
+async def legacy_edit(provider: OpenAIProvider, picked: list[CaseSample], task_type: str, structured: str,
+                      sample_index: int) -> tuple[bool, bool, str]:
+    """(parsed, applied, parse error) of one editor call with the legacy JSON instruction (old schema order too)."""
+    from harness.contracts.evolution import parse_edit_ops
+    from harness.contracts.structured import edit_ops_schema, parse_edit_ops_json
+    from harness.evolution.apply import apply_edits
+    from harness.evolution.ask import ReplyContract, ask_parsed
+    from harness.evolution.prompts import skill_editor_messages
+
+    schema = edit_ops_schema(1)
+    item = schema["properties"]["edits"]["items"]
+    item["properties"] = {k: {kk: vv for kk, vv in item["properties"][k].items() if kk != "minLength"}
+                          for k in ("op", "old", "new", "why")}
+    contract = ReplyContract("edit-ops", parse_edit_ops, "edit_ops", schema, parse_edit_ops_json,
+                             LEGACY_EDIT_OPS_JSON_INSTRUCTION)  # no text_contract: appended to the user message, as before
+    messages = skill_editor_messages(task_type=task_type, skill_file=skill_path(DEFAULT_SKILL), skill_text=SKILL_TEXT,
+                                     cases=picked, diagnoses=[], rejected=[], edit_budget=1)
+    ops, error, _usd, _fmt = await ask_parsed(provider, Role.EDITOR, messages, contract, sample_index, reply_format=structured)
+    if ops is None or ops.no_change is not None:
+        return ops is not None, False, error
+    new_text, _report = apply_edits(SKILL_TEXT, list(ops.edits), 1)
+    return True, new_text != SKILL_TEXT, error
+
+
 async def editor_and_diagnoser(provider: OpenAIProvider, solver: dict[str, Any], calls: int, structured: str) -> dict[str, Any]:
     failures = [r for r in solver["records"] if not r.correct]
     qs = solver["questions"]
     cases = [CaseSample(qid=r.qid, task_type=r.task_type, question=qs[r.qid].question, predicted=r.predicted, answer=r.answer,
                         correct=False, trace_excerpt=f"[assistant] {r.reasoning or ''}") for r in failures]
     out: dict[str, Any] = {}
-    for fmt in (TEXT, structured):
+    formats = [TEXT, structured] + ([LEGACY] if structured != TEXT else [])
+    for fmt in formats:
         if fmt in out:
             continue
-        edit_ok = edit_applied = diag_ok = 0
+        edit_ok = edit_applied = diag_ok = copies = 0
         started = time.perf_counter()
         for i in range(calls):
             picked = [cases[(i * 3 + j) % len(cases)] for j in range(3)] if cases else []
             task_type = picked[0].task_type if picked else "capitals"
+            if fmt == LEGACY:
+                parsed, applied, error = await legacy_edit(provider, picked, task_type, structured, 100 + i)
+                edit_ok, edit_applied, copies = edit_ok + parsed, edit_applied + applied, copies + ("format example" in error)
+                continue
             record = await evolve_single_skill(provider, task_type=task_type, skill_file=skill_path(DEFAULT_SKILL),
-                                               skill_text="Read the question and the choices, then answer.",
-                                               case_pack=picked, diagnoses=[], rejected=[], edit_budget=1, sample_index=100 + i,
-                                               reply_format=fmt)
+                                               skill_text=SKILL_TEXT, case_pack=picked, diagnoses=[], rejected=[],
+                                               edit_budget=1, sample_index=100 + i, reply_format=fmt)
             edit_ok += not record.parse_error
             edit_applied += record.changed
+            copies += "format example" in record.parse_error
             diagnosis = await run_diagnosis(provider, run_id=f"real_diag_{fmt}_{i}", failures=picked[:1], concurrency=1,
                                             sample_index=200 + i, reply_format=fmt)
             diag_ok += len(picked[:1]) - diagnosis.n_unparseable
-        out[fmt] = {"calls": calls, "edit_parsed": edit_ok, "edit_applied": edit_applied, "diag_parsed": diag_ok,
-                    "wall_s": time.perf_counter() - started}
+        out[fmt] = {"calls": calls, "edit_parsed": edit_ok, "edit_applied": edit_applied, "copies": copies,
+                    "diag_parsed": None if fmt == LEGACY else diag_ok, "wall_s": time.perf_counter() - started}
     return out
 
 
@@ -182,13 +223,20 @@ def render(args: argparse.Namespace, server: str, solver: dict[str, Any], probe:
         "",
         f"Probe (`harness/evolution/ask.py`): this server's reply format is **{probe}**.",
         "",
-        "| reply format | editor calls | editor replies parsed (≤ 1 retry) | edit applied | diagnoser replies parsed | wall |",
-        "|---|---|---|---|---|---|",
+        "| reply format | editor calls | editor replies parsed (≤ 1 retry) | unparsed, a copy of the example among the errors | edit applied "
+        "| diagnoser replies parsed | wall |",
+        "|---|---|---|---|---|---|---|",
     ]
     for fmt, row in edits.items():
         c = row["calls"]
-        lines.append(f"| {fmt} | {c} | {row['edit_parsed']}/{c} = {row['edit_parsed'] / c:.2f} | {row['edit_applied']}/{c} | "
-                     f"{row['diag_parsed']}/{c} = {row['diag_parsed'] / c:.2f} | {row['wall_s']:.0f} s |")
+        diag = "—" if row["diag_parsed"] is None else f"{row['diag_parsed']}/{c} = {row['diag_parsed'] / c:.2f}"
+        lines.append(f"| {fmt} | {c} | {row['edit_parsed']}/{c} = {row['edit_parsed'] / c:.2f} | {row['copies']}/{c} | "
+                     f"{row['edit_applied']}/{c} | {diag} | {row['wall_s']:.0f} s |")
+    if LEGACY in edits:
+        lines += ["", f"`{LEGACY}`: the same structured requests with the JSON instruction used before c016a35 (an example "
+                  "object appended to the user message, the text contract with its example values kept in the system message, "
+                  "the old schema order op/old/new/why); the current form replaces the text contract with a description of the "
+                  "fields and no values, and the schema asks for \"why\" first and a non-empty \"new\"."]
     lines.append("")
     return "\n".join(lines)
 

@@ -58,6 +58,8 @@ class LLMConfig:
     retry_after_max_s: float = 120.0  # a server's Retry-After is honoured up to this (>= backoff_max_s)
     temperature: float = 0.7
     max_tokens: int = 1024
+    # role -> max_tokens (falls back to `max_tokens`), e.g. a short solver reply and a longer editor reply
+    max_tokens_by_role: dict[str, int] = field(default_factory=dict)
     concurrency: int = 16  # requests in flight at once over every role and stage: the run's one concurrency knob
     # solver replies: ask for the answer's token log-probabilities with this many alternatives (0 = off); the
     # multiple-choice soft score (harness/bench/soft.py). OpenAI, vLLM and llama.cpp's server return them
@@ -222,3 +224,9 @@ class RootConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     improve: ImproveConfig = field(default_factory=ImproveConfig)
     quiet: bool = False
+
+
+def max_tokens_for(llm: Any, role: str) -> int:
+    """`role`'s max_tokens under an `llm` config (LLMConfig or its DictConfig): `max_tokens_by_role[role]`, else `max_tokens`."""
+    by_role = llm.max_tokens_by_role or {}
+    return int(by_role[role]) if role in by_role else int(llm.max_tokens)

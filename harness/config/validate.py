@@ -175,6 +175,9 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             c.check("llm.retry_after_max_s", lambda v: v >= c.value("llm.backoff_max_s"), "must be >= llm.backoff_max_s")
     c.check("llm.temperature", lambda v: _is_number(v) and 0 <= v <= 2, "must be in [0, 2]")
     c.positive_int("llm.max_tokens")
+    c.check("llm.max_tokens_by_role", lambda v: all(role in LLM_ROLES and isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                                    for role, n in v.items()),
+            f"keys must be roles ({', '.join(LLM_ROLES)}) and values positive integers")
     c.positive_int("llm.concurrency")
     c.check("llm.top_logprobs", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 20,
             "must be an integer in [0, 20] (0 = no log-probabilities; OpenAI allows at most 20)")

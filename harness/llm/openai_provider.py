@@ -392,12 +392,17 @@ class OpenAIProvider:
             await self._close_clients(res)
 
     def sampling_params(self, request: LLMRequest) -> dict[str, Any]:
-        """Every sampling parameter the request is sent with: `llm.temperature` / `llm.max_tokens` unless the request
-        sets its own, and a `seed` from the sample index (distinct samples, distinct seeds) unless it sets one."""
-        params: dict[str, Any] = {"temperature": float(self._cfg.temperature), "max_tokens": int(self._cfg.max_tokens),
+        """Every sampling parameter the request is sent with: `llm.temperature` / the role's max_tokens
+        (`llm.max_tokens_by_role`, else `llm.max_tokens`) unless the request sets its own, and a `seed` from the
+        sample index (distinct samples, distinct seeds) unless it sets one."""
+        params: dict[str, Any] = {"temperature": float(self._cfg.temperature), "max_tokens": self._max_tokens(request.role.value),
                                   "seed": sample_seed(request.sample_index)}
         params.update(request.params_dict)
         return params
+
+    def _max_tokens(self, role: str) -> int:
+        by_role = self._cfg.max_tokens_by_role or {}
+        return int(by_role[role]) if role in by_role else int(self._cfg.max_tokens)
 
     def request_identity(self, request: LLMRequest) -> dict[str, Any]:
         return {"provider": self.name, "endpoint": self.endpoint, "model": self.model_for(request.role),

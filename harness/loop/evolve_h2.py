@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from harness.config.schema import max_tokens_for
 from harness.h2.loop_bridge import AsRole, SkillStepTask, rollout_of
 from harness.h2.roles import Roles
 from harness.h2.surfaces import NATIVE
@@ -151,7 +152,7 @@ async def evolve_skill_h2(ctx: StageContext, *, epoch: int, step: int, group: Se
     task = SkillStepTask(
         task_id=key, task_type=group[0], task_types=list(group), target=target, base=tree, questions=[qs[q] for q in probe],
         llm=AsRole(llm, Role.PROBE), log=log, run_id_prefix=h2_probe_run_prefix(ctx.run_name, epoch, step, key), scorer=bench.score,
-        tool_dispatch=bench.tool_dispatch, params={"temperature": float(cfg.llm.temperature), "max_tokens": int(cfg.llm.max_tokens)},
+        tool_dispatch=bench.tool_dispatch, params={"temperature": float(cfg.llm.temperature), "max_tokens": max_tokens_for(cfg.llm, Role.PROBE.value)},
         max_steps=int(cfg.llm.max_agent_steps), concurrency=int(cfg.llm.concurrency), rejected_edits=rejected,
     )
     verdict = validate_tree(tree, NATIVE, adapter_checks=(task.validate_tree,))

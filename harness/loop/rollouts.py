@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.bench.soft import mean_soft_score, metric_outcome
+from harness.config.schema import max_tokens_for
 from harness.identity import run_kind
 from harness.inference import run_inference
 from harness.kernel.types import CaseSample, ToolCasePack
@@ -30,7 +31,7 @@ TRACE_EXCERPT_CHARS = 2000
 def solver_params(llm_cfg: Any) -> dict[str, Any]:
     """The solver's sampling parameters; `llm.top_logprobs` > 0 also asks for the answer's token log-probabilities
     (the multiple-choice soft score, harness/bench/soft.py)."""
-    params: dict[str, Any] = {"temperature": float(llm_cfg.temperature), "max_tokens": int(llm_cfg.max_tokens)}
+    params: dict[str, Any] = {"temperature": float(llm_cfg.temperature), "max_tokens": max_tokens_for(llm_cfg, "solver")}
     top = int(llm_cfg.top_logprobs)
     if top > 0:
         params.update(logprobs=True, top_logprobs=top)

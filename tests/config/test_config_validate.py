@@ -94,6 +94,8 @@ RULES = [
     ("llm.max_agent_steps", 0, 1, ">= 1"),
     ("llm.api_key_env", "my key", "MY_KEY", "NAME of an environment variable"),
     ("llm.models", {"painter": "m"}, {"editor": "gpt-4o"}, "roles"),
+    ("llm.max_tokens_by_role", {"editor": 0}, {"editor": 512}, "positive integers"),
+    ("llm.max_tokens_by_role", {"painter": 5}, {"solver": 96}, "roles"),
     ("benchmark.name", "mmlu", "jsonl", "sim, jsonl"),
     ("benchmark.scorer", "fuzzy", "mypkg.scoring:score", "<module>:<function>"),
     ("benchmark.n_choices", 1, 2, ">= 2"),

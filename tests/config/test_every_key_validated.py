@@ -46,7 +46,7 @@ FREE_KEYS = {
     "benchmark.questions_path": "a file path (the prepared questions)",
     "benchmark.source": "a file path (what `prepare` reads)",
 }
-FREE_PREFIXES = ("llm.models.", "llm.prices.", "improve.command.", "improve.service.", "hydra.")
+FREE_PREFIXES = ("llm.models.", "llm.max_tokens_by_role.", "llm.prices.", "improve.command.", "improve.service.", "hydra.")
 
 
 def _leaves(cfg: DictConfig, prefix: str = "") -> list[tuple[str, Any]]:

@@ -105,6 +105,17 @@ def test_role_model_falls_back_to_shared_default(server, client_processes):
     assert [r.body["model"] for r in server.requests] == ["big-editor", "test-model"]
 
 
+def test_role_max_tokens_fall_back_to_the_shared_one(server, client_processes):
+    async def three():
+        provider = make_provider(server, client_processes, max_tokens=96, max_tokens_by_role={"editor": 512})
+        await provider.complete(request(Role.EDITOR))
+        await provider.complete(request(Role.EDITOR, max_tokens=7))  # a request's own value wins
+        await complete_and_close(provider, request(Role.SOLVER))
+
+    run(three())
+    assert [r.body["max_tokens"] for r in server.requests] == [512, 7, 96]
+
+
 @pytest.mark.parametrize("behaviour", ["429", "500", "malformed", "empty_choices"])
 def test_transient_failure_then_success(server, behaviour, client_processes):
     server.script(behaviour)
