@@ -15,7 +15,9 @@ is reported (killed_running false) and more trials are drawn until `--trials` ki
   plus prediction keys (run_id, qid, sample_index) of the reference missing (and keys seen twice);
 - repeated provider calls: calls the resumed run paid for responses already stored before the kill (persisted
   cache misses minus new stored responses; a call in flight at the moment of the kill is not visible here);
-- MLflow duplicates: FINISHED runs beyond one, and RUNNING runs left behind.
+- MLflow duplicates: FINISHED runs beyond one, and RUNNING runs left behind;
+- DVC's rwlock: when the kill left `.dvc/tmp/rwlock` unreadable (DVC rewrites it in place, treeverse/dvc#7615) the
+  resume is refused; that trial does not survive, the file is removed and the checks above run on one more resume.
 
 Usage: nice -n 10 python benchmarks/kill_trials.py [--commit REV] [--trials 10] [--seed 0] [--quick]
            [--out summary.json] [--out-md reports/benchmarks/kill_trials.md]
@@ -68,11 +70,22 @@ class Trial:
     repeated_calls: int
     mlflow_finished: int
     mlflow_running: int
+    # the kill left DVC's own .dvc/tmp/rwlock empty (DVC rewrites it in place), the resume was refused, the file was
+    # removed and `dvc repro` run once more; its exit code:
+    dvc_rwlock_removed: bool = False
+    repaired_exit: int | None = None
+
+    @property
+    def intact(self) -> bool:
+        """The final resume exited 0 and nothing was lost, duplicated, repaid or left RUNNING."""
+        final_exit = self.repaired_exit if self.dvc_rwlock_removed else self.resumed_exit
+        return (final_exit == 0 and self.identical and self.rows_lost == 0 and self.rows_duplicated == 0
+                and self.repeated_calls == 0 and self.mlflow_finished == 1 and self.mlflow_running == 0)
 
     @property
     def survived(self) -> bool:
-        return (self.resumed_exit == 0 and self.identical and self.rows_lost == 0 and self.rows_duplicated == 0
-                and self.repeated_calls == 0 and self.mlflow_finished == 1 and self.mlflow_running == 0)
+        """Intact after one plain `dvc repro`, with no hand repair."""
+        return self.resumed_exit == 0 and self.intact
 
 
 def final_state(project: Path) -> dict:
@@ -127,6 +140,20 @@ def export_commit(rev: str, dest: Path, repo: Path = REPO_ROOT) -> tuple[str, Pa
         tar.extractall(dest, filter="data")
     archive.unlink()
     return sha, dest
+
+
+def remove_corrupt_dvc_rwlock(project: Path, stderr: str) -> bool:
+    """Remove `project`'s .dvc/tmp/rwlock when DVC refused to run because a kill left it unreadable (DVC truncates
+    and rewrites it in place); only safe with no `dvc` running in the project. True when removed."""
+    path = project / ".dvc" / "tmp" / "rwlock"
+    if "Unable to read RWLock-file" not in stderr or not path.is_file():
+        return False
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        return False  # readable: the refusal was something else
+    except (ValueError, UnicodeDecodeError):
+        path.unlink()
+        return True
 
 
 def check_code_source(project: Path) -> None:
@@ -190,10 +217,18 @@ def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
     cache_file = project / ".cache" / "llm" / "responses.sqlite"
     entries_at_kill, misses_at_kill = cache_counts(project) if cache_file.is_file() else (0, 0)
     resumed = _repro(project)
+    resumed_exit, rwlock_removed, repaired_exit = resumed.returncode, False, None
     if resumed.returncode != 0:
         (workdir / f"trial{index}.resume.log").write_text(resumed.stdout + "\n--- stderr ---\n" + resumed.stderr)
         print(f"trial {index}: resumed dvc repro failed:\n{resumed.stderr[-2000:]}", file=sys.stderr)
-        return Trial(kill_after_s, running, stage, finished_after, resumed.returncode, False, -1, -1, -1, -1, *mlflow_runs(project))
+        if remove_corrupt_dvc_rwlock(project, resumed.stderr):
+            print(f"trial {index}: removed the unreadable .dvc/tmp/rwlock, dvc repro again", file=sys.stderr)
+            rwlock_removed = True
+            resumed = _repro(project)
+            repaired_exit = resumed.returncode
+    if resumed.returncode != 0:
+        return Trial(kill_after_s, running, stage, finished_after, resumed_exit, False, -1, -1, -1, -1,
+                     *mlflow_runs(project), rwlock_removed, repaired_exit)
     state = final_state(project)
     want_keys, have_keys = reference["state"]["prediction_keys"], state["prediction_keys"]
     lost = sum((want_keys - have_keys).values()) + sum(max(n - state["rows"][t], 0)
@@ -201,9 +236,9 @@ def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
     duplicated = sum(max(state["rows"][t] - n, 0) for t, n in reference["state"]["rows"].items())
     entries, misses = cache_counts(project)
     identical = state["digests"] == reference["state"]["digests"] and state["versions"] == reference["state"]["versions"]
-    return Trial(kill_after_s, running, stage, finished_after, 0, identical, lost, duplicated,
+    return Trial(kill_after_s, running, stage, finished_after, resumed_exit, identical, lost, duplicated,
                  sum(n - 1 for n in have_keys.values() if n > 1), (misses - misses_at_kill) - (entries - entries_at_kill),
-                 *mlflow_runs(project))
+                 *mlflow_runs(project), rwlock_removed, repaired_exit)
 
 
 def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, ...] = OVERRIDES,
@@ -235,13 +270,15 @@ def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, .
         "survived": sum(t.survived for t in results),
         "survived_real_kills": sum(t.survived for t in real),
         "failed_trials": [i for i, t in enumerate(results) if not t.survived],
+        "dvc_rwlock_corrupted": sum(t.dvc_rwlock_removed for t in results),
+        "intact_after_rwlock_removal": sum(t.intact for t in results if t.dvc_rwlock_removed),
         "rows_lost": sum(max(t.rows_lost, 0) for t in results),
         "rows_duplicated": sum(max(t.rows_duplicated, 0) for t in results),
         "duplicate_prediction_keys": sum(max(t.duplicate_prediction_keys, 0) for t in results),
         "repeated_calls": sum(max(t.repeated_calls, 0) for t in results),
         "mlflow_duplicates": sum(max(t.mlflow_finished - 1, 0) for t in results),
         "mlflow_running": sum(t.mlflow_running for t in results),
-        "per_trial": [{**asdict(t), "survived": t.survived} for t in results],
+        "per_trial": [{**asdict(t), "intact": t.intact, "survived": t.survived} for t in results],
     }
 
 
@@ -267,6 +304,9 @@ def render_markdown(summary: dict) -> str:
         f"| real kills (landed while `dvc repro` ran) | {summary['killed_running']} |",
         f"| survived (all trials) | {summary['survived']} / {summary['trials']} |",
         f"| survived (real kills) | {summary['survived_real_kills']} / {summary['killed_running']} |",
+        f"| kills that left DVC's `.dvc/tmp/rwlock` unreadable (resume refused) | {summary['dvc_rwlock_corrupted']} |",
+        f"| ... of those, intact after removing it and `dvc repro` | {summary['intact_after_rwlock_removal']} "
+        f"/ {summary['dvc_rwlock_corrupted']} |",
         f"| run-log rows lost / duplicated | {summary['rows_lost']} / {summary['rows_duplicated']} |",
         f"| duplicate prediction keys (run_id, qid, sample_index) | {summary['duplicate_prediction_keys']} |",
         f"| repeated provider calls | {summary['repeated_calls']} |",
@@ -275,7 +315,8 @@ def render_markdown(summary: dict) -> str:
         "",
         "Survived: the resumed `dvc repro` exits 0, its final artifacts (metrics, plots, delivered harness, holdout,",
         "pools) and version history are byte-identical to the reference's, no run-log row is lost or duplicated, no",
-        "provider call is paid twice, and MLflow holds exactly one FINISHED run and no RUNNING one.",
+        "provider call is paid twice, and MLflow holds exactly one FINISHED run and no RUNNING one. Rows, calls and",
+        "MLflow figures are counted after the last resume (after removing an unreadable DVC rwlock, where one was).",
         "",
         "| trial | kill after (s) | real kill | running at the kill | resumed exit | identical | rows lost / dup "
         "| repeated calls | MLflow FINISHED / RUNNING | survived |",
@@ -283,8 +324,10 @@ def render_markdown(summary: dict) -> str:
     ]
     for index, t in enumerate(summary["per_trial"]):
         done = f"no (done at {t['finished_after_s']} s)"
+        resume = (f"{t['resumed_exit']}; rwlock removed, then {t['repaired_exit']}" if t["dvc_rwlock_removed"]
+                  else str(t["resumed_exit"]))
         lines.append(f"| {index} | {t['kill_after_s']} | {'yes' if t['killed_running'] else done} "
-                     f"| {t['killed_stage'] or '-'} | {t['resumed_exit']} | {'yes' if t['identical'] else 'NO'} "
+                     f"| {t['killed_stage'] or '-'} | {resume} | {'yes' if t['identical'] else 'NO'} "
                      f"| {t['rows_lost']} / {t['rows_duplicated']} | {t['repeated_calls']} "
                      f"| {t['mlflow_finished']} / {t['mlflow_running']} | {'yes' if t['survived'] else 'NO'} |")
     lines += ["", "All trials survived." if ok else f"Failed trials: {summary['failed_trials']}.", ""]

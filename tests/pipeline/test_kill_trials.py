@@ -63,17 +63,34 @@ def test_the_report_page_states_every_figure() -> None:
     bench = _benchmark()
     trial = bench.Trial(3.5, True, "rollout --epoch 1 --step 1", None, 0, True, 0, 0, 0, 0, 1, 0)
     late = bench.Trial(9.0, False, "", 8.2, 0, True, 0, 0, 0, 0, 1, 0)
+    repaired = bench.Trial(5.0, True, "", None, 255, True, 0, 0, 0, 0, 1, 0, dvc_rwlock_removed=True, repaired_exit=0)
+    assert trial.survived and late.survived and repaired.intact and not repaired.survived
     summary = {"commit": "a" * 40, "overrides": ["train=tiny"], "seed": 0, "window": [0.02, 0.9],
-               "reference_seconds": 10.0, "shortest_run_seconds": 8.2, "reference_mlflow": [1, 0], "trials": 2, "killed_running": 1, "survived": 2,
-               "survived_real_kills": 1, "failed_trials": [], "rows_lost": 0, "rows_duplicated": 0,
+               "reference_seconds": 10.0, "shortest_run_seconds": 8.2, "reference_mlflow": [1, 0], "trials": 3, "killed_running": 2, "survived": 2,
+               "survived_real_kills": 1, "failed_trials": [2],
+               "dvc_rwlock_corrupted": 1, "intact_after_rwlock_removal": 1, "rows_lost": 0, "rows_duplicated": 0,
                "duplicate_prediction_keys": 0, "repeated_calls": 0, "mlflow_duplicates": 0, "mlflow_running": 0,
-               "per_trial": [{**bench.asdict(t), "survived": t.survived} for t in (trial, late)],
+               "per_trial": [{**bench.asdict(t), "intact": t.intact, "survived": t.survived}
+                             for t in (trial, late, repaired)],
                "command": "python benchmarks/kill_trials.py --trials 1", "wall_seconds": 30.0,
                "load_average": [1.0, 1.0, 1.0], "finished_utc": "2026-12-02 05:00 UTC"}
     page = bench.render_markdown(summary)
-    for text in ("a" * 40, "| real kills (landed while `dvc repro` ran) | 1 |", "| survived (all trials) | 2 / 2 |",
-                 "| MLflow RUNNING zombies | 0 |", "rollout --epoch 1 --step 1", "no (done at 8.2 s)", "All trials survived"):
+    for text in ("a" * 40, "| real kills (landed while `dvc repro` ran) | 2 |", "| survived (all trials) | 2 / 3 |",
+                 "| MLflow RUNNING zombies | 0 |", "rollout --epoch 1 --step 1", "no (done at 8.2 s)",
+                 "| 255; rwlock removed, then 0 |", "unreadable (resume refused) | 1 |", "Failed trials: [2]"):
         assert text in page, text
+
+
+def test_only_an_unreadable_dvc_rwlock_is_removed(tmp_path: Path) -> None:
+    bench = _benchmark()
+    refusal = "ERROR: failed to reproduce 'library': Unable to read RWLock-file '.dvc/tmp/rwlock'. JSON structure"
+    rwlock = tmp_path / ".dvc" / "tmp" / "rwlock"
+    rwlock.parent.mkdir(parents=True)
+    rwlock.write_text('{"read": {}, "write": {}}')
+    assert not bench.remove_corrupt_dvc_rwlock(tmp_path, refusal) and rwlock.exists()  # readable: kept
+    rwlock.write_text("")  # what a kill between DVC's truncate and its write leaves
+    assert not bench.remove_corrupt_dvc_rwlock(tmp_path, "ERROR: some other failure") and rwlock.exists()
+    assert bench.remove_corrupt_dvc_rwlock(tmp_path, refusal) and not rwlock.exists()
 
 
 @pytest.mark.slow  # two small dvc repro runs and a resume
