@@ -2,7 +2,8 @@
 
     python benchmarks/real.py                      # both parts; starts the server, writes reports/benchmarks/real.md
     python benchmarks/real.py --part parsing --samples 1 --edit-calls 3   # part 1 only (sections 1-2)
-    python benchmarks/real.py --part train         # part 2 only (section 3): ~15 min on a loaded 2-core machine
+    python benchmarks/real.py --part train         # part 2 only (section 3): ~40 min on a loaded 2-core machine
+    python benchmarks/real.py --part train --from-job runs/benchmarks-real/<job>   # section 3 again from a finished job
     python benchmarks/real.py --capture tests/fixtures/smollm2_replies.jsonl  # also record every solver reply
 
 Each part rewrites only its own block of the report (between `<!-- begin:<part> -->`
@@ -65,14 +66,17 @@ QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
 TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 PARTS = ("parsing", "train")
-# 240 questions: test 20 (held out), validation 10, diagnosis 20 = 2 steps of 10; gates of at most 10 pairs.
-# Sized for a 2-core machine shared with other jobs (~15 min); llm.max_tokens=96 bounds the model's long replies.
+RUN_INFO = "real_bench.json"  # a train job's wall time and server, for --from-job
+# 240 questions: test 40 (held out), validation 20, diagnosis 20 = 2 steps of 10; gates of at most 40 pairs: an accept
+# needs log E >= log(1/level) (e-LOND gives the first gates ~0.0012, so ~6.7), which ~20 straight wins reach and 10
+# pairs never can (the 10-pair sizing of an earlier run could only reject). ~40 min on a loaded 2-core machine;
+# llm.max_tokens=96 bounds the solver's long replies, the editor and diagnoser get room for their JSON.
 TRAIN_OVERRIDES = (
     "train.epochs=1", "train.slow_update=false", "train.momentum=false", "train.system_tool_update=false",
     "train.run_name=real_bench",
-    "pools.test_size=20", "pools.val_size=10", "pools.diagnosis_size=20", "pools.eval_min_per_class=2",
+    "pools.test_size=40", "pools.val_size=20", "pools.diagnosis_size=20", "pools.eval_min_per_class=2",
     "batching.batch_size=10", "batching.min_class_per_batch=2",
-    "gate.block_size=5", "gate.max_pairs=10", "gate.mcnemar_n=10", "gate.infra_min_denominator=3",
+    "gate.block_size=10", "gate.max_pairs=40", "gate.mcnemar_n=40", "gate.infra_min_denominator=3",
     "evolve.max_case_questions=2",
     "llm.max_tokens=96", "+llm.max_tokens_by_role.editor=512", "+llm.max_tokens_by_role.diagnoser=256", "llm.timeout_s=600", "llm.max_retries=1", "llm.concurrency=1", "tracking=none",
 )
@@ -278,8 +282,19 @@ def train_part(args: argparse.Namespace, base_url: str, model: str, server: str)
         (job / "stages_train.log").write_text(done.stdout + done.stderr, encoding="utf-8")
         if done.returncode != 0:
             raise SystemExit(f"stages.train failed ({done.returncode}); log in {job / 'stages_train.log'}:\n{done.stderr[-3000:]}")
+        (job / RUN_INFO).write_text(json.dumps({"wall_s": wall, "server": server, "overrides": list(TRAIN_OVERRIDES)}), encoding="utf-8")
         run = read_training(job)
-    return render_train(args, server, run, wall)
+    return render_train(args, server, run, wall, TRAIN_OVERRIDES)
+
+
+def rerender_train(args: argparse.Namespace) -> str:
+    """Section 3 again from a finished `--part train` job directory (its state and RUN_INFO), without re-running it."""
+    job = Path(args.from_job).resolve()
+    info_path = job / RUN_INFO
+    if not info_path.is_file():
+        raise SystemExit(f"{info_path} is missing: --from-job takes a job directory written by `real.py --part train`")
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    return render_train(args, info["server"], read_training(job), float(info["wall_s"]), tuple(info["overrides"]))
 
 
 def read_training(job: Path) -> dict[str, Any]:
@@ -290,7 +305,8 @@ def read_training(job: Path) -> dict[str, Any]:
     for path in sorted((job / "state").glob("e*/s*/gate/report.json")):
         report = json.loads(path.read_text(encoding="utf-8"))
         gates += [{"epoch": report["epoch"], "step": report["step"], **row} for row in report.get("skills", [])]
-    evolves = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((job / "state").glob("e*/s*/evolve/evolve.json"))]
+    evolve_paths = sorted((job / "state").glob("e*/s*/evolve/evolve.json"))
+    evolves = [json.loads(p.read_text(encoding="utf-8")) for p in evolve_paths]
     conn = sqlite3.connect(f"file:{job / 'state/holdout/runlog.sqlite'}?mode=ro", uri=True)
     try:
         held: dict[str, dict[str, bool | None]] = {}
@@ -300,7 +316,8 @@ def read_training(job: Path) -> dict[str, Any]:
     finally:
         conn.close()
     questions = {q.qid: q for q in read_user_questions(TRAIN_QUESTIONS)}
-    return {"job": job, "metrics": metrics, "gates": gates, "evolves": evolves, "held": held, "questions": questions,
+    return {"job": job, "metrics": metrics, "gates": gates, "evolves": evolves, "evolve_paths": evolve_paths, "held": held,
+            "questions": questions,
             "delivered": json.loads((job / "state/holdout/holdout.json").read_text(encoding="utf-8"))}
 
 
@@ -323,7 +340,7 @@ def _acc_cell(outcomes: dict[str, bool | None]) -> tuple[str, int, int]:
     return (f"{k}/{n} = {k / n:.3f} (95 % CI {lo:.3f}-{hi:.3f})" if n else "n/a"), k, n
 
 
-def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wall: float) -> str:
+def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wall: float, overrides: tuple[str, ...]) -> str:
     m, held, qs = run["metrics"], run["held"], run["questions"]
     base_cell, base_k, n = _acc_cell(held["base"])
     deliv_cell, deliv_k, _ = _acc_cell(held["delivered"])
@@ -338,7 +355,7 @@ def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wal
         f"`python benchmarks/real.py --part train` ({wall / 60:.1f} min wall for `stages.train`; server: {server}; "
         f"the run's state and report: `{_rel(run['job'])}`): "
         f"`python -m stages.train llm=openai benchmark=jsonl benchmark.path={Path(args.train_questions).name}` with",
-        f"`{' '.join(TRAIN_OVERRIDES)}`.",
+        f"`{' '.join(overrides)}`.",
         "",
         f"Questions: `{_rel(Path(args.train_questions))}` ({len(qs)} questions, 4 choices, "
         f"{len({q.task_type for q in qs.values()})} task types: {', '.join(sorted({q.task_type for q in qs.values()}))}; "
@@ -374,6 +391,12 @@ def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wal
         f"Editor: {proposed} candidate edit(s) parsed and applied for gating, {fallbacks} reply(ies) unparseable after the "
         "retry (recorded as `skipped_no_change` fallbacks, never applied).",
         "",
+        "What the editor proposed (every applied edit that went to a gate; SmolLM2's own words, cut at 120 characters):",
+        "",
+        "| epoch | step | task type | op | new text |",
+        "|---|---|---|---|---|",
+        *[f"| {e['epoch']} | {e['step']} | {e['task_type']} | {e['op']} | {_cell(e['text'], 120)} |" for e in proposed_edits(run)],
+        "",
         "Gate decisions:",
         "",
         "| epoch | step | task type | action | wins | losses | ties | pairs | reason |",
@@ -382,8 +405,34 @@ def render_train(args: argparse.Namespace, server: str, run: dict[str, Any], wal
     for g in run["gates"]:
         cells = [g.get(k) for k in ("epoch", "step", "task_type", "action", "wins", "losses", "ties", "n_pairs", "reason")]
         lines.append("| " + " | ".join("—" if c is None else str(c).replace("|", "\\|") for c in cells) + " |")
-    lines += ["", "**Did training help this model?** " + verdict(actions, decided, paired, base_k, deliv_k, n), ""]
+    lines += ["", "**Did training help this model?** " + verdict(actions, decided, paired, base_k, deliv_k, n), "",
+              "**Why, from the numbers:** " + why(run, base_k, n), ""]
     return "\n".join(lines)
+
+
+def why(run: dict[str, Any], base_k: int, n: int) -> str:
+    """The circumstances of the verdict: the model's answers, its edits' fate, the gates' evidence."""
+    m, gates = run["metrics"], run["gates"]
+    gated = [g for g in gates if g["action"] in ("accept", "reject", "probation")]
+    screened = sum("screen" in str(g.get("reason", "")) for g in gated)
+    at_budget = sum("end of the budget" in str(g.get("reason", "")) for g in gated)
+    pairs = [int(g["n_pairs"]) for g in gated if g.get("n_pairs") is not None]
+    ties = sum(int(g.get("ties") or 0) for g in gated)
+    skipped = [g for g in gates if g["action"] == "skipped_no_change"]
+    unparsed = sum("unparseable" in str(g.get("reason", "")) for g in skipped)
+    parts = [f"the base harness answers {base_k}/{n} held-out questions (chance 0.25), and "
+             f"{m['parse_failure_rate']:.0%} of the run's replies designate no single choice (ambiguous or none), so most "
+             "pairs are ties whatever the skill file says"]
+    if gated:
+        parts.append(f"{len(gated)} edit(s) reached a gate: {screened} rejected by the pre-gate screen, {at_budget} undecided "
+                     f"at the budget of {max(pairs) if pairs else 0} pairs (rejected, `gate.undecided=reject`), "
+                     f"{len(gated) - screened - at_budget} decided by the e-process; {ties} of {sum(pairs)} gate pairs were ties")
+    if skipped:
+        parts.append(f"{len(skipped)} gate row(s) had nothing to test ({unparsed} after an editor reply unparseable twice, "
+                     f"{len(skipped) - unparsed} with no applicable edit)")
+    parts.append("the edits the 135M editor wrote (listed above) are its own words under the JSON schema; whether they are "
+                 "rules at all is for the reader, the gate only measured that none beat the baseline")
+    return "; ".join(parts) + "."
 
 
 def verdict(actions: Counter, decided: int, paired: dict[str, Any], base_k: int, deliv_k: int, n: int) -> str:
@@ -402,8 +451,29 @@ def verdict(actions: Counter, decided: int, paired: dict[str, Any], base_k: int,
             "improvement is not established at this size.")
 
 
+def proposed_edits(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every applied edit of every gated candidate: epoch, step, task type, op and its new text."""
+    out = []
+    for doc, path in zip(run["evolves"], run["evolve_paths"]):
+        epoch, step = int(path.parts[-4].lstrip("e")), int(path.parts[-3].lstrip("s"))
+        for candidate in doc["candidates"]:
+            record = candidate["record"]
+            for application in record.get("apply_report", []):
+                if application.get("status") == "applied":
+                    edit = application["edit"]
+                    out.append({"epoch": epoch, "step": step, "task_type": record.get("task_type", "?"), "op": edit["op"],
+                                "text": edit.get("text") or edit.get("old", "")})
+    return out
+
+
+def _cell(text: str, limit: int) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
 def _rel(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+    resolved = path.resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
 
 
 def merge_parts(old: str, parts: dict[str, str]) -> str:
@@ -459,10 +529,11 @@ def main() -> None:
     parser.add_argument("--base-url", default=None, help="use a running server instead of starting one")
     parser.add_argument("--model", default="smollm2", help="model name with --base-url")
     parser.add_argument("--capture", default=None, help="write every solver reply to this JSONL file")
+    parser.add_argument("--from-job", default=None, help="part train: re-render section 3 from this finished job directory")
     parser.add_argument("--out", default=str(REPORT))
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill <pid>` still stops the server it started
-    parts = run_parts(args)
+    parts = {"train": rerender_train(args)} if args.from_job else run_parts(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = merge_parts(out.read_text(encoding="utf-8") if out.is_file() else "", parts)
