@@ -108,8 +108,10 @@ class World:
     index: dict[str, int]
 
 
-def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL) -> World:
-    p = make_pool(rng, n)
+def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL, p: np.ndarray | None = None) -> World:
+    """A pool (`p`, or one drawn by `make_pool`) and its GatePools fed by PRE_GATE_OBS non-gate runs drawn from `rng`."""
+    p = make_pool(rng, n) if p is None else np.asarray(p, dtype=float)
+    n = p.size
     qids = [f"q{i}" for i in range(n)]
     pools = GatePools.build({"t": qids})
     for epoch in range(PRE_GATE_OBS):
@@ -321,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--override", action="append", default=[], metavar="gate.KEY=VALUE",
-                    help="config override of the measured gate (repeatable), e.g. gate.futility=bound")
+                    help="config override of the measured gate (repeatable), e.g. gate.fdr=none")
     ap.add_argument("--no-old-rule", action="store_true", help="skip the comparison rows of the old sign rule (gate=sequential)")
     args = ap.parse_args(argv)
     overrides = tuple(args.override)

@@ -33,12 +33,21 @@ def test_shift_hits_the_stated_pool_points():
 def test_follow_up_gate_serves_the_earlier_gates_samples_first():
     fdr = _load("fdr")
     rng = np.random.default_rng(1)
-    p = np.zeros(60)  # a fresh baseline sample is always wrong ...
-    cached = {q: [True] * 10 for q in range(60)}  # ... an earlier gate's cached ones always right
-    action, n, fresh = fdr.run_gate(rng, p, np.full(60, 0.5), fdr.BASE, cached=cached)
+    params = fdr.configured_gate()  # the default gate of conf/ (betting on the importance plan)
+    assert (params.rule, params.ladder) == ("betting", "importance")
+    world = fdr.make_world(rng, params, p=np.zeros(60))  # a fresh baseline sample is always wrong ...
+    cached = {f"q{i}": [True] * 10 for i in range(60)}  # ... an earlier gate's cached ones always right
+    action, n, fresh = fdr.run_gate(rng, world, np.full(60, 0.5), params, seed=0, cached=cached)
     assert fresh == {} and action == "reject"  # every baseline outcome came from the cache: the candidate never wins a pair
-    action, _, fresh = fdr.run_gate(rng, p, np.full(60, 0.5), fdr.BASE)
+    action, _, fresh = fdr.run_gate(rng, world, np.full(60, 0.5), params, seed=1)
     assert fresh and action == "accept"
+
+
+def test_the_fdr_benchmark_reads_the_default_gate_and_the_old_rule_from_the_config():
+    fdr = _load("fdr")
+    old = fdr.configured_gate(fdr.OLD_RULE)
+    assert (old.rule, old.ladder) == ("sequential", "static")
+    assert fdr.configured_gate(("gate.fdr=none",)).fdr == "none"
 
 
 def _run(rule, seed, edits, curve, tradeoff=False, **extra):
