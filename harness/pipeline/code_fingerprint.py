@@ -42,6 +42,7 @@ class ModuleIndex:
 
     root: Path
     _imports: dict[str, frozenset[str]] = field(default_factory=dict)
+    _data_files: dict[Path, frozenset[Path]] = field(default_factory=dict)
 
     def file_of(self, module: str) -> Path | None:
         """root/a/b.py or root/a/b/__init__.py for "a.b"; None when `module` is not first-party."""
@@ -63,6 +64,12 @@ class ModuleIndex:
             self._imports[module] = frozenset(n for n in referenced_modules(path, module, self.is_package(module))
                                               if self.file_of(n) is not None)
         return self._imports[module]
+
+    def data_files_of(self, path: Path) -> frozenset[Path]:
+        """`data_files_of(path)`, parsed once per file (every stage's closure shares most files)."""
+        if path not in self._data_files:
+            self._data_files[path] = frozenset(data_files_of(path))
+        return self._data_files[path]
 
     def closure(self, entries: Iterable[str]) -> set[str]:
         """Every first-party module reachable from `entries`, with the parent packages each import runs."""
@@ -157,7 +164,7 @@ def closure_files(entries: Iterable[str], root: Path, index: ModuleIndex | None 
     """The source files of the import closure of `entries`, and the data files they declare, sorted by relative path."""
     index = index or ModuleIndex(Path(root))
     files = {f for f in (index.file_of(m) for m in index.closure(entries)) if f is not None}
-    files |= {data for f in list(files) for data in data_files_of(f)}
+    files |= {data for f in list(files) for data in index.data_files_of(f)}
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 

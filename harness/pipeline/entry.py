@@ -183,6 +183,9 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
     if cfg.get("quiet", False):
         configure_logging(quiet=True)
     announce_progress(stage, cfg)
+    from harness.pipeline.repro_progress import end_with_dvc
+
+    end_with_dvc()  # `kill <dvc pid>` ends this stage too, not only DVC
     return cfg
 
 

@@ -218,14 +218,16 @@ class StageTracking:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._signals is not None:
-            self._signals.__exit__(None, None, None)
-            self._signals = None
-        if self.tracker is None or exc_type is None:
-            return
+        try:
+            if self.tracker is None or exc_type is None:
+                return
+            mark_interrupted(self.tracker, exc)  # before the handler is restored: a second SIGTERM is ignored
+        finally:
+            if self._signals is not None:
+                self._signals.__exit__(None, None, None)
+                self._signals = None
         from harness.tracking.live import RunKilled
 
-        mark_interrupted(self.tracker, exc)
         if issubclass(exc_type, RunKilled):
             raise SystemExit(143) from exc  # 128 + SIGTERM, as if the signal had ended the process
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,21 +59,56 @@ def stage_kind(name: str) -> str:
     return name.split("@", 1)[0]
 
 
-def dvc_invocation_id() -> str | None:
-    """'<pid>:<start time>' of the `dvc` process that runs this stage (Linux /proc); None when there is none."""
+def dvc_ancestor() -> tuple[int, int, str] | None:
+    """(pid, generations up, start time) of the `dvc` process that runs this stage (Linux /proc; 1 = the
+    parent); None when there is none."""
     pid = os.getppid()
-    for _ in range(4):  # dvc -> [shell] -> python
+    for generation in range(1, 5):  # dvc -> [shell] -> python
         try:
             argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             return None
         if any(Path(arg).name == "dvc" for arg in argv[:3]):
-            return f"{pid}:{fields[19]}"  # field 22 of stat: start time in clock ticks since boot
+            return pid, generation, fields[19]  # field 22 of stat: start time in clock ticks since boot
         pid = int(fields[1])
         if pid <= 1:
             return None
     return None
+
+
+def dvc_invocation_id() -> str | None:
+    """'<pid>:<start time>' of the `dvc` process that runs this stage; None when there is none."""
+    found = dvc_ancestor()
+    return None if found is None else f"{found[0]}:{found[2]}"
+
+
+def end_with_dvc() -> bool:
+    """Under `dvc repro`, have the kernel send this stage SIGTERM when the `dvc` process that started it dies
+    (Linux ``PR_SET_PDEATHSIG``); True when arranged.
+
+    DVC passes no signal on: `kill <dvc pid>` ends DVC at once and would leave the stage running, writing
+    outputs DVC will never record, its MLflow run RUNNING. With this the stage ends as if it had been sent
+    SIGTERM itself (the run KILLED, harness/pipeline/live_run.py). Only when DVC is the direct parent (the shell
+    ran the command with exec): a shell in between would survive DVC and never pass it on either."""
+    if not os.environ.get("DVC_STAGE") or not sys.platform.startswith("linux"):
+        return False
+    found = dvc_ancestor()
+    if found is None or found[1] != 1:
+        return False
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != found[0]:  # DVC died before the request: the kernel will not send it now
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
 
 
 @dataclass(frozen=True)

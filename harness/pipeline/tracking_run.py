@@ -175,9 +175,9 @@ def tracked_training(ctx: Any, tracker: TrainingTracker | None, telemetry: Path)
         if item.kind == "slow":
             end_epoch(tracker, layout, int(item.epoch), telemetry)
 
-    try:
-        with sigterm_raises():
+    with sigterm_raises():  # marked inside: a second SIGTERM is ignored until the run is marked
+        try:
             yield after_stage
-    except BaseException as error:
-        mark_interrupted(tracker, error)
-        raise
+        except BaseException as error:
+            mark_interrupted(tracker, error)
+            raise

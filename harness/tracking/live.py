@@ -87,13 +87,17 @@ class RunKilled(BaseException):
 
 @contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """Inside the block, SIGTERM raises `RunKilled` in the main thread (so `finally` blocks run and the run can
-    be marked KILLED); the previous handler is restored after. A no-op outside the main thread."""
+    """Inside the block, the first SIGTERM raises `RunKilled` in the main thread (so `finally` blocks run and the
+    run can be marked KILLED) and later ones are ignored, so a second SIGTERM cannot cut the marking short
+    (a killed process group under `dvc repro` gets one from the kill and one when DVC dies,
+    harness/pipeline/repro_progress.end_with_dvc); mark inside the block. The previous handler is restored
+    after. A no-op outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):  # noqa: ARG001 - signal handler signature
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise RunKilled(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, handler)

@@ -1,13 +1,16 @@
 """Live MLflow runs with the real tools: a run exists from the first loop stage, each epoch is logged when
 it ends, a failed stage ends the run FAILED, a SIGTERM ends it KILLED, and a resume continues the same run.
 
-`dvc repro` in a temporary git+DVC project (1 epoch x 1 step), and `python -m stages.train` (train=tiny,
-2 epochs) killed after its first epoch then resumed; each against its own pre-migrated SQLite store.
+`dvc repro` in a temporary git+DVC project (1 epoch x 1 step), failed at a stage, and SIGTERMed during the gate
+stage, then resumed; and `python -m stages.train` (train=tiny, 2 epochs) killed after its first epoch then
+resumed; each against its own pre-migrated SQLite store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -104,3 +107,55 @@ def test_train_killed_by_sigterm_is_killed_then_resumed_in_the_same_run(tmp_path
     finished = client.get_run(run_id)
     assert finished.info.run_name == "tiny train=tiny early_stop_patience=5"  # tracking.* is not in the name
     assert finished.data.tags["harness.run_dir"].endswith("runs/killed")
+
+
+def _group_gone(pgid: int, timeout: float) -> bool:
+    """True once no process of group `pgid` is left (DVC and the stage it ran), within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("target", ["group", "dvc"])
+def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp_path: Path, mlflow_db: Path,
+                                                                             target: str) -> None:
+    """SIGTERM to a `dvc repro` while a training stage runs: to its process group (`timeout`, a job scheduler,
+    systemd) or to the `dvc` process alone (`kill <pid>`: DVC dies without passing it on, so the stage learns
+    it from its parent's death). The run ends KILLED; the next `dvc repro` resumes the same run to FINISHED."""
+    uri = f"sqlite:///{mlflow_db}"
+    overrides = tuple(o for o in TEST_OVERRIDES if o != "tracking=none") + (f"tracking.tracking_uri={uri}",)
+    project = make_project(tmp_path / "project", overrides)
+    proc = subprocess.Popen([str(BIN / "dvc"), "repro", "report"], cwd=project, env=env(), start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    marker = project / "state/e1/s1/gate/runlog.sqlite"  # the gate stage is running its gate rollouts
+    deadline = time.monotonic() + 300
+    try:
+        while not marker.exists():
+            assert proc.poll() is None, "dvc repro ended before the gate stage started:\n" + proc.stdout.read()
+            assert time.monotonic() < deadline, "gate stage never started"
+            time.sleep(0.01)
+        if target == "group":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert _group_gone(proc.pid, 120), "a stage outlived the killed dvc repro"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not (project / "state/e1/s1/gate/DONE.json").exists(), "killed too late: the gate stage had finished"
+    (run_id, status, _), = _runs(mlflow_db)
+    assert status == "KILLED", out
+    record = json.loads(next((project / ".cache/pipeline").glob("*/mlflow_run.json")).read_text())
+    assert record["run_id"] == run_id and record["status"] == "KILLED"
+
+    resumed = run(["dvc", "repro", "report"], project)
+    assert "Running stage 'gate@0'" in resumed.stdout and "Running stage 'rollout@0'" not in resumed.stdout
+    assert f"resumed run {run_id}" in resumed.stderr
+    assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
+    assert _epochs_logged(mlflow_db) == [1]
