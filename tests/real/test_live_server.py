@@ -52,7 +52,8 @@ def test_a_structured_edit_from_the_real_model_parses(llama_server, repo_root):
                       answer="A", correct=False, trace_excerpt="[assistant] D. Berlin")
 
     async def go(reply_format):
-        llm = provider(llama_server, max_tokens=512)
+        # the text attempts run to max_tokens twice on this model (they do not parse): 256 keeps the test's time bounded
+        llm = provider(llama_server, max_tokens=512 if reply_format is None else 256)
         try:
             return await evolve_single_skill(llm, task_type="capitals", skill_file=skill_path(DEFAULT_SKILL),
                                              skill_text="Read the question and the choices, then answer.", case_pack=[case],
@@ -63,8 +64,9 @@ def test_a_structured_edit_from_the_real_model_parses(llama_server, repo_root):
     record = asyncio.run(go(None))  # the probed format
     assert record.reply_format == JSON_OBJECT_SCHEMA
     if record.parse_error:
-        # the schema-constrained reply is JSON, but SmolLM2 copies the instruction's example into it (seen in real
-        # runs): refused as content, recorded, never applied; a JSON syntax failure would name no example
+        # the schema-constrained reply is JSON; under the legacy instruction (an example object) SmolLM2 copied the example
+        # into it: refused as content, recorded, never applied (with the field-describing instruction it parsed at this
+        # seed, 2026-12-02); a JSON syntax failure would name no example
         assert "copies the format example" in record.parse_error, record.parse_error
         assert not record.changed and record.new_text == record.old_text
     else:
