@@ -8,6 +8,7 @@ machine's load hits every variant alike; CPU is user + sys of the whole process 
 shared machine disturbs less than wall time. Medians are reported, with the load average at start and end.
 
 Usage: nice -n 10 python benchmarks/tracking_cost.py --commits ab4599d HEAD [--rounds 3] [--out PATH]
+       [--overrides ...]  (`--overrides` alone: the embedded default config)
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def project(work: Path, commit: str, overrides: list[str], tracking: bool) -> Pa
     snapshot = [*overrides, *([] if tracking else ["tracking.enabled=false"])]
     subprocess.run([sys.executable, "-m", "harness.config.snapshot", *snapshot], cwd=dest, env=_env(), check=True,
                    stdout=subprocess.DEVNULL)
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qam", "bench"],
-                   cwd=dest, check=True)
+    if subprocess.run(["git", "diff", "--quiet"], cwd=dest).returncode:  # the default config: nothing to commit
+        subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qam", "bench"],
+                       cwd=dest, check=True)
     return dest
 
 

@@ -63,3 +63,49 @@ def test_run_is_logged_completely(mlflow_db: Path, tmp_path: Path) -> None:
     assert client.get_run(parent).data.params == {"sweep.gate.lambda": "2.0,3.0"}
     # artifacts sit under the project root, not the process working directory
     assert client.get_experiment_by_name("exp").artifact_location == (tmp_path.resolve() / "mlruns").as_uri()
+
+
+def test_epoch_rows_written_without_mlflow_match_mlflows_own(mlflow_db: Path) -> None:
+    """`log_epoch` on a SQLite store writes (log_epoch_sqlite, no MLflow import) exactly the rows MLflow's own
+    log_batch writes for the same points; an epoch logged again adds nothing; another schema revision or a
+    deleted run falls back to MLflow's client."""
+    import math
+    import sqlite3
+
+    from mlflow.entities import Metric
+    from mlflow.store.db.utils import _get_latest_schema_revision
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.mlflow_log import EPOCH_MARKER, EPOCH_SQL_REVISION, log_epoch, log_epoch_sqlite
+
+    assert EPOCH_SQL_REVISION == _get_latest_schema_revision(), "MLflow's schema changed: re-check log_epoch_sqlite"
+    uri = f"sqlite:///{mlflow_db}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("epochs")
+    by_mlflow, direct = (client.create_run(experiment).info.run_id for _ in range(2))
+    epochs = [(1, {"val_hard_acc": 0.5, "accepted": 2, "usd": float("nan"), "gain": float("inf"), "note": "x"}, 1000),
+              (2, {"val_hard_acc": 0.25, "accepted": 0, "usd": 0.125, "gain": -float("inf")}, 900),  # clock went back
+              (3, {"val_hard_acc": 0.75, "accepted": 0}, 900)]
+    for epoch, metrics, at in epochs:
+        points = [Metric(k, float(v), at, epoch) for k, v in metrics.items()  # what log_epoch keeps: numbers, not NaN
+                  if not isinstance(v, str) and not math.isnan(v)]
+        client.log_batch(by_mlflow, metrics=[*points, Metric(EPOCH_MARKER, float(epoch), at, epoch)])
+        assert log_epoch(uri, direct, epoch, metrics, at) is True
+    assert log_epoch(uri, direct, 2, {"val_hard_acc": 0.9}, 5000) is False  # already logged: nothing written
+
+    def rows(table: str, run_id: str) -> list[tuple]:
+        with sqlite3.connect(mlflow_db) as connection:
+            return sorted(connection.execute(
+                f"SELECT key, value, timestamp, step, is_nan FROM {table} WHERE run_uuid = ?", (run_id,)).fetchall())
+
+    assert rows("metrics", direct) == rows("metrics", by_mlflow) and len(rows("metrics", direct)) == 4 + 5 + 3
+    assert rows("latest_metrics", direct) == rows("latest_metrics", by_mlflow)
+    assert client.get_run(direct).data.metrics == client.get_run(by_mlflow).data.metrics
+    assert sorted((m.step, m.value) for m in client.get_metric_history(direct, "val_hard_acc")) == [(1, 0.5), (2, 0.25), (3, 0.75)]
+
+    client.delete_run(direct)
+    assert log_epoch_sqlite(uri, direct, 4, {"accepted": 1}, 2000) is None  # MLflow's client raises its own error
+    with sqlite3.connect(mlflow_db) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
+    assert log_epoch_sqlite(uri, by_mlflow, 4, {"accepted": 1}, 2000) is None
+    assert len(rows("metrics", by_mlflow)) == 12
