@@ -159,8 +159,8 @@ class HarnessLog:
             if str(mode).lower() != "wal":
                 raise RunLogError(f"{self.path}: could not switch the run log to WAL mode (got {mode!r})")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
+            try:  # BEGIN inside: a signal raised just after it returns still rolls back
+                self._conn.execute("BEGIN IMMEDIATE")
                 for ddl in INFERENCE_TABLES_SQL.values():
                     self._conn.execute(ddl)
                 for table, column, kind in ADDED_COLUMNS:  # a log written before the column existed
@@ -179,6 +179,7 @@ class HarnessLog:
             if self._conn is None:
                 return
             try:
+                _rollback(self._conn)  # a transaction an interrupted caller left open would block the checkpoint
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 self._conn.close()
@@ -265,8 +266,8 @@ class HarnessLog:
                 if absent:
                     raise RunLogError(f"{where}: rows lack required column(s) {absent}")
             before = conn.total_changes
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            try:  # BEGIN inside: a signal raised just after it returns (SIGTERM's RunKilled) still rolls back
+                conn.execute("BEGIN IMMEDIATE")
                 for cols, values in grouped.items():
                     # DO NOTHING covers key conflicts only (the idempotent re-insert); unlike OR IGNORE it
                     # does not skip a NULL in a NOT NULL column, so SQLite checks those per row in C

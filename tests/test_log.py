@@ -208,3 +208,41 @@ def test_a_log_written_before_parse_mode_stays_readable_and_gets_the_column(tmp_
         log.insert("predictions", [{"run_id": "r", "qid": "q2", "sample_index": 0, "predicted": "C", "parse_mode": "leading_letter"}])
     rows = RunLogReader(old).predictions()
     assert [(r["qid"], r["parse_mode"]) for r in rows] == [("q1", None), ("q2", "leading_letter")]
+
+
+class _Killed(BaseException):
+    """What the live-run SIGTERM handler raises (tracking.live.RunKilled) between two bytecodes."""
+
+
+class _SignalAfterBegin:
+    """A connection whose `BEGIN IMMEDIATE` returns and then a signal handler raises, as a SIGTERM can."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, *args):
+        cursor = self._conn.execute(sql, *args)
+        if sql == "BEGIN IMMEDIATE":
+            raise _Killed("signal 15")
+        return cursor
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+def test_a_signal_right_after_begin_leaves_no_open_transaction_and_close_keeps_the_signal(tmp_path):
+    # a SIGTERM landing just after BEGIN used to leave the transaction open; close()'s WAL checkpoint then failed
+    # with "database table is locked", which replaced the signal: the MLflow run ended FAILED instead of KILLED
+    log = HarnessLog(tmp_path / "runlog.sqlite")
+    log.record_run("r1", "train")
+    real = log._conn
+    log._conn = _SignalAfterBegin(real)  # type: ignore[assignment]
+    with pytest.raises(_Killed):
+        log.insert("predictions", [_pred("r1", "q1", 0)])
+    assert not real.in_transaction
+    log._conn = real
+    real.execute("BEGIN IMMEDIATE")  # and were one left open elsewhere, close() still checkpoints
+    log.close()  # no error of its own
+    with HarnessLog(tmp_path / "runlog.sqlite") as again:
+        assert again.query("SELECT COUNT(*) AS n FROM predictions")[0]["n"] == 0
+        assert again.insert("predictions", [_pred("r1", "q1", 0)]) == 1

@@ -188,13 +188,14 @@ class ResponseCache:
     @staticmethod
     @contextlib.contextmanager
     def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # BEGIN inside: a signal raised just after it returns still rolls back
+            conn.execute("BEGIN IMMEDIATE")
             yield
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended the transaction already
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
             raise
 
     # -- lifecycle

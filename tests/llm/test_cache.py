@@ -304,3 +304,37 @@ def test_full_disk_and_read_only_cache_are_local_errors_not_infra(tmp_path, smal
         with ResponseCache(small_tmpfs) as cache:
             result = infer(cache, log, "resumed")
         assert inner.calls == paid and result.n_infra == 0 and result.accuracy == 1.0
+
+
+class _Killed(BaseException):
+    """What the live-run SIGTERM handler raises (tracking.live.RunKilled) between two bytecodes."""
+
+
+class _SignalAfterBegin:
+    """A connection whose `BEGIN IMMEDIATE` returns and then a signal handler raises, as a SIGTERM can."""
+
+    def __init__(self, conn) -> None:
+        self._conn = conn
+
+    def execute(self, sql, *args):
+        cursor = self._conn.execute(sql, *args)
+        if sql == "BEGIN IMMEDIATE":
+            raise _Killed("signal 15")
+        return cursor
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_a_signal_right_after_begin_leaves_no_open_transaction(tmp_path):
+    # the transaction left open made every later write fail ("cannot start a transaction within a transaction")
+    with ResponseCache(tmp_path) as cache:
+        run_all(CachedProvider(CountingProvider(), cache), [req()])
+        real = cache._conn
+        cache._conn = _SignalAfterBegin(real)
+        with pytest.raises(_Killed):
+            cache.flush_stats()
+        cache._conn = real
+        assert not real.in_transaction
+        cache.flush_stats()
+        assert cache.persisted_stats().misses == 1
