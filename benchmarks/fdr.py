@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--override", action="append", default=[], metavar="gate.KEY=VALUE",
-                    help="config override of the measured gate (repeatable), e.g. gate.fdr=none")
+                    help="config override of the measured gate (repeatable), e.g. gate.futility=power")
     ap.add_argument("--no-old-rule", action="store_true", help="skip the comparison rows of the old sign rule (gate=sequential)")
     args = ap.parse_args(argv)
     overrides = tuple(args.override)
@@ -343,11 +343,15 @@ def main(argv: list[str] | None = None) -> int:
     settle = settlement(8, 500 if args.quick else 4000, params)
     cmd = " ".join(["python benchmarks/fdr.py", *(["--quick"] if args.quick else []), *(f"--override {shlex.quote(o)}" for o in overrides),
                     *(["--no-old-rule"] if args.no_old_rule else [])])
-    text = render(fdr_rows, fu, settle, params, args.quick, time.monotonic() - started, cmd, overrides)
+    publish(out, render(fdr_rows, fu, settle, params, args.quick, time.monotonic() - started, cmd, overrides))
+    return 0
+
+
+def publish(out: Path, text: str) -> None:
+    """Write the report page (creating its folder) and print it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(text)
-    return 0
 
 
 if __name__ == "__main__":

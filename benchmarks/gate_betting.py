@@ -238,7 +238,10 @@ OWN_MIXES = (
 
 def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int) -> dict:
     """Gates end to end through ImportancePlanner.next_block -> pair_block -> gate_decision (the registered betting rule)
-    at every block end, compared with the vectorised decision of this module on the same outcomes."""
+    at every block end, compared with the vectorised decision of this module on the same outcomes. The vectorised
+    decision has no futility stop, so the production gates run with `gate.futility=none` here (futility only ever
+    turns a "continue" into a reject: benchmarks/futility.py and tests/kernel/test_futility.py measure it)."""
+    params = dataclasses.replace(params, futility="none")
     agree = 0
     accepts = 0
     trigger_ok = 0

@@ -1,6 +1,6 @@
 """The registries behind every config key that chooses a strategy, as config validation reads them.
 
-`gate.rule`, `gate.ladder` and `gate.fdr` are kernel registries (objects); `evolve.method`
+`gate.rule`, `gate.ladder`, `gate.fdr` and `gate.futility` are kernel registries (objects); `evolve.method`
 (the proposer) lives in the loop (`harness.loop.proposers.PROPOSERS`), so only
 its names are here: config load neither imports the loop nor makes every stage
 depend on the proposers' code.
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.kernel.fdr import FDR_PROCEDURES
+from harness.kernel.futility import FUTILITY_RULES
 from harness.kernel.plans import SAMPLING_PLANS
 from harness.kernel.registry import Registry
 from harness.kernel.rules import RULES
@@ -25,5 +26,6 @@ CHOICE_REGISTRIES: dict[str, Registry[Any]] = {
     RULES.key: RULES,
     SAMPLING_PLANS.key: SAMPLING_PLANS,
     FDR_PROCEDURES.key: FDR_PROCEDURES,
+    FUTILITY_RULES.key: FUTILITY_RULES,
     PROPOSER_CHOICES.key: PROPOSER_CHOICES,
 }

@@ -37,6 +37,7 @@ from typing import Optional
 
 import numpy as np
 
+from harness.kernel.futility import FUTILITY_RULES, FutilityView
 from harness.kernel.types import PairResult
 
 __all__ = [
@@ -151,6 +152,9 @@ class BettingLook:
     reject_crossed: bool
     bound: float
     mean_difference: float  # importance-weighted mean of Z (an unbiased estimate of the gain)
+    accept_bets: tuple[float, ...] = ()  # the accept bets lam_k
+    accept_log_wealth: tuple[float, ...] = ()  # log W_k of each accept bet at the last pair (futility reads them)
+    z: tuple[float, ...] = ()  # the weighted differences (infra imputed against the candidate)
 
 
 def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
@@ -172,7 +176,8 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
     if not 0.0 < params.reject_margin < bound:
         raise ValueError(f"gate.reject_margin must be in (0, {bound}), got {params.reject_margin!r}")
     z = weighted_differences([p.baseline for p in pairs], [p.candidate for p in pairs], [p.weight for p in pairs], bound)
-    accept = log_wealth_path(z, accept_bets(bound, params.bet_low, params.bet_high, params.bet_points), 0.0, bound)
+    bets = accept_bets(bound, params.bet_low, params.bet_high, params.bet_points)
+    accept = log_wealth_path(z, bets, 0.0, bound)
     reject = log_wealth_path(
         z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound
     )
@@ -186,6 +191,9 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
         reject_crossed=bool(np.max(reject) >= -params.lambda_dir),
         bound=bound,
         mean_difference=float(np.mean(z)),
+        accept_bets=tuple(float(b) for b in bets),
+        accept_log_wealth=tuple(float(v) for v in np.sum(np.log1p(np.outer(z, bets)), axis=0)),
+        z=tuple(float(v) for v in z),
     )
 
 
@@ -212,7 +220,10 @@ def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> Bet
     Accept when the accept e-process crossed exp(lambda_accept) at some pair
     (recorded log E: its value at the first crossing, the one that triggered
     the accept); reject when the reject e-process crossed exp(-lambda_dir);
-    else continue, or `params.undecided` when `final`.
+    else `params.undecided` when `final`; else (only with `undecided: reject`)
+    reject when the futility rule `params.futility` (kernel/futility.py) says
+    the gate cannot or will hardly reach an accept in the `max_pairs` budget;
+    else continue.
     """
     look = betting_look(pairs, params)
     if look.accept_crossed:
@@ -226,4 +237,13 @@ def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> Bet
     if final:
         return BettingDecision(str(params.undecided), f"undecided: log E = {look.log_e:.3f}, reject log E = {look.log_e_reject:.3f} "
                                                       "at the end of the budget", look.log_e, -look.log_e_reject, look)
+    # futility only where an undecided gate is rejected anyway: under `undecided: probation` a gate that cannot accept
+    # may still end on probation, and stopping it early would change that decision
+    futile = None
+    if params.undecided == "reject":
+        view = FutilityView(look.accept_bets, look.accept_log_wealth, look.z, look.bound, max(params.max_pairs - len(pairs), 0),
+                            params.lambda_accept)
+        futile = FUTILITY_RULES.get(params.futility).stop(view, params)
+    if futile is not None:
+        return BettingDecision("reject", f"{futile} (weighted mean gain {look.mean_difference:+.4f})", look.log_e, -look.log_e_reject, look)
     return BettingDecision("continue", "no boundary crossed", look.log_e, -look.log_e_reject, look)

@@ -104,6 +104,11 @@ class GateParams:
     bet_low: float = 0.125  # betting rule: equally weighted constant bets, geometric from bet_low to bet_high (Kelly bets of
     bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
     bet_points: int = 3
+    # futility stop of the betting rule (harness/kernel/futility.py FUTILITY_RULES): none | bound (exact: the accept threshold is out of
+    # reach in the pairs left) | power (bound, and the conditional power at futility_gain below futility_power); only ever rejects
+    futility: str = "power"
+    futility_gain: float = 0.10  # power: the pool gain (accuracy points / 100) the conditional power is computed for
+    futility_power: float = 0.05  # power: stop when that estimated probability of an accept by the cap is below this
 
 
 # GateParams field -> config key where they differ (`lambda` is a Python keyword)

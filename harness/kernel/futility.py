@@ -1,0 +1,161 @@
+"""Futility stopping of the betting gate (`gate.futility`, issue 13 item 7): stop and reject a gate that cannot win.
+
+A gate that ends undecided at the pair cap is rejected (`gate.undecided: reject`),
+so every pair it spent after the point where an accept became impossible - or
+hopeless - was wasted. A futility rule looks at the accept e-process after a
+block and may turn "continue" into "reject". It can NEVER raise the false-accept
+rate: it only removes accepts, so the set of gates accepted with futility is a
+subset of those accepted without it, for every outcome sequence, and every
+per-gate and run-level guarantee holds unchanged. What it costs is power: an
+accept the gate would have reached later is lost (the benchmarks report it).
+The betting rule applies it only with `gate.undecided: reject` (the default):
+under `probation` a gate that cannot accept may still end on probation, and
+stopping it early would change that decision.
+
+- `none`: never stops early.
+- `bound` (exact, costs no power): the accept e-process is the equal-weight
+  mixture over the bets lam_k of W_k = prod (1 + lam_k Z). One pair multiplies
+  W_k by at most (1 + lam_k b) (b = the plan's weight bound >= |Z|), so after
+  the r pairs left in the budget the mixture is at most
+  mean_k W_k (1 + lam_k b)^r, and no pair in between can be higher (every factor
+  of the best case is > 1). When even that is below exp(lambda_accept) no
+  accept is possible any more: stopping now gives the same decision as running
+  to the cap (with `undecided: reject`), with fewer pairs.
+- `power` (conditional power; `bound` included): stop when an optimistic
+  estimate of the probability of accepting by the cap, were the edit worth
+  `gate.futility_gain` on the pool, falls below `gate.futility_power`. The future
+  pairs are modelled by resampling the gate's own discordant weights
+  (discordance (D + 1) / (n + 2), win probability set so that E[Z] =
+  futility_gain), each bet's log wealth as a Brownian motion with that drift and
+  variance, and the probability that it ever reaches lambda_accept within the
+  r pairs left is the exact first-passage formula; the sum over the bets
+  (a union bound: the mixture can only cross when some bet's own wealth
+  crosses) is the estimate. It is an approximation of the power, never of the
+  validity: whatever it says, the rule only rejects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+import numpy as np
+from scipy.special import log_ndtr, ndtr
+
+from harness.kernel.registry import Registry
+
+__all__ = ["FUTILITY_RULES", "FutilityRule", "FutilityView", "conditional_power", "reachable_log_e"]
+
+
+@dataclass(frozen=True)
+class FutilityView:
+    """The accept e-process of one betting gate after a block, as a futility rule needs it."""
+
+    bets: Sequence[float]  # the accept bets lam_k > 0 (equal weights)
+    log_wealth: Sequence[float]  # log W_k after the last pair, one per bet
+    z: Sequence[float]  # the importance-weighted differences so far (infra imputed against the candidate)
+    bound: float  # the plan's weight bound: |Z| <= bound
+    remaining: int  # pairs left in the budget (max_pairs - pairs so far)
+    lambda_accept: float  # the gate's accept threshold on log E
+
+
+def reachable_log_e(log_wealth: Sequence[float], bets: Sequence[float], bound: float, remaining: int) -> float:
+    """The largest log E the accept mixture can still reach: log mean_k W_k (1 + lam_k bound)^remaining (every pair a win at the bound)."""
+    lam = np.asarray(bets, dtype=float)
+    logs = np.asarray(log_wealth, dtype=float) + max(int(remaining), 0) * np.log1p(lam * bound)
+    top = float(np.max(logs))
+    return top + math.log(float(np.mean(np.exp(logs - top))))
+
+
+def _first_passage(gap: float, drift: float, var: float, horizon: int) -> float:
+    """P(sup_{t <= horizon} mu t + sigma W_t >= gap) for a Brownian motion with drift (gap > 0)."""
+    if gap <= 0:
+        return 1.0
+    if horizon <= 0:
+        return 0.0
+    if var <= 1e-15:
+        return 1.0 if drift * horizon >= gap else 0.0
+    sd = math.sqrt(var * horizon)
+    first = float(ndtr((drift * horizon - gap) / sd))
+    log_second = 2.0 * drift * gap / var + float(log_ndtr((-gap - drift * horizon) / sd))
+    return min(1.0, first + (math.exp(log_second) if log_second < 700 else math.inf))
+
+
+def conditional_power(view: FutilityView, gain: float) -> float:
+    """Optimistic estimate of P(accept within the budget left | the edit gains `gain` on the pool) (module doc), in [0, 1]."""
+    z = np.asarray(view.z, dtype=float)
+    lam = np.asarray(view.bets, dtype=float)
+    n = z.size
+    disc = np.abs(z[z != 0])
+    mean_w = float(np.mean(np.abs(z[z != 0]))) if disc.size else 1.0
+    weights = np.append(disc, mean_w)  # one pseudo discordant pair at the mean discordant weight
+    d_hat = (disc.size + 1) / (n + 2)
+    theta = min(1.0, max(0.0, 0.5 * (1.0 + gain / (d_hat * float(np.mean(weights))))))
+    up = np.log1p(np.outer(lam, weights))  # (bets, weights)
+    down = np.log1p(-np.outer(lam, weights))
+    m1 = d_hat * np.mean(theta * up + (1 - theta) * down, axis=1)
+    m2 = d_hat * np.mean(theta * up**2 + (1 - theta) * down**2, axis=1)
+    var = np.maximum(m2 - m1**2, 0.0)
+    total = 0.0
+    for k in range(lam.size):
+        total += _first_passage(view.lambda_accept - float(view.log_wealth[k]), float(m1[k]), float(var[k]), view.remaining)
+        if total >= 1.0:
+            return 1.0
+    return total
+
+
+class FutilityRule(Protocol):
+    """A futility rule of the betting gate: a reason to stop and reject now, or None to go on."""
+
+    @property
+    def name(self) -> str: ...
+
+    def stop(self, view: FutilityView, params) -> Optional[str]: ...
+
+
+@dataclass(frozen=True)
+class NoFutility:
+    name: str = "none"
+
+    def stop(self, view: FutilityView, params) -> Optional[str]:
+        return None
+
+
+@dataclass(frozen=True)
+class BoundFutility:
+    """Exact: stop when the accept threshold is out of reach even if every remaining pair is a win at the bound."""
+
+    name: str = "bound"
+
+    def stop(self, view: FutilityView, params) -> Optional[str]:
+        best = reachable_log_e(view.log_wealth, view.bets, view.bound, view.remaining)
+        if best < view.lambda_accept:
+            return (f"futility (bound): log E can reach at most {best:.3f} < lambda {view.lambda_accept:.3f} "
+                    f"in the {view.remaining} pairs left, even if every one is a win at weight {view.bound:.3f}")
+        return None
+
+
+@dataclass(frozen=True)
+class PowerFutility:
+    """`bound`, then stop when the conditional power at gain `futility_gain` is below `futility_power`."""
+
+    name: str = "power"
+
+    def stop(self, view: FutilityView, params) -> Optional[str]:
+        exact = BoundFutility().stop(view, params)
+        if exact is not None:
+            return exact
+        power = conditional_power(view, params.futility_gain)
+        if power < params.futility_power:
+            return (f"futility (power): P(accept in the {view.remaining} pairs left | gain {params.futility_gain}) <= {power:.4f} "
+                    f"< futility_power {params.futility_power}")
+        return None
+
+
+FUTILITY_RULES: Registry[FutilityRule] = Registry("gate.futility", {
+    "none": NoFutility(),
+    "bound": BoundFutility(),
+    "power": PowerFutility(),
+})

@@ -1,0 +1,151 @@
+"""Futility stopping of the betting gate (harness/kernel/futility.py), through the real gate path:
+SAMPLING_PLANS -> ImportancePlanner -> pair_block -> gate_decision, outcomes simulated per slot and seeded.
+
+The gates of one comparison are paired: gate g of every futility rule sees the same pool, prior, questions and
+outcomes (one generator per gate, drawn block by block), so a rule that stops earlier sees a prefix of the same
+sequence. That makes the main claims exact, pathwise properties (no tolerance): `bound` gives the same decision
+with no more pairs, and every futility rule accepts only where `none` accepts - so it cannot raise the
+false-accept rate, whatever the population.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from harness.kernel.betting import accept_bets, log_wealth_path
+from harness.kernel.futility import FUTILITY_RULES, FutilityView, _first_passage, conditional_power, reachable_log_e
+from harness.kernel.gate import gate_decision, pair_block
+from harness.kernel.ladder import GatePools
+from harness.kernel.plans import SAMPLING_PLANS, PlanRequest
+from harness.kernel.types import GateParams
+
+N = 60
+
+
+def _world(seed: int) -> tuple[np.ndarray, GatePools]:
+    """A 60-question pool (40 % easy, 30 % hard, 30 % mid: discordance ~0.15) and GatePools fed by 4 non-gate runs."""
+    rng = np.random.default_rng([seed, 0])
+    kind = rng.choice(3, size=N, p=[0.4, 0.3, 0.3])
+    p = np.where(kind == 0, rng.beta(19, 1, N), np.where(kind == 1, rng.beta(1, 19, N), rng.beta(2, 2, N)))
+    qids = [f"q{i}" for i in range(N)]
+    pools = GatePools.build({"t": qids})
+    for epoch in range(4):
+        seen = rng.random(N) < p
+        pools.update_from_run(f"pre_e{epoch}_slowR", [(qids[i], 1000 * epoch + i, bool(seen[i])) for i in range(N)], gamma=0.3)
+    return p, pools
+
+
+def _shifted(p: np.ndarray, points: float) -> np.ndarray:
+    """One log-odds shift giving the pool exactly `points` more accuracy (benchmarks/fdr.py; 0: the strong null)."""
+    from tests.kernel.test_run_level_benchmarks import _load
+
+    return _load("fdr").shifted(p, points)
+
+
+def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
+    """(action, pairs, reason) of one gate through the registered plan and rule."""
+    p, pools = _world(seed)
+    q = _shifted(p, points)
+    index = {f"q{i}": i for i in range(N)}
+    planner = SAMPLING_PLANS.get(params.ladder).planner(PlanRequest(pools=pools, task_types=["t"], params=params, seed=seed,
+                                                                      first_sample_index=10_000_000, warm=True))
+    rng = np.random.default_rng([seed, 1])
+    pairs: list = []
+    baseline: list = []
+    while (block := planner.next_block(baseline)) is not None:
+        rows = np.array([index[item.qid] for item in block])
+        base = [bool(v) for v in rng.random(rows.size) < p[rows]]
+        cand = [bool(v) for v in rng.random(rows.size) < q[rows]]
+        baseline += base
+        pairs += pair_block(block, base, cand, informing_samples=planner.informing_samples())
+        verdict = gate_decision(pairs, params, final=planner.final)
+        if verdict.action != "continue":
+            return verdict.action, len(pairs), verdict.reason
+    raise AssertionError("the plan ran out before a decision")
+
+
+def test_the_default_gate_stops_for_futility() -> None:
+    params = GateParams()
+    assert (params.futility, params.futility_gain, params.futility_power) == ("power", 0.10, 0.05)
+    assert set(FUTILITY_RULES.names()) == {"none", "bound", "power"}
+
+
+def test_reachable_log_e_is_the_all_wins_path() -> None:
+    rng = np.random.default_rng(3)
+    bound = 1.7
+    bets = accept_bets(bound)
+    z = rng.choice([-1.3, 0.0, 0.0, 0.9, 1.7], size=57)
+    wealth = np.sum(np.log1p(np.outer(z, bets)), axis=0)
+    for remaining in (0, 1, 13):
+        best = log_wealth_path(np.concatenate([z, np.full(remaining, bound)]), bets, 0.0, bound)
+        assert reachable_log_e(wealth, bets, bound, remaining) == pytest.approx(float(best[-1]), abs=1e-9)
+        # the all-wins path rises at every pair: no earlier pair of it is higher than its end
+        assert float(np.max(best[z.size - 1:])) == pytest.approx(float(best[-1]), abs=1e-9)
+
+
+def test_bound_futility_gives_the_same_decisions_with_no_more_pairs() -> None:
+    """Exact property on 120 paired gates (null, +5, +10 points; the e-LOND first-gate level and exp(-3))."""
+    saved = 0
+    fired = 0
+    for lam in (3.0, 6.7):
+        none = GateParams(futility="none", lambda_accept=lam)
+        bound = dataclasses.replace(none, futility="bound")
+        for points in (0.0, 5.0, 10.0):
+            for seed in range(20):
+                a_none, n_none, _ = _gate(none, seed, points)
+                a_bound, n_bound, reason = _gate(bound, seed, points)
+                assert a_bound == a_none and n_bound <= n_none, (lam, points, seed)
+                saved += n_none - n_bound
+                fired += reason.startswith("futility (bound)")
+    assert fired > 0 and saved > 0  # the bound does stop some gates before the cap in these cells
+
+
+def test_power_futility_accepts_only_where_none_accepts_and_keeps_false_accepts_below_alpha() -> None:
+    """Pathwise: accept with `power` implies accept with `none` on the same outcomes (so the false-accept rate cannot
+    rise); and on 200 strong-null gates at alpha = e^-3 both rates are <= alpha + 2 SE."""
+    none = GateParams(futility="none")
+    power = dataclasses.replace(none, futility="power")
+    alpha = math.exp(-none.lambda_accept)
+    fa_none = fa_power = 0
+    pairs_none = pairs_power = 0
+    for seed in range(200):
+        a_none, n_none, _ = _gate(none, seed, 0.0)
+        a_power, n_power, _ = _gate(power, seed, 0.0)
+        assert a_power != "accept" or a_none == "accept", seed
+        assert n_power <= n_none, seed
+        fa_none += a_none == "accept"
+        fa_power += a_power == "accept"
+        pairs_none += n_none
+        pairs_power += n_power
+    tolerance = alpha + 2 * math.sqrt(alpha * (1 - alpha) / 200)
+    assert fa_power <= fa_none and fa_none / 200 <= tolerance
+    assert pairs_power < 0.9 * pairs_none  # null edits stop earlier (measured 0.83 of the pairs at this level, gain 0.10)
+    for seed in range(25):  # and the subset property holds for real edits too
+        for points in (5.0, 10.0):
+            a_none, _, _ = _gate(none, 1000 + seed, points)
+            a_power, _, _ = _gate(power, 1000 + seed, points)
+            assert a_power != "accept" or a_none == "accept"
+
+
+def test_first_passage_matches_a_seeded_random_walk() -> None:
+    """The Brownian first-passage formula against 20,000 Gaussian random walks of 200 steps (3 SE + discretisation 0.02)."""
+    rng = np.random.default_rng(11)
+    for drift, gap in ((0.01, 3.0), (-0.005, 2.0), (0.03, 6.0)):
+        steps = rng.normal(drift, 0.15, size=(20_000, 200))
+        hit = float(np.mean(np.max(np.cumsum(steps, axis=1), axis=1) >= gap))
+        formula = _first_passage(gap, drift, 0.15**2, 200)
+        assert hit <= formula + 3 * math.sqrt(formula * (1 - formula) / 20_000) + 0.002
+        assert formula - hit <= 0.02 + 3 * math.sqrt(formula * (1 - formula) / 20_000)  # a walk is checked at steps only
+
+
+def test_conditional_power_reads_the_evidence() -> None:
+    bets = accept_bets(2.0)
+    start = FutilityView(bets, np.zeros(bets.size), [], 2.0, 400, 3.0)
+    bad = FutilityView(bets, np.array([-3.0, -6.0, -12.0]), [-1.0] * 30 + [0.0] * 170, 2.0, 200, 3.0)
+    assert conditional_power(bad, 0.05) < conditional_power(start, 0.05)
+    assert conditional_power(start, 0.10) > conditional_power(start, 0.05)
+    assert conditional_power(FutilityView(bets, np.array([3.1, 3.1, 3.1]), [1.0], 2.0, 10, 3.0), 0.05) == 1.0
