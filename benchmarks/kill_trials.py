@@ -16,8 +16,9 @@ is reported (killed_running false) and more trials are drawn until `--trials` ki
 - repeated provider calls: calls the resumed run paid for responses already stored before the kill (persisted
   cache misses minus new stored responses; a call in flight at the moment of the kill is not visible here);
 - MLflow duplicates: FINISHED runs beyond one, and RUNNING runs left behind;
-- DVC's rwlock: when the kill left `.dvc/tmp/rwlock` unreadable (DVC rewrites it in place, treeverse/dvc#7615) the
-  resume is refused; that trial does not survive, the file is removed and the checks above run on one more resume.
+- DVC's own state: when the kill left `.dvc/tmp/rwlock` or `dvc.lock` empty (DVC rewrites both in place;
+  treeverse/dvc#7615) the resume is refused; that trial does not survive, the file is removed and the checks above
+  run on one more resume (without dvc.lock DVC runs the stages again; the response cache answers their calls).
 
 Usage: nice -n 10 python benchmarks/kill_trials.py [--commit REV] [--trials 10] [--seed 0] [--quick]
            [--out summary.json] [--out-md reports/benchmarks/kill_trials.md]
@@ -70,15 +71,15 @@ class Trial:
     repeated_calls: int
     mlflow_finished: int
     mlflow_running: int
-    # the kill left DVC's own .dvc/tmp/rwlock empty (DVC rewrites it in place), the resume was refused, the file was
-    # removed and `dvc repro` run once more; its exit code:
-    dvc_rwlock_removed: bool = False
+    # the kill left DVC's own .dvc/tmp/rwlock or dvc.lock unreadable (DVC rewrites them in place), the resume was
+    # refused, that file was removed and `dvc repro` run once more; its exit code:
+    dvc_state_removed: str = ""
     repaired_exit: int | None = None
 
     @property
     def intact(self) -> bool:
         """The final resume exited 0 and nothing was lost, duplicated, repaid or left RUNNING."""
-        final_exit = self.repaired_exit if self.dvc_rwlock_removed else self.resumed_exit
+        final_exit = self.repaired_exit if self.dvc_state_removed else self.resumed_exit
         return (final_exit == 0 and self.identical and self.rows_lost == 0 and self.rows_duplicated == 0
                 and self.repeated_calls == 0 and self.mlflow_finished == 1 and self.mlflow_running == 0)
 
@@ -142,18 +143,30 @@ def export_commit(rev: str, dest: Path, repo: Path = REPO_ROOT) -> tuple[str, Pa
     return sha, dest
 
 
-def remove_corrupt_dvc_rwlock(project: Path, stderr: str) -> bool:
-    """Remove `project`'s .dvc/tmp/rwlock when DVC refused to run because a kill left it unreadable (DVC truncates
-    and rewrites it in place); only safe with no `dvc` running in the project. True when removed."""
-    path = project / ".dvc" / "tmp" / "rwlock"
-    if "Unable to read RWLock-file" not in stderr or not path.is_file():
-        return False
+# DVC's own files that it rewrites in place (open "w" then dump), so a kill can leave them empty, and the message
+# with which the next `dvc repro` refuses to run then (DVC 3.x)
+DVC_STATE_FILES = ((".dvc/tmp/rwlock", "Unable to read RWLock-file"), ("dvc.lock", "dvc.lock' validation failed"))
+
+
+def _readable(path: Path) -> bool:
+    import yaml  # JSON is YAML: one parser for both files
+
     try:
-        json.loads(path.read_text(encoding="utf-8"))
-        return False  # readable: the refusal was something else
-    except (ValueError, UnicodeDecodeError):
-        path.unlink()
-        return True
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and bool(data)
+
+
+def remove_unreadable_dvc_state(project: Path, stderr: str) -> str:
+    """Remove the DVC state file (.dvc/tmp/rwlock or dvc.lock) DVC refused to run on because a kill left it
+    unreadable; only safe with no `dvc` running in the project. The removed path ("" when none)."""
+    for name, refusal in DVC_STATE_FILES:
+        path = project / name
+        if refusal in stderr and path.is_file() and not _readable(path):
+            path.unlink()
+            return name
+    return ""
 
 
 def check_code_source(project: Path) -> None:
@@ -217,18 +230,18 @@ def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
     cache_file = project / ".cache" / "llm" / "responses.sqlite"
     entries_at_kill, misses_at_kill = cache_counts(project) if cache_file.is_file() else (0, 0)
     resumed = _repro(project)
-    resumed_exit, rwlock_removed, repaired_exit = resumed.returncode, False, None
+    resumed_exit, state_removed, repaired_exit = resumed.returncode, "", None
     if resumed.returncode != 0:
         (workdir / f"trial{index}.resume.log").write_text(resumed.stdout + "\n--- stderr ---\n" + resumed.stderr)
         print(f"trial {index}: resumed dvc repro failed:\n{resumed.stderr[-2000:]}", file=sys.stderr)
-        if remove_corrupt_dvc_rwlock(project, resumed.stderr):
-            print(f"trial {index}: removed the unreadable .dvc/tmp/rwlock, dvc repro again", file=sys.stderr)
-            rwlock_removed = True
+        state_removed = remove_unreadable_dvc_state(project, resumed.stderr)
+        if state_removed:
+            print(f"trial {index}: removed the unreadable {state_removed}, dvc repro again", file=sys.stderr)
             resumed = _repro(project)
             repaired_exit = resumed.returncode
     if resumed.returncode != 0:
         return Trial(kill_after_s, running, stage, finished_after, resumed_exit, False, -1, -1, -1, -1,
-                     *mlflow_runs(project), rwlock_removed, repaired_exit)
+                     *mlflow_runs(project), state_removed, repaired_exit)
     state = final_state(project)
     want_keys, have_keys = reference["state"]["prediction_keys"], state["prediction_keys"]
     lost = sum((want_keys - have_keys).values()) + sum(max(n - state["rows"][t], 0)
@@ -238,7 +251,7 @@ def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
     identical = state["digests"] == reference["state"]["digests"] and state["versions"] == reference["state"]["versions"]
     return Trial(kill_after_s, running, stage, finished_after, resumed_exit, identical, lost, duplicated,
                  sum(n - 1 for n in have_keys.values() if n > 1), (misses - misses_at_kill) - (entries - entries_at_kill),
-                 *mlflow_runs(project), rwlock_removed, repaired_exit)
+                 *mlflow_runs(project), state_removed, repaired_exit)
 
 
 def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, ...] = OVERRIDES,
@@ -270,8 +283,8 @@ def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, .
         "survived": sum(t.survived for t in results),
         "survived_real_kills": sum(t.survived for t in real),
         "failed_trials": [i for i, t in enumerate(results) if not t.survived],
-        "dvc_rwlock_corrupted": sum(t.dvc_rwlock_removed for t in results),
-        "intact_after_rwlock_removal": sum(t.intact for t in results if t.dvc_rwlock_removed),
+        "dvc_state_unreadable": dict(Counter(t.dvc_state_removed for t in results if t.dvc_state_removed)),
+        "intact_after_dvc_state_removal": sum(t.intact for t in results if t.dvc_state_removed),
         "rows_lost": sum(max(t.rows_lost, 0) for t in results),
         "rows_duplicated": sum(max(t.rows_duplicated, 0) for t in results),
         "duplicate_prediction_keys": sum(max(t.duplicate_prediction_keys, 0) for t in results),
@@ -285,6 +298,8 @@ def run_trials(trials: int, seed: int, workdir: Path, *, overrides: tuple[str, .
 def render_markdown(summary: dict) -> str:
     """The report page of one full run (reports/benchmarks/kill_trials.md)."""
     ok = summary["survived"] == summary["trials"] and summary["failed_trials"] == []
+    unreadable_total = sum(summary["dvc_state_unreadable"].values())
+    unreadable = ", ".join(f"`{name}` {n}" for name, n in sorted(summary["dvc_state_unreadable"].items())) or "none"
     lines = [
         "# Kill trials: `kill -9` of a `train=tiny` `dvc repro`, then `dvc repro` again",
         "",
@@ -304,9 +319,9 @@ def render_markdown(summary: dict) -> str:
         f"| real kills (landed while `dvc repro` ran) | {summary['killed_running']} |",
         f"| survived (all trials) | {summary['survived']} / {summary['trials']} |",
         f"| survived (real kills) | {summary['survived_real_kills']} / {summary['killed_running']} |",
-        f"| kills that left DVC's `.dvc/tmp/rwlock` unreadable (resume refused) | {summary['dvc_rwlock_corrupted']} |",
-        f"| ... of those, intact after removing it and `dvc repro` | {summary['intact_after_rwlock_removal']} "
-        f"/ {summary['dvc_rwlock_corrupted']} |",
+        f"| kills that left DVC's own state unreadable (resume refused) | {unreadable_total} ({unreadable}) |",
+        f"| ... of those, intact after removing that file and `dvc repro` | "
+        f"{summary['intact_after_dvc_state_removal']} / {unreadable_total} |",
         f"| run-log rows lost / duplicated | {summary['rows_lost']} / {summary['rows_duplicated']} |",
         f"| duplicate prediction keys (run_id, qid, sample_index) | {summary['duplicate_prediction_keys']} |",
         f"| repeated provider calls | {summary['repeated_calls']} |",
@@ -316,7 +331,7 @@ def render_markdown(summary: dict) -> str:
         "Survived: the resumed `dvc repro` exits 0, its final artifacts (metrics, plots, delivered harness, holdout,",
         "pools) and version history are byte-identical to the reference's, no run-log row is lost or duplicated, no",
         "provider call is paid twice, and MLflow holds exactly one FINISHED run and no RUNNING one. Rows, calls and",
-        "MLflow figures are counted after the last resume (after removing an unreadable DVC rwlock, where one was).",
+        "MLflow figures are counted after the last resume (after removing an unreadable DVC file, where one was).",
         "",
         "| trial | kill after (s) | real kill | running at the kill | resumed exit | identical | rows lost / dup "
         "| repeated calls | MLflow FINISHED / RUNNING | survived |",
@@ -324,7 +339,8 @@ def render_markdown(summary: dict) -> str:
     ]
     for index, t in enumerate(summary["per_trial"]):
         done = f"no (done at {t['finished_after_s']} s)"
-        resume = (f"{t['resumed_exit']}; rwlock removed, then {t['repaired_exit']}" if t["dvc_rwlock_removed"]
+        resume = (f"{t['resumed_exit']}; {t['dvc_state_removed']} removed, then {t['repaired_exit']}"
+                  if t["dvc_state_removed"]
                   else str(t["resumed_exit"]))
         lines.append(f"| {index} | {t['kill_after_s']} | {'yes' if t['killed_running'] else done} "
                      f"| {t['killed_stage'] or '-'} | {resume} | {'yes' if t['identical'] else 'NO'} "

@@ -63,12 +63,13 @@ def test_the_report_page_states_every_figure() -> None:
     bench = _benchmark()
     trial = bench.Trial(3.5, True, "rollout --epoch 1 --step 1", None, 0, True, 0, 0, 0, 0, 1, 0)
     late = bench.Trial(9.0, False, "", 8.2, 0, True, 0, 0, 0, 0, 1, 0)
-    repaired = bench.Trial(5.0, True, "", None, 255, True, 0, 0, 0, 0, 1, 0, dvc_rwlock_removed=True, repaired_exit=0)
+    repaired = bench.Trial(5.0, True, "", None, 255, True, 0, 0, 0, 0, 1, 0, dvc_state_removed="dvc.lock",
+                          repaired_exit=0)
     assert trial.survived and late.survived and repaired.intact and not repaired.survived
     summary = {"commit": "a" * 40, "overrides": ["train=tiny"], "seed": 0, "window": [0.02, 0.9],
                "reference_seconds": 10.0, "shortest_run_seconds": 8.2, "reference_mlflow": [1, 0], "trials": 3, "killed_running": 2, "survived": 2,
                "survived_real_kills": 1, "failed_trials": [2],
-               "dvc_rwlock_corrupted": 1, "intact_after_rwlock_removal": 1, "rows_lost": 0, "rows_duplicated": 0,
+               "dvc_state_unreadable": {"dvc.lock": 1}, "intact_after_dvc_state_removal": 1, "rows_lost": 0, "rows_duplicated": 0,
                "duplicate_prediction_keys": 0, "repeated_calls": 0, "mlflow_duplicates": 0, "mlflow_running": 0,
                "per_trial": [{**bench.asdict(t), "intact": t.intact, "survived": t.survived}
                              for t in (trial, late, repaired)],
@@ -77,31 +78,23 @@ def test_the_report_page_states_every_figure() -> None:
     page = bench.render_markdown(summary)
     for text in ("a" * 40, "| real kills (landed while `dvc repro` ran) | 2 |", "| survived (all trials) | 2 / 3 |",
                  "| MLflow RUNNING zombies | 0 |", "rollout --epoch 1 --step 1", "no (done at 8.2 s)",
-                 "| 255; rwlock removed, then 0 |", "unreadable (resume refused) | 1 |", "Failed trials: [2]"):
+                 "| 255; dvc.lock removed, then 0 |", "unreadable (resume refused) | 1 (`dvc.lock` 1) |", "Failed trials: [2]"):
         assert text in page, text
 
 
-def test_only_an_unreadable_dvc_rwlock_is_removed(tmp_path: Path) -> None:
+def test_only_an_unreadable_dvc_state_file_is_removed(tmp_path: Path) -> None:
     bench = _benchmark()
-    refusal = "ERROR: failed to reproduce 'library': Unable to read RWLock-file '.dvc/tmp/rwlock'. JSON structure"
-    rwlock = tmp_path / ".dvc" / "tmp" / "rwlock"
+    rwlock_refusal = "ERROR: failed to reproduce 'library': Unable to read RWLock-file '.dvc/tmp/rwlock'. JSON structure"
+    lock_refusal = "'./dvc.lock' validation failed.\n\nrequired key not provided, in schema"
+    rwlock, lock = tmp_path / ".dvc" / "tmp" / "rwlock", tmp_path / "dvc.lock"
     rwlock.parent.mkdir(parents=True)
     rwlock.write_text('{"read": {}, "write": {}}')
-    assert not bench.remove_corrupt_dvc_rwlock(tmp_path, refusal) and rwlock.exists()  # readable: kept
+    lock.write_text("schema: '2.0'\nstages: {}\n")
+    assert bench.remove_unreadable_dvc_state(tmp_path, rwlock_refusal) == "" and rwlock.exists()  # readable: kept
+    assert bench.remove_unreadable_dvc_state(tmp_path, lock_refusal) == "" and lock.exists()
     rwlock.write_text("")  # what a kill between DVC's truncate and its write leaves
-    assert not bench.remove_corrupt_dvc_rwlock(tmp_path, "ERROR: some other failure") and rwlock.exists()
-    assert bench.remove_corrupt_dvc_rwlock(tmp_path, refusal) and not rwlock.exists()
-
-
-@pytest.mark.slow  # two small dvc repro runs and a resume
-def test_one_random_kill_of_a_tiny_repro_resumes_to_the_same_run(tmp_path: Path) -> None:
-    bench = _benchmark()
-    summary = bench.run_trials(1, seed=1, workdir=tmp_path, overrides=bench.QUICK, window=(0.15, 0.6), max_trials=1)
-    trial = summary["per_trial"][0]
-    assert summary["trials"] == 1 and summary["killed_running"] == 1, trial  # the kill landed while running
-    assert tuple(summary["reference_mlflow"]) == (1, 0)
-    assert trial["identical"] and trial["resumed_exit"] == 0, trial
-    assert (summary["rows_lost"], summary["rows_duplicated"], summary["duplicate_prediction_keys"]) == (0, 0, 0), trial
-    assert summary["repeated_calls"] == 0, trial
-    assert (summary["mlflow_duplicates"], summary["mlflow_running"]) == (0, 0), trial
-    assert summary["survived"] == 1
+    lock.write_text("")
+    assert bench.remove_unreadable_dvc_state(tmp_path, "ERROR: some other failure") == ""
+    assert rwlock.exists() and lock.exists()
+    assert bench.remove_unreadable_dvc_state(tmp_path, rwlock_refusal) == ".dvc/tmp/rwlock" and not rwlock.exists()
+    assert bench.remove_unreadable_dvc_state(tmp_path, lock_refusal) == "dvc.lock" and not lock.exists()
