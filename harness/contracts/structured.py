@@ -19,6 +19,7 @@ malformed reply is recorded as a fallback and never applied.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from harness.contracts.evolution import EditOps, ReplyFormatError
@@ -133,6 +134,28 @@ def parse_diagnosis_json(text: str) -> str:
     return body
 
 
+COPIED_RUN_WORDS = 5  # an edit whose "new" shares this many consecutive words with the JSON instruction copies it
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_]+", text.lower())
+
+
+_INSTRUCTION_RUNS = frozenset(tuple(_words(EDIT_OPS_JSON_INSTRUCTION)[i:i + COPIED_RUN_WORDS])
+                              for i in range(len(_words(EDIT_OPS_JSON_INSTRUCTION)) - COPIED_RUN_WORDS + 1))
+
+
+def _instruction_run(new: str) -> str:
+    """The first run of COPIED_RUN_WORDS words of `new` that the JSON instruction also contains, else "".
+
+    SmolLM2 wrote "for each sentence in your own words; ignored for delete." as a rule (reports/benchmarks/real.md)."""
+    words = _words(new)
+    for i in range(len(words) - COPIED_RUN_WORDS + 1):
+        if tuple(words[i:i + COPIED_RUN_WORDS]) in _INSTRUCTION_RUNS:
+            return " ".join(words[i:i + COPIED_RUN_WORDS])
+    return ""
+
+
 def parse_edit_ops_json(text: str) -> EditOps:
     """`EditOps` of a `{"edits": [...], "no_change": "..."}` reply; ReplyFormatError names the faulty edit.
 
@@ -156,6 +179,9 @@ def parse_edit_ops_json(text: str) -> EditOps:
         why = _text_field(item, "why", f"edit {i}")
         if " ".join(new.lower().strip(" .").split()) in EXAMPLE_EDIT_TEXTS:
             raise ReplyFormatError(f'edit {i} copies the format example ("new": {new!r}); write the rule itself')
+        copied = _instruction_run(new)
+        if copied:
+            raise ReplyFormatError(f'edit {i} copies the reply instruction ("{copied}" in "new"); write the rule itself')
         if op == "add":
             if not new:
                 raise ReplyFormatError(f'edit {i} (add) has an empty "new"')

@@ -39,10 +39,19 @@ def test_edit_ops_json_gives_the_text_parsers_data():
     # SmolLM2's replies under the schema: the instruction's example values copied back as the edit
     ('{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}', "format example"),
     ('{"edits": [{"op": "add", "old": "", "new": "no_change", "why": "short reason"}], "no_change": ""}', "format example"),
+    # and under the field-describing instruction, its own words as the rule (real.py --part train, 2026-12-02)
+    ('{"edits": [{"why": "", "op": "add", "old": "", "new": "for each sentence in your own words; ignored for delete."}], '
+     '"no_change": ""}', "copies the reply instruction"),
 ])
 def test_malformed_json_replies_name_the_problem(reply, message):
     with pytest.raises(ReplyFormatError, match=message):
         parse_edit_ops_json(reply)
+
+
+def test_a_rule_that_shares_a_few_words_with_the_instruction_is_still_a_rule():
+    ops = parse_edit_ops_json('{"edits": [{"why": "x", "op": "add", "old": "",'
+                              ' "new": "Write the new rule in your notes before you answer."}], "no_change": ""}')
+    assert [e.text for e in ops.edits] == ["Write the new rule in your notes before you answer."]  # 4-word runs only
 
 
 def test_diagnosis_json():
