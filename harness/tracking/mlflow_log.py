@@ -209,8 +209,8 @@ def log_epoch_sqlite(tracking_uri: str, run_id: str, epoch: int, metrics: Mappin
     points.append((EPOCH_MARKER, float(epoch)))
     try:
         with contextlib.closing(sqlite3.connect(db, timeout=60, isolation_level=None)) as connection:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
+            try:  # BEGIN inside: a signal handler raising right after it still rolls back (cf. harness/log.py)
+                connection.execute("BEGIN IMMEDIATE")
                 revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()
                 run = connection.execute("SELECT lifecycle_stage FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
                 if revision is None or revision[0] != EPOCH_SQL_REVISION or run is None or run[0] != "active":
