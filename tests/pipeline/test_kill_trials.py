@@ -98,3 +98,20 @@ def test_only_an_unreadable_dvc_state_file_is_removed(tmp_path: Path) -> None:
     assert rwlock.exists() and lock.exists()
     assert bench.remove_unreadable_dvc_state(tmp_path, rwlock_refusal) == ".dvc/tmp/rwlock" and not rwlock.exists()
     assert bench.remove_unreadable_dvc_state(tmp_path, lock_refusal) == "dvc.lock" and not lock.exists()
+
+
+@pytest.mark.slow  # two small dvc repro runs and a resume
+def test_one_random_kill_of_a_tiny_repro_resumes_to_the_same_run(tmp_path: Path) -> None:
+    bench = _benchmark()
+    summary = bench.run_trials(1, seed=1, workdir=tmp_path, overrides=bench.QUICK, window=(0.15, 0.6), max_trials=1)
+    trial = summary["per_trial"][0]
+    assert summary["trials"] == 1 and summary["killed_running"] == 1, trial  # the kill landed while running
+    assert tuple(summary["reference_mlflow"]) == (1, 0)
+    # A kill inside DVC's own in-place rewrite of .dvc/tmp/rwlock or dvc.lock (a few % of kills, all between stages)
+    # makes DVC refuse the resume until that file is removed: DVC's limitation, counted by the benchmark; what this
+    # project guarantees is checked after that removal.
+    assert trial["identical"] and (trial["resumed_exit"] == 0 or trial["dvc_state_removed"]), trial
+    assert (summary["rows_lost"], summary["rows_duplicated"], summary["duplicate_prediction_keys"]) == (0, 0, 0), trial
+    assert summary["repeated_calls"] == 0, trial
+    assert (summary["mlflow_duplicates"], summary["mlflow_running"]) == (0, 0), trial
+    assert trial["intact"], trial
