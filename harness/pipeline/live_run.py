@@ -25,10 +25,23 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.tracking.live import FAILED, FINISHED, KILLED, RUNNING, LiveRun, read_live_run, settings_key, write_live_run
+from harness.tracking.live import (
+    FAILED,
+    FINISHED,
+    KILLED,
+    NONCE_TAG,
+    PENDING,
+    RUNNING,
+    LiveRun,
+    read_live_run,
+    settings_key,
+    write_live_run,
+)
 
 log = logging.getLogger("harness.progress")
 
@@ -136,18 +149,30 @@ class TrainingTracker:
         mine = ref if ref is not None and ref.same_run(self.uri_key, self.experiment, self.key) else None
         if mine is not None and mine.status == RUNNING:
             return mine.run_id
-        from harness.tracking.mlflow_log import open_run, run_status, set_run_status
+        from harness.tracking.mlflow_log import complete_params, find_tagged, open_run, run_status, set_run_status
 
         if mine is not None and mine.status in (FAILED, KILLED) and run_status(self.uri, mine.run_id) is not None:
             set_run_status(self.uri, mine.run_id, RUNNING)
             self._record(mine.run_id, RUNNING)
             log.info("[mlflow] resumed run %s (%s, was %s)", mine.run_id, mine.run_name, mine.status)
             return mine.run_id
+        if mine is not None and mine.status == PENDING:  # killed between creating the run and recording it
+            found = find_tagged(self.uri, self.experiment, NONCE_TAG, mine.run_id)
+            if found is not None:
+                complete_params(self.uri, found, self.params)  # the kill may have cut the params short
+                set_run_status(self.uri, found, RUNNING)
+                self._record(found, RUNNING)
+                log.info("[mlflow] resumed run %s (%s, created by a process killed before it recorded it)",
+                         found, mine.run_name)
+                return found
         if ref is not None and mine is None and ref.status == RUNNING and ref.tracking_uri == self.uri_key:
             if run_status(self.uri, ref.run_id) == RUNNING:  # superseded by other settings: it will never end
                 set_run_status(self.uri, ref.run_id, KILLED)
+        nonce = uuid.uuid4().hex
+        self._record(nonce, PENDING)
         run_id = open_run(tracking_uri=self.uri, experiment=self.experiment, project_root=self.root,
-                          run_name=self.run_name, params=self.params, tags=self.tags(), parent_run_id=self.parent_run_id)
+                          run_name=self.run_name, params=self.params, tags={**self.tags(), NONCE_TAG: nonce},
+                          parent_run_id=self.parent_run_id)
         self._record(run_id, RUNNING)
         log.info("[mlflow] run %s (%s) started in experiment %s", run_id, self.run_name, self.experiment)
         return run_id
@@ -157,7 +182,13 @@ class TrainingTracker:
         mine = self._mine()
         if mine is None or mine.status in (FINISHED, status):
             return
-        from harness.tracking.mlflow_log import run_status, set_run_status
+        from harness.tracking.mlflow_log import find_tagged, run_status, set_run_status
+
+        if mine.status == PENDING:  # the run may exist: find it by its nonce
+            found = find_tagged(self.uri, self.experiment, NONCE_TAG, mine.run_id)
+            if found is None:
+                return  # never created: nothing to end, the next start creates it
+            mine = replace(mine, run_id=found)
 
         if run_status(self.uri, mine.run_id) is not None:
             set_run_status(self.uri, mine.run_id, status)

@@ -30,7 +30,11 @@ from harness.atomic import atomic_write_json
 
 LIVE_RUN_FILE = "mlflow_run.json"
 RUNNING, FINISHED, FAILED, KILLED = "RUNNING", "FINISHED", "FAILED", "KILLED"
-STATUSES = (RUNNING, FINISHED, FAILED, KILLED)
+# written just before the MLflow run is created; its run_id is the nonce the new run is tagged with
+# (NONCE_TAG), so a kill between the creation and the record is found again, never duplicated
+PENDING = "PENDING"
+STATUSES = (RUNNING, FINISHED, FAILED, KILLED, PENDING)
+NONCE_TAG = "harness.live_nonce"
 
 
 class LiveRunFileError(ValueError):

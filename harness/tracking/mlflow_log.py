@@ -135,6 +135,27 @@ def open_run(
         return run_id
 
 
+def find_tagged(tracking_uri: str, experiment: str, key: str, value: str) -> str | None:
+    """The id of the oldest run of `experiment` tagged `key` = `value` (any status), None when there is none."""
+    client = _client(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], f"tags.`{key}` = '{_tag_safe(value)}'",
+                              order_by=["attributes.start_time ASC"])
+    return runs[0].info.run_id if runs else None
+
+
+def complete_params(tracking_uri: str, run_id: str, params: Mapping[str, Any]) -> None:
+    """Log `params` on `run_id` again (a run created by a process killed while it logged them): MLflow takes
+    a param logged twice with the same value."""
+    from mlflow.entities import Param
+
+    client = _client(tracking_uri)
+    for chunk in _chunks([Param(k, _param_value(v)) for k, v in sorted(params.items())], _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=chunk)
+
+
 def _client(tracking_uri: str):
     """An MlflowClient on a store that was created before: a garbled SQLite file is named (TrackingDbError), not
     left to SQLAlchemy's traceback."""

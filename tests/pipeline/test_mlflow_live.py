@@ -159,3 +159,37 @@ def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp
     assert f"resumed run {run_id}" in resumed.stderr
     assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
     assert _epochs_logged(mlflow_db) == [1]
+
+
+def test_a_kill_between_creating_the_run_and_recording_it_resumes_that_run(tmp_path: Path, mlflow_db: Path) -> None:
+    """The start-up window: a stage killed after MLflow created the run but before the pipeline state recorded it
+    (the record says PENDING with the nonce the run is tagged with), possibly while it logged the params. The next
+    loop stage finds that run by its nonce, completes its params and continues it: one run, never a second."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.live import NONCE_TAG, PENDING
+
+    uri = f"sqlite:///{mlflow_db}"
+    overrides = tuple(o for o in TEST_OVERRIDES if o != "tracking=none") + (f"tracking.tracking_uri={uri}",)
+    project = make_project(tmp_path / "project", overrides)
+    client = MlflowClient(tracking_uri=uri)
+    run(["dvc", "repro", "batches@0"], project)  # the first loop stage creates the run
+    (run_id, status, _), = _runs(mlflow_db)
+    assert status == "RUNNING"
+    n_params = len(client.get_run(run_id).data.params)
+    nonce = client.get_run(run_id).data.tags[NONCE_TAG]
+    # the state such a kill leaves: the record still PENDING, half of the params logged
+    record_path = next((project / ".cache/pipeline").glob("*/mlflow_run.json"))
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "run_id": nonce, "status": PENDING}))
+    with sqlite3.connect(mlflow_db) as connection:
+        keys = [k for (k,) in connection.execute("SELECT key FROM params WHERE run_uuid = ? ORDER BY key", (run_id,))]
+        connection.executemany("DELETE FROM params WHERE run_uuid = ? AND key = ?", [(run_id, k) for k in keys[::2]])
+    assert len(client.get_run(run_id).data.params) < n_params
+
+    run(["dvc", "repro", "rollout@0"], project)  # the next loop stage
+    assert _runs(mlflow_db) == [(run_id, "RUNNING", "active")]
+    assert len(client.get_run(run_id).data.params) == n_params
+    assert json.loads(record_path.read_text())["run_id"] == run_id
+    run(["dvc", "repro", "report"], project)
+    assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
