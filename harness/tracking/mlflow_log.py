@@ -137,13 +137,18 @@ def open_run(
 
 def find_tagged(tracking_uri: str, experiment: str, key: str, value: str) -> str | None:
     """The id of the oldest run of `experiment` tagged `key` = `value` (any status), None when there is none."""
+    runs = _tagged_runs(tracking_uri, experiment, key, value)
+    return runs[0].info.run_id if runs else None
+
+
+def _tagged_runs(tracking_uri: str, experiment: str, key: str, value: str) -> list:
+    """The runs of `experiment` tagged `key` = `value`, oldest first ([] when the experiment does not exist)."""
     client = _client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
-        return None
-    runs = client.search_runs([found.experiment_id], f"tags.`{key}` = '{_tag_safe(value)}'",
-                              order_by=["attributes.start_time ASC"])
-    return runs[0].info.run_id if runs else None
+        return []
+    return list(client.search_runs([found.experiment_id], f"tags.`{key}` = '{_tag_safe(value)}'",
+                                   order_by=["attributes.start_time ASC"]))
 
 
 def complete_params(tracking_uri: str, run_id: str, params: Mapping[str, Any]) -> None:
@@ -291,13 +296,7 @@ def finish_run(
 def find_finished(tracking_uri: str, experiment: str, identity: str) -> str | None:
     """The id of a FINISHED run of `experiment` with `identity`, None when there is none."""
 
-    client = _client(tracking_uri)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return None
-    runs = client.search_runs([found.experiment_id], f"tags.`{IDENTITY_TAG}` = '{identity}'",
-                              order_by=["attributes.start_time ASC"])
-    finished = [r for r in runs if r.info.status == "FINISHED"]
+    finished = [r for r in _tagged_runs(tracking_uri, experiment, IDENTITY_TAG, identity) if r.info.status == "FINISHED"]
     return finished[0].info.run_id if finished else None
 
 
