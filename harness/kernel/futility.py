@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from typing import Optional, Protocol
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
 
 from harness.kernel.registry import Registry
 
@@ -78,6 +77,7 @@ def _first_passage(gap: float, drift: float, var: float, horizon: int) -> float:
     if var <= 1e-15:
         return 1.0 if drift * horizon >= gap else 0.0
     sd = math.sqrt(var * horizon)
+    from scipy.special import log_ndtr, ndtr  # lazily: a stage that never stops for futility skips scipy's import
     first = float(ndtr((drift * horizon - gap) / sd))
     log_second = 2.0 * drift * gap / var + float(log_ndtr((-gap - drift * horizon) / sd))
     return min(1.0, first + (math.exp(log_second) if log_second < 700 else math.inf))

@@ -40,9 +40,9 @@ def make_project(dest: Path, overrides: tuple[str, ...] = TEST_OVERRIDES, files:
     file}) into `dest`, write params.yaml for `overrides`, commit it."""
     dest.mkdir(parents=True)
     sources = dict(files) if isinstance(files, dict) else {name: source / name for name in files}
-    for relative, source in sources.items():
+    for relative, origin in sources.items():
         (dest / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, dest / relative)
+        shutil.copy2(origin, dest / relative)
     for name in PROJECT_FILES:
         src = source / name
         if src.is_dir():

@@ -64,7 +64,10 @@ def test_a_second_train_job_is_refused_at_once_and_a_killed_owner_resumes(tmp_pa
     owner = subprocess.Popen(command, cwd=project, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     try:
-        _wait_for(lambda: (job / ".hydra" / "config.yaml").is_file(), 120, "the owner's .hydra/")
+        # Hydra writes config.yaml, hydra.yaml, then overrides.yaml: the last one non-empty means config.yaml is whole
+        # (reading config.yaml as soon as it existed caught it empty at load 5)
+        overrides_file = job / ".hydra" / "overrides.yaml"
+        _wait_for(lambda: overrides_file.is_file() and overrides_file.stat().st_size > 0, 120, "the owner's .hydra/")
         hydra_config = (job / ".hydra" / "config.yaml").read_bytes()
         started = time.monotonic()
         second = subprocess.run([*command, "train.seed=5"], cwd=project, env=env(), capture_output=True, text=True,
