@@ -141,8 +141,11 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9_]+", text.lower())
 
 
-_INSTRUCTION_RUNS = frozenset(tuple(_words(EDIT_OPS_JSON_INSTRUCTION)[i:i + COPIED_RUN_WORDS])
-                              for i in range(len(_words(EDIT_OPS_JSON_INSTRUCTION)) - COPIED_RUN_WORDS + 1))
+def _runs_of(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + COPIED_RUN_WORDS]) for i in range(len(words) - COPIED_RUN_WORDS + 1)}
+
+
+_INSTRUCTION_RUNS = frozenset(_runs_of(_words(EDIT_OPS_JSON_INSTRUCTION)))
 
 
 def _instruction_run(new: str) -> str:
@@ -151,7 +154,7 @@ def _instruction_run(new: str) -> str:
     SmolLM2 wrote "for each sentence in your own words; ignored for delete." as a rule (reports/benchmarks/real.md)."""
     words = _words(new)
     for i in range(len(words) - COPIED_RUN_WORDS + 1):
-        if tuple(words[i:i + COPIED_RUN_WORDS]) in _INSTRUCTION_RUNS:
+        if tuple(words[i:i + COPIED_RUN_WORDS]) in _INSTRUCTION_RUNS:  # the first copied run, in reading order
             return " ".join(words[i:i + COPIED_RUN_WORDS])
     return ""
 

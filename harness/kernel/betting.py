@@ -49,6 +49,8 @@ __all__ = [
     "bet_limit",
     "conservative_difference",
     "log_wealth_path",
+    "log_wealth_per_bet",
+    "mixture_of",
     "reject_bets",
     "weighted_differences",
 ]
@@ -112,15 +114,9 @@ def weighted_differences(baseline: Sequence[Optional[bool]], candidate: Sequence
     return diffs * w
 
 
-def log_wealth_path(z, bets, null_mean: float = 0.0, bound: Optional[float] = None) -> np.ndarray:
-    """log of the equal-weight mixture over `bets` of prod_s (1 + lam (z_s - null_mean)), after every pair.
-
-    `z`: (..., T) array of observations (broadcast over leading axes); returns the
-    same shape. With `bound`, checks that every bet keeps every factor positive
-    for any |z| <= bound (ValueError otherwise). Valid e-process for
-    H0: E[z_t | past] <= null_mean (bets > 0) or >= null_mean (bets < 0), the
-    bets being fixed before the data.
-    """
+def log_wealth_per_bet(z, bets, null_mean: float = 0.0, bound: Optional[float] = None) -> np.ndarray:
+    """log prod_s (1 + lam_k (z_s - null_mean)) of each bet after every pair: shape (..., T, K); checks as
+    `log_wealth_path`."""
     lam = np.asarray(bets, dtype=float).reshape(-1)
     if lam.size == 0 or not (np.all(lam > 0) or np.all(lam < 0)):
         raise ValueError(f"betting: bets must be non-empty and all of one sign, got {bets!r}")
@@ -130,12 +126,28 @@ def log_wealth_path(z, bets, null_mean: float = 0.0, bound: Optional[float] = No
         if np.max(np.abs(lam)) >= limit:
             raise ValueError(f"betting: bet {np.max(np.abs(lam))!r} >= {limit!r} can make the wealth negative for |Z| <= {bound}")
     x = np.asarray(z, dtype=float) - null_mean
-    if x.shape[-1] == 0:
-        return np.zeros(x.shape)
     factors = 1.0 + x[..., None] * lam
     if np.any(factors <= 0):
         raise ValueError("betting: an observation lies outside the bound the bets were sized for (wealth would be <= 0)")
-    paths = np.cumsum(np.log(factors), axis=-2)  # (..., T, K)
+    return np.cumsum(np.log(factors), axis=-2)  # (..., T, K)
+
+
+def log_wealth_path(z, bets, null_mean: float = 0.0, bound: Optional[float] = None) -> np.ndarray:
+    """log of the equal-weight mixture over `bets` of prod_s (1 + lam (z_s - null_mean)), after every pair.
+
+    `z`: (..., T) array of observations (broadcast over leading axes); returns the
+    same shape. With `bound`, checks that every bet keeps every factor positive
+    for any |z| <= bound (ValueError otherwise). Valid e-process for
+    H0: E[z_t | past] <= null_mean (bets > 0) or >= null_mean (bets < 0), the
+    bets being fixed before the data.
+    """
+    return mixture_of(log_wealth_per_bet(z, bets, null_mean, bound))
+
+
+def mixture_of(paths: np.ndarray) -> np.ndarray:
+    """log of the equal-weight mean over the last axis (the bets) of exp(`paths`)."""
+    if paths.shape[-2] == 0:
+        return np.zeros(paths.shape[:-1])
     top = np.max(paths, axis=-1)
     return top + np.log(np.mean(np.exp(paths - top[..., None]), axis=-1))
 
@@ -177,7 +189,8 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
         raise ValueError(f"gate.reject_margin must be in (0, {bound}), got {params.reject_margin!r}")
     z = weighted_differences([p.baseline for p in pairs], [p.candidate for p in pairs], [p.weight for p in pairs], bound)
     bets = accept_bets(bound, params.bet_low, params.bet_high, params.bet_points)
-    accept = log_wealth_path(z, bets, 0.0, bound)
+    per_bet = log_wealth_per_bet(z, bets, 0.0, bound)  # (T, K)
+    accept = mixture_of(per_bet)
     reject = log_wealth_path(
         z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound
     )
@@ -192,7 +205,7 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
         bound=bound,
         mean_difference=float(np.mean(z)),
         accept_bets=tuple(float(b) for b in bets),
-        accept_log_wealth=tuple(float(v) for v in np.sum(np.log1p(np.outer(z, bets)), axis=0)),
+        accept_log_wealth=tuple(float(v) for v in (per_bet[-1] if len(z) else np.zeros(len(bets)))),
         z=tuple(float(v) for v in z),
     )
 

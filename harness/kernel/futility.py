@@ -89,7 +89,7 @@ def conditional_power(view: FutilityView, gain: float) -> float:
     lam = np.asarray(view.bets, dtype=float)
     n = z.size
     disc = np.abs(z[z != 0])
-    mean_w = float(np.mean(np.abs(z[z != 0]))) if disc.size else 1.0
+    mean_w = float(np.mean(disc)) if disc.size else 1.0
     weights = np.append(disc, mean_w)  # one pseudo discordant pair at the mean discordant weight
     d_hat = (disc.size + 1) / (n + 2)
     theta = min(1.0, max(0.0, 0.5 * (1.0 + gain / (d_hat * float(np.mean(weights))))))
