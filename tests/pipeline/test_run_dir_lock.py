@@ -22,9 +22,17 @@ HOLDER = ("import sys, time\nfrom pathlib import Path\nfrom harness.pipeline imp
           "run_lock.acquire(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(600)\n")
 
 
+def _holds(predicate) -> bool:
+    """`predicate()`, False while it walks a tree the running job is changing (a temp dir removed mid-walk)."""
+    try:
+        return bool(predicate())
+    except FileNotFoundError:
+        return False
+
+
 def _wait_for(predicate, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
-    while not predicate():
+    while not _holds(predicate):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
