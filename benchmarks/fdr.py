@@ -154,8 +154,12 @@ def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed:
         pairs.extend(pair_block(block, base, cand, informing_samples=informing))
         verdict = gate_decision(pairs, params, final=planner.final)
         if verdict.action != "continue":
+            last_verdict[0] = verdict
             return verdict.action, len(pairs), seen
     raise RuntimeError("the plan ran out before a terminal decision")
+
+
+last_verdict: list = [None]  # the GateVerdict of the last run_gate (benchmarks/futility.py reads its reason)
 
 
 # ---------------------------------------------------------------- 1. run-level FDR

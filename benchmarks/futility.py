@@ -47,7 +47,7 @@ def pool_p(rng: np.random.Generator, kind: str) -> np.ndarray:
 
 def cell(seed: int, gates: int, kind: str, points: float, params: GateParams, futility: str) -> dict:
     """`gates` paired gates (gate g: generator [seed, g]) under `futility`."""
-    acc = rej = early = 0
+    acc = rej = early = futile = 0
     pairs: list[int] = []
     for g in range(gates):
         rng = np.random.default_rng([seed, g])
@@ -57,9 +57,10 @@ def cell(seed: int, gates: int, kind: str, points: float, params: GateParams, fu
         acc += action == "accept"
         rej += action != "accept"
         early += action != "accept" and n < params.max_pairs
+        futile += action != "accept" and fdr.last_verdict[0].reason.startswith("futility")
         pairs.append(n)
     p_acc = acc / gates
-    return {"accept": p_acc, "accept_se": math.sqrt(p_acc * (1 - p_acc) / gates), "reject_early": early / gates,
+    return {"accept": p_acc, "accept_se": math.sqrt(p_acc * (1 - p_acc) / gates), "reject_early": early / gates, "futile": futile / gates, "reject_evidence": (early - futile) / gates,
             "mean_pairs": float(np.mean(pairs)), "pairs_se": float(np.std(pairs) / math.sqrt(gates)), "gates": gates}
 
 
@@ -69,13 +70,15 @@ def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: 
          f"Gate: the default config's ({fdr.describe(params)}), `gate.futility` varied; `power` with futility_gain "
          f"{params.futility_gain} and futility_power {params.futility_power}. Each gate draws its own 60-question pool and its plan's "
          f"prior from {fdr.PRE_GATE_OBS} pre-gate runs; the futility rules of one row see the same gates (paired). "
-         "P(accept) ± SE; 'rejected early' = stopped before the cap without an accept (the reject side or futility); "
+         "P(accept) ± SE; 'reject side' = stopped before the cap by the reject e-process (evidence that the gain is below "
+         "`gate.reject_margin`: what issue 13 item 6 bounds); 'futile' = stopped by the futility rule (no accept reachable, or "
+         "hardly, in the pairs left: a budget decision, installed no more than an undecided gate at the cap); "
          "every other gate ran to the cap. A futility rule only turns 'continue' into 'reject', so its accepts are a subset "
          "of `none`'s on the same outcomes: it cannot raise the false-accept rate (the 0-point rows).", ""]
     for level_label in dict.fromkeys(r["level_label"] for r in rows):
         L += [f"## Accept level {level_label}", "",
-              "| pool | edit (pool points) | futility | P(accept) | rejected early | mean pairs | pairs saved vs none |",
-              "|---|---|---|---|---|---|---|"]
+              "| pool | edit (pool points) | futility | P(accept) | reject side | futile | mean pairs | pairs saved vs none |",
+              "|---|---|---|---|---|---|---|---|"]
         base = {(r["pool"], r["points"]): r for r in rows if r["level_label"] == level_label and r["futility"] == "none"}
         for r in rows:
             if r["level_label"] != level_label:
@@ -83,7 +86,7 @@ def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: 
             ref = base[(r["pool"], r["points"])]
             saved = 1 - r["mean_pairs"] / ref["mean_pairs"] if ref["mean_pairs"] else 0.0
             L.append(f"| {r['pool']} | {r['points']:+.0f} | `{r['futility']}` | {r['accept']:.3f} ± {r['accept_se']:.3f} | "
-                     f"{r['reject_early']:.3f} | {r['mean_pairs']:.0f} ± {r['pairs_se']:.0f} | {100 * saved:.1f} % |")
+                     f"{r['reject_evidence']:.3f} | {r['futile']:.3f} | {r['mean_pairs']:.0f} ± {r['pairs_se']:.0f} | {100 * saved:.1f} % |")
         L.append("")
     return "\n".join(L)
 

@@ -121,6 +121,23 @@ def _group_gone(pgid: int, timeout: float) -> bool:
     return False
 
 
+def _stage_pid(pgid: int, module: str, timeout: float = 60) -> int:
+    """The pid of the Python process of group `pgid` that runs `python -m <module>`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+                if b"python" in cmdline[0] and module.encode() in cmdline:
+                    return int(entry.name)
+        time.sleep(0.01)
+    raise AssertionError(f"no process of group {pgid} runs python -m {module}")
+
+
 @pytest.mark.parametrize("target", ["group", "dvc"])
 def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp_path: Path, mlflow_db: Path,
                                                                              target: str) -> None:
@@ -139,10 +156,18 @@ def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp
             assert proc.poll() is None, "dvc repro ended before the gate stage started:\n" + proc.stdout.read()
             assert time.monotonic() < deadline, "gate stage never started"
             time.sleep(0.01)
-        if target == "group":
-            os.killpg(proc.pid, signal.SIGTERM)
-        else:
-            proc.send_signal(signal.SIGTERM)
+        # hold the gate stage still while the signal is sent, so a fast gate cannot finish first (a CI run on a
+        # loaded machine did: DONE.json was there); the SIGTERM waits as pending and is handled on SIGCONT
+        stage = _stage_pid(proc.pid, "stages.gate")
+        os.kill(stage, signal.SIGSTOP)
+        try:
+            if target == "group":
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)  # DVC itself is gone: the kernel has sent the stage its parent-death signal
+        finally:
+            os.kill(stage, signal.SIGCONT)
         out, _ = proc.communicate(timeout=120)
         assert _group_gone(proc.pid, 120), "a stage outlived the killed dvc repro"
     finally:
