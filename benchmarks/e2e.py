@@ -41,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,9 @@ class TradeoffProvider:
     is unchanged) and, when the skill states one, the answer is flipped to the
     right letter w.p. `a` on mid-difficulty questions (0.3 <= p <= 0.7) that
     were wrong and to a wrong letter w.p. `b` on easy ones (p >= 0.8) that were
-    right, `b` chosen per task type so that the expected gain equals the
-    expected loss on that type's questions (population effect exactly 0).
+    right, `a` and `b` chosen per task type and harness (`tradeoff_rates`) so
+    that the expected gain equals the expected loss on that type's questions
+    (population effect exactly 0).
     """
 
     def __init__(self, inner: Any, world: Any, share: float = 0.35, a: float = 0.6):
@@ -121,11 +123,11 @@ class TradeoffProvider:
         q = self.world.question(qid)
         read = self.solver.read(stripped)
         p = self.solver.p_correct(read, qid)
-        b = self._b_for(q.task_type, read)
+        a, b = self._rates_for(q.task_type, read)
         right = m.group(1) == q.answer
         u = _u(qid, request.sample_index, read.content_hash, "flip")
         letter = m.group(1)
-        if not right and 0.3 <= p <= 0.7 and u < self.a:
+        if not right and 0.3 <= p <= 0.7 and u < a:
             letter = q.answer
         elif right and p >= 0.8 and u < b:
             letters = "ABCDEFGHIJ"[: len(q.choices) or 4]
@@ -135,18 +137,27 @@ class TradeoffProvider:
             return response
         return replace(response, text=response.text[: m.start(1)] + letter + response.text[m.end(1):])
 
-    def _b_for(self, task_type: str, read: Any) -> float:
+    def _rates_for(self, task_type: str, read: Any) -> tuple[float, float]:
         key = f"{task_type}|{read.content_hash}"
         if key not in self._b:
-            gain = loss = 0.0
-            for qid in self.world.qids_of(task_type):
-                p = self.solver.p_correct(read, qid)
-                if 0.3 <= p <= 0.7:
-                    gain += (1 - p) * self.a
-                elif p >= 0.8:
-                    loss += p
-            self._b[key] = min(1.0, gain / loss) if loss > 0 else 0.0
+            self._b[key] = tradeoff_rates([self.solver.p_correct(read, qid) for qid in self.world.qids_of(task_type)], self.a)
         return self._b[key]
+
+
+def tradeoff_rates(p: Sequence[float], a: float) -> tuple[float, float]:
+    """(a', b) of one trade-off rule on questions of accuracies `p`: right w.p. a' on mid-difficulty wrong answers
+    (0.3 <= p <= 0.7), wrong w.p. b on easy right ones (p >= 0.8), with expected gain = expected loss EXACTLY.
+
+    b = a * gain / loss when that is <= 1; otherwise (too few easy answers to lose) b = 1 and a' = loss / gain
+    (before this, b was capped at 1 with a unchanged: on 34 of 55 task types of seeds 7-11 the "zero-sum" rule
+    then helped by up to 19.5 points, benchmarks/zero_sum_pool.py)."""
+    gain = sum(1 - x for x in p if 0.3 <= x <= 0.7)  # expected wrong -> right per unit flip rate
+    loss = sum(x for x in p if x >= 0.8)  # expected right -> wrong per unit flip rate
+    if gain <= 0 or loss <= 0:
+        return 0.0, 0.0  # nothing to trade on this type: the rule does nothing
+    if a * gain <= loss:
+        return a, a * gain / loss
+    return loss / gain, 1.0
 
 
 # ---------------------------------------------------------------- one run
