@@ -71,3 +71,21 @@ def test_e2e_summary_counts_harmful_null_and_reach():
     reach = summary["reach_gepa"][e2e.OURS][0]
     assert reach["gepa_acc"] == 0.65 and reach["rule_rollouts"] == 300 and reach["ratio"] == pytest.approx(2.0)
     assert "NOT met" in text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_trade_off_editor_is_exactly_zero_sum_even_with_few_easy_answers(seed):
+    """e2e's trade-off rule: expected wins (mid, wrong -> right at a') equal expected losses (easy, right -> wrong at b),
+    also where a * gain > loss (few easy questions: a is scaled down instead of b capped at 1, which was not zero-sum)."""
+    e2e = _load("e2e")
+    rng = np.random.default_rng(seed)
+    p = rng.beta(*((0.6, 0.6) if seed % 2 else (3.0, 1.0)), size=40)  # even seeds: mostly easy; odd: U-shaped, few mid
+    if seed == 4:
+        p = np.concatenate([rng.uniform(0.3, 0.7, 30), rng.uniform(0.8, 0.85, 2)])  # many mid, two easy: b would cap
+    a, b = e2e.tradeoff_rates(list(p), 0.6)
+    mid, easy = (p >= 0.3) & (p <= 0.7), p >= 0.8
+    assert 0.0 <= a <= 0.6 and 0.0 <= b <= 1.0
+    assert float(((1 - p) * a)[mid].sum()) == pytest.approx(float((p * b)[easy].sum()), abs=1e-9)
+    if seed == 4:
+        assert b == 1.0 and a < 0.6  # the capped case: the flip rate on mid questions gave way
+    assert e2e.tradeoff_rates([0.95, 0.9], 0.6) == (0.0, 0.0)  # nothing to gain: the rule does nothing
