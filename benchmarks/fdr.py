@@ -224,6 +224,32 @@ def follow_up(seed: int, first_gates: int, params: GateParams) -> dict:
     return out
 
 
+def reuse_chains(seed: int, chains: int, length: int, params: GateParams) -> dict:
+    """`gate.baseline_reuse=unaccepted` on a strong null: chains of up to `length` null gates on one baseline, each
+    served first the baseline samples of the earlier gates of its chain (none of which installed: a chain ends at its
+    first accept, where the loop retires the baseline). Counts the false accepts of the gates that were served.
+    Every gate at the fixed level exp(-gate.lambda), like `follow_up`."""
+    params = dataclasses.replace(params, lambda_accept=FDR_PROCEDURES.get("none").level(FdrState(), params).lambda_accept)
+    rng = np.random.default_rng(seed)
+    served = served_fa = first_fa = 0
+    for c in range(chains):
+        world = make_world(rng, params)
+        cache: dict[str, list[bool]] = {}
+        for j in range(length):
+            action, _, seen = run_gate(rng, world, world.p, params, seed=length * c + j, cached=cache if j else None)
+            if j:
+                served += 1
+                served_fa += action == "accept"
+            else:
+                first_fa += action == "accept"
+            if action == "accept":
+                break
+            for qid, values in seen.items():
+                cache.setdefault(qid, []).extend(values)
+    return {"chains": chains, "length": length, "served": served, "served_fa": served_fa, "first_fa": first_fa,
+            "lambda": params.lambda_accept, "futility": params.futility}
+
+
 # ---------------------------------------------------------------- 3. probation settlement
 
 
@@ -264,7 +290,7 @@ def describe(params: GateParams) -> str:
             f"`gate.fdr={params.fdr}` (fdr_level {params.fdr_level}, horizon {params.fdr_horizon})")
 
 
-def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParams, quick: bool, wall: float, cmd: str,
+def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict], params: GateParams, quick: bool, wall: float, cmd: str,
            overrides: tuple[str, ...]) -> str:
     alpha = math.exp(-params.lambda_accept)
     mixes = {"null": "all null", "mixed": "30 % +5 / 50 % null / 20 % -5"}
@@ -307,6 +333,22 @@ def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParam
           f"exp(-gate.lambda) = {fu_alpha:.3f} (`gate.fdr=none`; e-LOND's levels are smaller, and so the chance accepts to condition on "
           f"would be too few). Target (issue 13 item 4): follow-up false-accept rate <= alpha = {fu_alpha:.3f} with fresh samples: "
           f"**{fresh:.3f}** — {'met' if fresh <= fu_alpha + 2 * se(fresh) else 'NOT met'} (within 2 SE).", "",
+          "## 2b. `gate.baseline_reuse=unaccepted`: gates served the samples of earlier gates that did not install", "",
+          "Chains of null gates (candidate = baseline) on one baseline harness: every gate after the first is served first the "
+          "baseline samples of the earlier gates of its chain (each sample once per gate), as the loop's baseline cache does "
+          "under `unaccepted`; a chain ends at its first accept (the loop then retires the baseline). If reuse were biased "
+          "against the baseline, the served gates would accept more often than alpha. Harris's inequality says they accept "
+          "at most as often as fresh gates when the decision is monotone in the outcomes (exactly so for `gate.futility` none / "
+          "bound; `power` also reads the discordance, hence the measurement).", "",
+          "| gate.futility | chains x length | served gates | false accepts of served gates | first gates' false accepts (fresh) |",
+          "|---|---|---|---|---|"]
+    for ch in chains:
+        k = ch["served"]
+        rate = ch["served_fa"] / k if k else float("nan")
+        first = ch["first_fa"] / ch["chains"]
+        L.append(f"| `{ch['futility']}` | {ch['chains']} x {ch['length']} | {k} | {rate:.4f} ± {math.sqrt(rate * (1 - rate) / k) if k else float('nan'):.4f} "
+                 f"({ch['served_fa']}/{k}) | {first:.4f} ({ch['first_fa']}/{ch['chains']}) |")
+    L += ["", f"Level of every gate: exp(-gate.lambda) = {math.exp(-chains[0]['lambda']):.3f}.", "",
           "## 3. Probation settlement", "",
           f"P(the edit is kept) over 45 questions of its task type, one fresh sample each of the anchor and the installed version; "
           f"`gate.probation_settlement={params.probation_settlement}`, threshold gate.lambda = {params.lambda_accept} "
@@ -344,10 +386,12 @@ def main(argv: list[str] | None = None) -> int:
                  ("mixed", "old sign rule (`gate=sequential`)", old, max(runs // 4, 20))]
     fdr_rows = [fdr_runs(100 + i, n_runs, 80, mix, p, label=label) for i, (mix, label, p, n_runs) in enumerate(jobs)]
     fu = follow_up(7, 1500 if args.quick else 6000, params)
+    chains = [reuse_chains(9 + i, 300 if args.quick else 1500, 4, dataclasses.replace(params, futility=f))
+              for i, f in enumerate(dict.fromkeys((params.futility, "bound", "none")))]
     settle = settlement(8, 500 if args.quick else 4000, params)
     cmd = " ".join(["python benchmarks/fdr.py", *(["--quick"] if args.quick else []), *(f"--override {shlex.quote(o)}" for o in overrides),
                     *(["--no-old-rule"] if args.no_old_rule else [])])
-    publish(out, render(fdr_rows, fu, settle, params, args.quick, time.monotonic() - started, cmd, overrides))
+    publish(out, render(fdr_rows, fu, chains, settle, params, args.quick, time.monotonic() - started, cmd, overrides))
     return 0
 
 

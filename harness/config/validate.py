@@ -355,7 +355,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
     c.check("gate.futility_min_pairs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "must be an integer >= 0 (0 = off)")
-    c.one_of("gate.baseline_reuse", ("gates", "none"))
+    c.one_of("gate.baseline_reuse", ("gates", "none", "unaccepted"))
     c.positive_int("gate.selection_n")
     c.positive_int("gate.cap_evolve_n")
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))

@@ -6,6 +6,12 @@ sample index, so the response cache would return the same answer: reusing
 it costs nothing and changes nothing. This is the in-memory structure and
 its row format (`encode_row` / `decode_row`, one JSON object per line); the
 durable, append-only file is harness/loop/persistence.py `DurableBaselineCache`.
+
+A baseline (task_type, skill_hash, prompts_version) can be RETIRED
+(`retire`, one row `{"retired": [...]}`): its samples are never served again.
+`gate.baseline_reuse=unaccepted` retires a baseline when a gate on it installs
+its candidate, so only samples that no installing gate looked at are served
+(harness/loop/validate.py explains why that is valid).
 """
 
 from __future__ import annotations
@@ -32,6 +38,27 @@ def encode_row(key: BaselineKey, correct: bool) -> str:
     return json.dumps({**key.__dict__, "correct": correct}, sort_keys=True)
 
 
+BaselineId = tuple[str, str, str]  # (task_type, skill_hash, prompts_version): one baseline skill
+
+
+def encode_retired(baseline: BaselineId) -> str:
+    """The row that retires one baseline (no newline)."""
+    return json.dumps({"retired": list(baseline)})
+
+
+def decode_retired(line: str) -> Optional[BaselineId]:
+    """The baseline a retire row names; None for an outcome row; ValueError when a retire row is malformed."""
+    if '"retired"' not in line:
+        return None
+    row = json.loads(line)
+    if not isinstance(row, dict) or "retired" not in row:
+        return None
+    ident = row["retired"]
+    if not (isinstance(ident, list) and len(ident) == 3 and all(isinstance(x, str) for x in ident)):
+        raise ValueError(f"a retire row needs [task_type, skill_hash, prompts_version], got {ident!r}")
+    return (ident[0], ident[1], ident[2])
+
+
 def decode_row(line: str) -> tuple[BaselineKey, bool]:
     """The key and outcome of one JSON line; ValueError / KeyError / TypeError when malformed."""
     row = json.loads(line)
@@ -49,6 +76,7 @@ class BaselineCache:
         self._outcomes: dict[BaselineKey, bool] = {}
         # (task_type, skill_hash, prompts_version, qid) -> {sample_index: outcome}: `samples` without a scan
         self._by_question: dict[tuple[str, str, str, str], dict[int, bool]] = {}
+        self._retired: set[BaselineId] = set()
 
     def _remember(self, key: BaselineKey, correct: bool) -> None:
         self._outcomes[key] = correct
@@ -62,8 +90,18 @@ class BaselineCache:
         return self._outcomes.get(BaselineKey(task_type, skill_hash, prompts_version, qid, int(sample_index)))
 
     def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]:
-        """Every cached sample of one (task_type, skill_hash, prompts_version, qid): sample_index -> outcome."""
+        """Every cached sample of one (task_type, skill_hash, prompts_version, qid): sample_index -> outcome;
+        none once that baseline is retired."""
+        if (task_type, skill_hash, prompts_version) in self._retired:
+            return {}
         return dict(self._by_question.get((task_type, skill_hash, prompts_version, qid), {}))
+
+    def retired(self, task_type: str, skill_hash: str, prompts_version: str) -> bool:
+        return (task_type, skill_hash, prompts_version) in self._retired
+
+    def retire(self, task_type: str, skill_hash: str, prompts_version: str) -> None:
+        """Never serve this baseline's samples again (they stay stored: the same key keeps its outcome)."""
+        self._retired.add((task_type, skill_hash, prompts_version))
 
     def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None:
         """Record one outcome (see `put_many`)."""

@@ -94,7 +94,7 @@ class GateParams:
     screen_margin: int = 0  # screen passes when wins - losses >= this
     futility_min_pairs: int = 0  # futility stop once this many pairs are in (0 = off)
     futility_margin: int = 0  # ... when wins - losses <= this
-    baseline_reuse: str = "none"  # "gates": baseline cache serves earlier gates' outcomes | "none": fresh samples only
+    baseline_reuse: str = "none"  # "none": fresh samples only | "unaccepted": earlier gates' outcomes unless a gate on that baseline installed | "gates": every earlier gate's outcomes
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
     probation_settlement: str = "eprocess"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)

@@ -23,7 +23,7 @@ from typing import Optional
 
 from harness.atomic import atomic_write_json
 from harness.inputs import read_json
-from harness.kernel.baseline_cache import BaselineCache, BaselineRow, decode_row, encode_row
+from harness.kernel.baseline_cache import BaselineCache, BaselineRow, decode_retired, decode_row, encode_retired, encode_row
 from harness.kernel.ladder import GatePools, pool_fingerprint
 from harness.kernel.pools import PoolParams, Pools, QuestionLike, check_frozen_pools, split_pools
 from harness.loop.state import GATE_POOLS, StateError
@@ -49,6 +49,10 @@ class DurableBaselineCache(BaselineCache):
             if not line.strip():
                 continue
             try:
+                retired = decode_retired(line)
+                if retired is not None:
+                    super().retire(*retired)
+                    continue
                 key, correct = decode_row(line)
             except (ValueError, KeyError, TypeError) as error:
                 if number == len(lines):  # torn final write (no trailing newline): the put never returned
@@ -73,6 +77,17 @@ class DurableBaselineCache(BaselineCache):
             handle.flush()
             os.fsync(handle.fileno())
         self.add(new)
+
+    def retire(self, task_type: str, skill_hash: str, prompts_version: str) -> None:
+        """Append the retire row and fsync, then retire in memory (a no-op when already retired)."""
+        if self.retired(task_type, skill_hash, prompts_version):
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(encode_retired((task_type, skill_hash, prompts_version)) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        super().retire(task_type, skill_hash, prompts_version)
 
 
 def create_baseline_cache_file(path: str | Path) -> None:

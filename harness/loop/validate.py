@@ -20,10 +20,26 @@ pair never reuses the sample that placed its question on the ladder, and a
 re-asked question gets a fresh sample. Baseline samples come from the
 BaselineCache first (samples an earlier gate paid for on the same baseline
 skill and prompts), each used at most once per gate; misses are run and
-stored. With `gate.baseline_reuse=none` nothing is served from the cache: an
-earlier gate's outcomes were looked at by its stopping rule (an accept-then-
-rollback leaves outcomes biased against the baseline), so every baseline
-outcome of a gate is a fresh sample.
+stored. With `gate.baseline_reuse=none` (the default) nothing is served from
+the cache: an earlier gate's outcomes were looked at by its stopping rule (an
+accept-then-rollback leaves outcomes biased against the baseline), so every
+baseline outcome of a gate is a fresh sample.
+
+`gate.baseline_reuse=unaccepted` serves only samples that no installing gate
+looked at: when a gate installs its candidate (accept, or probation), the
+baseline it was gated on is retired from the cache. Why this is valid: every
+outcome is an independent draw, and a gate's "install" event can only grow
+when a candidate outcome turns right or a baseline outcome turns wrong (the
+betting rule's wealth rises with C - B, the reject and `bound` futility
+stops fall with it). So "no earlier gate on this baseline installed" is an
+increasing event in the baseline outcomes and "this gate accepts" a
+decreasing one; by Harris's inequality (FKG on independent variables) they
+are negatively correlated, and a reused sample can only make a later false
+accept LESS likely than a fresh one. `gate.futility=power` reads the
+discordance too, so the order is then not exact; benchmarks/fdr.py measures
+the follow-up false-accept rate under reuse. `gates` serves every cached
+sample, including those of gates that installed (not valid after a
+rollback: fdr.md section 2).
 
 Only the rows of the terminal block carry a stop reason in the evidence.
 """
@@ -55,6 +71,8 @@ class BaselineStore(Protocol):
     def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]: ...
 
     def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None: ...
+
+    def retire(self, task_type: str, skill_hash: str, prompts_version: str) -> None: ...
 
 
 class InfraFailureError(RuntimeError):
@@ -185,7 +203,7 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                 hit: Optional[bool] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
-                elif baseline_cache is not None and params.baseline_reuse == "gates":
+                elif baseline_cache is not None and params.baseline_reuse in ("gates", "unaccepted"):
                     # an earlier gate on the same baseline already paid for these samples; each is used once here
                     banned = set(taken) | set(informing.get(item.qid, ()))
                     cached = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)
@@ -235,6 +253,8 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             if terminal:
                 out.action = verdict.action
                 break
+        if baseline_cache is not None and params.baseline_reuse == "unaccepted" and out.action != "reject":
+            baseline_cache.retire(task_type, base_hash, prompts_version)  # an installing gate looked at them
         return out
     finally:
         shutil.rmtree(cand_dir, ignore_errors=True)

@@ -123,3 +123,28 @@ def test_read_pools_names_the_missing_list(tmp_path):
     path.write_text(json.dumps({"test": [], "validation": []}))
     with pytest.raises(StateError, match=r"pools.json: pools file has no 'diagnosis' list"):
         read_pools(path)
+
+
+def test_a_retired_baseline_is_never_served_again_after_a_reload(tmp_path):
+    path = tmp_path / "baseline_cache.jsonl"
+    cache = BaselineCache(path)
+    cache.put_many([("t", "h1", "v0", "q1", 10, True), ("t", "h2", "v0", "q1", 10, False)])
+    cache.retire("t", "h1", "v0")
+    cache.retire("t", "h1", "v0")  # already retired: no second row
+    assert cache.samples("t", "h1", "v0", "q1") == {} and cache.samples("t", "h2", "v0", "q1") == {10: False}
+    assert path.read_text().count('"retired"') == 1
+    again = BaselineCache(path)
+    assert again.retired("t", "h1", "v0") and again.samples("t", "h1", "v0", "q1") == {}
+    assert again.samples("t", "h2", "v0", "q1") == {10: False}
+    assert again.get("t", "h1", "v0", "q1", 10) is True  # the outcome stays stored: the same sample keeps its value
+    # a qid that happens to be "retired" is an outcome row like any other
+    again.put("t", "h2", "v0", "retired", 11, True)
+    assert BaselineCache(path).samples("t", "h2", "v0", "retired") == {11: True}
+
+
+def test_a_malformed_retire_row_is_named(tmp_path):
+    path = tmp_path / "baseline_cache.jsonl"
+    path.write_text('{"retired": ["t", "h1"]}\n{"correct": true, "prompts_version": "v0", "qid": "q", "sample_index": 1, '
+                    '"skill_hash": "h", "task_type": "t"}\n')
+    with pytest.raises(ValueError, match=r"baseline_cache.jsonl:1: corrupt baseline cache line"):
+        BaselineCache(path)
