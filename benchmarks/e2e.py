@@ -160,6 +160,33 @@ def tradeoff_rates(p: Sequence[float], a: float) -> tuple[float, float]:
     return loss / gain, 1.0
 
 
+# ---------------------------------------------------------------- world variant: coupled arms (benchmark only)
+
+
+def couple_arms(coupling: float) -> None:
+    """World variant (`--arm-coupling c`, benchmark only, in this worker process): with probability c a simulated
+    solver draw is keyed by (world seed, qid, sample index) alone, so two harnesses asked the same question with the
+    same sample index share their uniforms: common random numbers, as a seed-honouring server gives a gate's two arms
+    (benchmarks/real_coupling.py measured SmolLM2 on llama.cpp: discordance 0.069 with the same seed against 0.263
+    with different seeds, ratio 0.26; a shared draw is discordant only with probability |p_C - p_B|, so c = 0.74 gives about that ratio when the arms' accuracies are close). c = 0 is the default world: every draw keyed
+    by the harness's content hash too, the arms independent."""
+    import harness.sim.solver as solver
+
+    plain = getattr(solver, "_uncoupled_uniforms", solver.uniforms)
+    solver._uncoupled_uniforms = plain
+    if coupling <= 0:
+        solver.uniforms = plain
+        return
+
+    def coupled(key: str, n: int) -> list[float]:
+        parts = key.split("|")  # seed | qid | content hash | sample index [| tag]
+        if len(parts) >= 4 and plain("|".join((parts[0], parts[1], parts[3], "couple")), 1)[0] < coupling:
+            return plain("|".join(parts[:2] + parts[3:] + ["shared"]), n)
+        return plain(key, n)
+
+    solver.uniforms = coupled
+
+
 # ---------------------------------------------------------------- one run
 
 
@@ -192,6 +219,7 @@ def run_one(job: dict) -> dict:
     from harness.store import read_version_tree
 
     seed, rule, epochs = job["seed"], job["rule"], job["epochs"]
+    couple_arms(float(job.get("arm_coupling", 0.0)))
     if job.get("skip_epoch_holdout"):
         # the per-epoch four-way held-out is observation only (never a decision, excluded from the rollout
         # counts); the benchmark judges with the oracle instead, so it skips those rollouts to save time
@@ -520,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="config override for every run (repeatable), e.g. gate.fdr=elond")
     ap.add_argument("--compare", action="append", default=[], metavar="LABEL=JSON",
                     help="add our rule's figures from another e2e JSON (e.g. an ablation run) to the report")
+    ap.add_argument("--arm-coupling", type=float, default=0.0,
+                    help="world variant: share of solver draws shared by the two arms of a pair (couple_arms; default 0)")
     ap.add_argument("--rules", nargs="*", default=None, help=f"subset of {list(RULES)} ({OURS} is always run: it sets B)")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
@@ -546,8 +576,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.config.load import load_config
 
+    if not 0.0 <= args.arm_coupling <= 1.0:
+        raise SystemExit(f"--arm-coupling {args.arm_coupling}: must be in [0, 1]")
     for job in jobs:
         job["skip_epoch_holdout"] = not args.epoch_holdout
+        job["arm_coupling"] = args.arm_coupling
         overrides = [f"benchmark.seed={job['seed']}", f"gate={job['rule']}", f"train.epochs={job['epochs']}", "tracking=none",
                      "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"]]
         if job.get("patience"):
@@ -568,7 +601,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - started
     partial.unlink()
     cmd = ("python benchmarks/e2e.py" + (" --quick" if args.quick else "") + (f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds else "")
-           + "".join(f" --override {o}" for o in args.override) + (f" --rules {' '.join(args.rules)}" if args.rules is not None else ""))
+           + "".join(f" --override {o}" for o in args.override) + (f" --rules {' '.join(args.rules)}" if args.rules is not None else "")
+           + (f" --arm-coupling {args.arm_coupling}" if args.arm_coupling else ""))
     text, summary = summarize(runs, args.quick, wall, cmd)
     text += _compare_text(args.compare, runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)

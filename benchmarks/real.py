@@ -66,6 +66,7 @@ QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
 TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 PARTS = ("parsing", "train")
+BLOCKS = (*PARTS, "coupling")  # the report's blocks in order; "coupling" is written by benchmarks/real_coupling.py
 RUN_INFO = "real_bench.json"  # a train job's wall time and server, for --from-job
 # 240 questions: test 40 (held out), validation 20, diagnosis 20 = 2 steps of 10; gates of at most 40 pairs: an accept
 # needs log E >= log(1/level) (e-LOND gives the first gates ~0.0012, so ~6.7), which ~20 straight wins reach and 10
@@ -480,12 +481,12 @@ def merge_parts(old: str, parts: dict[str, str]) -> str:
     """The report with each part in `parts` replaced (or appended); other parts' blocks kept as they were."""
     title = "# Real-model benchmark: SmolLM2-135M-Instruct via llama.cpp\n"
     blocks = {}
-    for name in PARTS:
+    for name in BLOCKS:
         begin, end = f"<!-- begin:{name} -->", f"<!-- end:{name} -->"
         if begin in old and end in old:
             blocks[name] = old[old.index(begin) + len(begin):old.index(end)].strip("\n")
     blocks.update({k: v.strip("\n") for k, v in parts.items()})
-    return title + "".join(f"\n<!-- begin:{name} -->\n{blocks[name]}\n<!-- end:{name} -->\n" for name in PARTS if name in blocks)
+    return title + "".join(f"\n<!-- begin:{name} -->\n{blocks[name]}\n<!-- end:{name} -->\n" for name in BLOCKS if name in blocks)
 
 
 def run_parts(args: argparse.Namespace) -> dict[str, str]:

@@ -89,3 +89,34 @@ def test_the_trade_off_editor_is_exactly_zero_sum_even_with_few_easy_answers(see
     if seed == 4:
         assert b == 1.0 and a < 0.6  # the capped case: the flip rate on mid questions gave way
     assert e2e.tradeoff_rates([0.95, 0.9], 0.6) == (0.0, 0.0)  # nothing to gain: the rule does nothing
+
+
+def test_the_real_report_keeps_the_blocks_it_does_not_rewrite():
+    """benchmarks/real.py rewrites its parts, benchmarks/real_coupling.py its own block: neither drops the others'."""
+    real = _load("real")
+    old = real.merge_parts("", {"parsing": "P1", "train": "T1", "coupling": "C1"})
+    assert old.index("P1") < old.index("T1") < old.index("C1")
+    new = real.merge_parts(old, {"train": "T2"})
+    assert "P1" in new and "T2" in new and "C1" in new and "T1" not in new
+    assert "P1" in real.merge_parts(new, {"coupling": "C2"}) and "C1" not in real.merge_parts(new, {"coupling": "C2"})
+
+
+def test_coupled_arms_share_the_draws_of_one_question_and_sample_index_only():
+    """e2e's world variant --arm-coupling: c = 1 makes two harnesses' draws of one (qid, sample index) identical,
+    other sample indices stay independent; c = 0 restores the default world's independent arms."""
+    import harness.sim.solver as solver
+
+    e2e = _load("e2e")
+    original = solver.uniforms
+    a, b = "7|t1-001|hashA|12", "7|t1-001|hashB|12"
+    assert original(a, 5) != original(b, 5)
+    try:
+        e2e.couple_arms(1.0)
+        assert solver.uniforms(a, 5) == solver.uniforms(b, 5) and solver.uniforms(a + "|say", 3) == solver.uniforms(b + "|say", 3)
+        assert solver.uniforms(a, 5) != solver.uniforms("7|t1-001|hashB|13", 5)
+        e2e.couple_arms(0.5)
+        shared = sum(solver.uniforms(f"7|q{i}|hashA|1", 1) == solver.uniforms(f"7|q{i}|hashB|1", 1) for i in range(2000))
+        assert 900 <= shared <= 1100  # about half the questions' draws are shared
+    finally:
+        e2e.couple_arms(0.0)
+    assert solver.uniforms is original
