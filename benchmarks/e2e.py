@@ -127,9 +127,9 @@ class TradeoffProvider:
         right = m.group(1) == q.answer
         u = _u(qid, request.sample_index, read.content_hash, "flip")
         letter = m.group(1)
-        if not right and 0.3 <= p <= 0.7 and u < a:
+        if not right and MID[0] <= p <= MID[1] and u < a:
             letter = q.answer
-        elif right and p >= 0.8 and u < b:
+        elif right and p >= EASY and u < b:
             letters = "ABCDEFGHIJ"[: len(q.choices) or 4]
             wrong = [x for x in letters if x != q.answer]
             letter = wrong[int(_u(qid, request.sample_index, "wrong") * len(wrong))]
@@ -144,6 +144,10 @@ class TradeoffProvider:
         return self._b[key]
 
 
+MID = (0.3, 0.7)  # a trade-off rule flips wrong answers to right on questions of base accuracy in this range ...
+EASY = 0.8  # ... and right answers to wrong on questions at least this easy
+
+
 def tradeoff_rates(p: Sequence[float], a: float) -> tuple[float, float]:
     """(a', b) of one trade-off rule on questions of accuracies `p`: right w.p. a' on mid-difficulty wrong answers
     (0.3 <= p <= 0.7), wrong w.p. b on easy right ones (p >= 0.8), with expected gain = expected loss EXACTLY.
@@ -151,8 +155,8 @@ def tradeoff_rates(p: Sequence[float], a: float) -> tuple[float, float]:
     b = a * gain / loss when that is <= 1; otherwise (too few easy answers to lose) b = 1 and a' = loss / gain
     (before this, b was capped at 1 with a unchanged: on 34 of 55 task types of seeds 7-11 the "zero-sum" rule
     then helped by up to 19.5 points, benchmarks/zero_sum_pool.py)."""
-    gain = sum(1 - x for x in p if 0.3 <= x <= 0.7)  # expected wrong -> right per unit flip rate
-    loss = sum(x for x in p if x >= 0.8)  # expected right -> wrong per unit flip rate
+    gain = sum(1 - x for x in p if MID[0] <= x <= MID[1])  # expected wrong -> right per unit flip rate
+    loss = sum(x for x in p if x >= EASY)  # expected right -> wrong per unit flip rate
     if gain <= 0 or loss <= 0:
         return 0.0, 0.0  # nothing to trade on this type: the rule does nothing
     if a * gain <= loss:
@@ -168,8 +172,9 @@ def couple_arms(coupling: float) -> None:
     solver draw is keyed by (world seed, qid, sample index) alone, so two harnesses asked the same question with the
     same sample index share their uniforms: common random numbers, as a seed-honouring server gives a gate's two arms
     (benchmarks/real_coupling.py measured SmolLM2 on llama.cpp: discordance 0.069 with the same seed against 0.263
-    with different seeds, ratio 0.26; a shared draw is discordant only with probability |p_C - p_B|, so c = 0.74 gives about that ratio when the arms' accuracies are close). c = 0 is the default world: every draw keyed
-    by the harness's content hash too, the arms independent."""
+    with different seeds, ratio 0.26; a shared draw is discordant only with probability |p_C - p_B|, so c = 0.74
+    gives about that ratio when the arms' accuracies are close). c = 0 is the default world: every draw keyed by
+    the harness's content hash too, the arms independent."""
     import harness.sim.solver as solver
 
     plain = getattr(solver, "_uncoupled_uniforms", solver.uniforms)

@@ -121,10 +121,10 @@ def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL, p: n
     return World(p, pools, {q: i for i, q in enumerate(qids)})
 
 
-def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
+def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
              cached: dict[str, list[bool]] | None = None):
     """One gate, as `validate_skill_local` runs it: the configured plan hands out blocks, `pair_block` pairs them
-    (leak guard on), `gate_decision` decides after every block. Returns (action, n_pairs, fresh baseline outcomes by qid).
+    (leak guard on), `gate_decision` decides after every block. Returns (terminal GateVerdict, n_pairs, fresh baseline outcomes by qid).
 
     `cached`: qid -> earlier gates' baseline outcomes, served first (each once per gate), like the BaselineCache
     under `gate.baseline_reuse=gates`.
@@ -154,12 +154,15 @@ def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed:
         pairs.extend(pair_block(block, base, cand, informing_samples=informing))
         verdict = gate_decision(pairs, params, final=planner.final)
         if verdict.action != "continue":
-            last_verdict[0] = verdict
-            return verdict.action, len(pairs), seen
+            return verdict, len(pairs), seen
     raise RuntimeError("the plan ran out before a terminal decision")
 
 
-last_verdict: list = [None]  # the GateVerdict of the last run_gate (benchmarks/futility.py reads its reason)
+def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
+             cached: dict[str, list[bool]] | None = None):
+    """`run_gate_verdict` with the verdict's action: (action, n_pairs, fresh baseline outcomes by qid)."""
+    verdict, n, seen = run_gate_verdict(rng, world, p_cand, params, seed=seed, cached=cached)
+    return verdict.action, n, seen
 
 
 # ---------------------------------------------------------------- 1. run-level FDR

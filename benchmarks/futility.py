@@ -53,15 +53,16 @@ def cell(seed: int, gates: int, kind: str, points: float, params: GateParams, fu
         rng = np.random.default_rng([seed, g])
         world = fdr.make_world(rng, params, p=pool_p(rng, kind))
         gate_rng = np.random.default_rng([seed, g, 1])
-        action, n, _ = fdr.run_gate(gate_rng, world, fdr.shifted(world.p, points), dataclasses.replace(params, futility=futility), seed=g)
+        verdict, n, _ = fdr.run_gate_verdict(gate_rng, world, fdr.shifted(world.p, points), dataclasses.replace(params, futility=futility), seed=g)
+        action = verdict.action
         acc += action == "accept"
         rej += action != "accept"
         early += action != "accept" and n < params.max_pairs
-        futile += action != "accept" and fdr.last_verdict[0].reason.startswith("futility")
+        futile += action != "accept" and verdict.reason.startswith("futility")
         pairs.append(n)
     p_acc = acc / gates
-    return {"accept": p_acc, "accept_se": math.sqrt(p_acc * (1 - p_acc) / gates), "reject_early": early / gates, "futile": futile / gates, "reject_evidence": (early - futile) / gates,
-            "mean_pairs": float(np.mean(pairs)), "pairs_se": float(np.std(pairs) / math.sqrt(gates)), "gates": gates}
+    return {"accept": p_acc, "accept_se": math.sqrt(p_acc * (1 - p_acc) / gates), "reject_early": early / gates,
+            "futile": futile / gates, "reject_evidence": (early - futile) / gates, "mean_pairs": float(np.mean(pairs)), "pairs_se": float(np.std(pairs) / math.sqrt(gates)), "gates": gates}
 
 
 def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: str) -> str:

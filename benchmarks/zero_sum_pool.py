@@ -38,7 +38,7 @@ def effects(p: np.ndarray, rates=None) -> np.ndarray:
     """Per-question expected effect of one trade-off rule on questions of base accuracy p, with the rates
     `rates(p, a) -> (a', b)` (default: e2e.tradeoff_rates, exactly zero-sum over p)."""
     a, b = (rates or e2e.tradeoff_rates)(list(p), A)
-    mid, easy = (p >= 0.3) & (p <= 0.7), p >= 0.8
+    mid, easy = (p >= e2e.MID[0]) & (p <= e2e.MID[1]), p >= e2e.EASY
     e = np.zeros_like(p)
     e[mid] = (1 - p[mid]) * a
     e[easy] = -p[easy] * b
@@ -47,7 +47,7 @@ def effects(p: np.ndarray, rates=None) -> np.ndarray:
 
 def capped_rates(p, a):
     """The rates before the fix: b = min(1, a * gain / loss), a unchanged (not zero-sum when b is capped)."""
-    gain, loss = sum(1 - x for x in p if 0.3 <= x <= 0.7), sum(x for x in p if x >= 0.8)
+    gain, loss = sum(1 - x for x in p if e2e.MID[0] <= x <= e2e.MID[1]), sum(x for x in p if x >= e2e.EASY)
     return a, (min(1.0, a * gain / loss) if loss > 0 else 0.0)
 
 
