@@ -121,6 +121,22 @@ def _group_gone(pgid: int, timeout: float) -> bool:
     return False
 
 
+def _stop_once_exists(pid: int, marker: Path, timeout: float) -> None:
+    """Step process `pid` (SIGSTOP, look, SIGCONT, ~2 ms) until `marker` exists while it is stopped; it is left
+    stopped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        os.kill(pid, signal.SIGSTOP)  # delivered asynchronously: wait until the process is really stopped
+        while (state := Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) not in "tT":
+            assert state not in "ZX", f"process {pid} ended before {marker} appeared"
+            time.sleep(0.0005)
+        if marker.exists():
+            return
+        os.kill(pid, signal.SIGCONT)
+        assert time.monotonic() < deadline, f"{marker} never appeared"
+        time.sleep(0.002)
+
+
 def _stage_pid(pgid: int, module: str, timeout: float = 60) -> int:
     """The pid of the Python process of group `pgid` that runs `python -m <module>`."""
     deadline = time.monotonic() + timeout
@@ -149,17 +165,14 @@ def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp
     project = make_project(tmp_path / "project", overrides)
     proc = subprocess.Popen([str(BIN / "dvc"), "repro", "report"], cwd=project, env=env(), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    marker = project / "state/e1/s1/gate/runlog.sqlite"  # the gate stage is running its gate rollouts
-    deadline = time.monotonic() + 300
     try:
-        while not marker.exists():
-            assert proc.poll() is None, "dvc repro ended before the gate stage started:\n" + proc.stdout.read()
-            assert time.monotonic() < deadline, "gate stage never started"
-            time.sleep(0.01)
-        # hold the gate stage still while the signal is sent, so a fast gate cannot finish first (a CI run on a
-        # loaded machine did: DONE.json was there); the SIGTERM waits as pending and is handled on SIGCONT
-        stage = _stage_pid(proc.pid, "stages.gate")
-        os.kill(stage, signal.SIGSTOP)
+        # the gate stage writes runlog.sqlite ~0.2 s before DONE.json (measured): too short a window to find the
+        # process and stop it after seeing the file on a loaded machine (CI failed that way twice). So the stage
+        # is found as soon as it starts and stepped: stopped, the marker looked at, run for ~2 ms, until the
+        # marker is there while it is stopped; the SIGTERM then waits as pending and is handled on SIGCONT
+        stage = _stage_pid(proc.pid, "stages.gate", timeout=300)
+        _stop_once_exists(stage, project / "state/e1/s1/gate/runlog.sqlite", timeout=300)
+        assert not (project / "state/e1/s1/gate/DONE.json").exists(), "the gate stage finished within one step"
         try:
             if target == "group":
                 os.killpg(proc.pid, signal.SIGTERM)
