@@ -33,6 +33,9 @@ and its plan's prior from PRE_GATE_OBS full non-gate validation runs.
    sample is fresh. Both gates run at the fixed level exp(-gate.lambda)
    (`gate.fdr=none`): e-LOND's levels are smaller still, and so is the
    number of chance accepts to condition on.
+2c. `gate.baseline_reuse=unaccepted` chains (section 2b) on a zero-sum
+   population null, a mid-heavy strata mix, pools of 30 / 120 and blocks
+   of 10 / 40.
 3. Probation settlement: P(keep) of null / -5 / +5 / +10 point edits under
    the old rule (losses > wins on one sample per question) and the
    e-process settlement on fresh pairs, for both kinds of probation.
@@ -51,8 +54,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for extra in (ROOT, ROOT / "benchmarks"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
 
 from harness.kernel.fdr import FDR_PROCEDURES, FdrState  # noqa: E402
 from harness.kernel.gate import gate_decision, pair_block  # noqa: E402
@@ -75,8 +79,11 @@ def configured_gate(overrides: tuple[str, ...] = ()) -> GateParams:
     return gate_params_from_config(cfg.gate)
 
 
-def make_pool(rng: np.random.Generator, n: int = POOL) -> np.ndarray:
-    kind = rng.choice(3, size=n, p=[0.4, 0.3, 0.3])
+STRATA = (0.4, 0.3, 0.3)  # shares of easy / hard / mid questions in a pool
+
+
+def make_pool(rng: np.random.Generator, n: int = POOL, strata: tuple[float, float, float] = STRATA) -> np.ndarray:
+    kind = rng.choice(3, size=n, p=list(strata))
     easy = rng.beta(19, 1, size=n)
     hard = rng.beta(1, 19, size=n)
     mid = rng.beta(2, 2, size=n)
@@ -97,6 +104,17 @@ def shifted(p: np.ndarray, points: float) -> np.ndarray:
         else:
             hi = mid
     return 1 / (1 + np.exp(-(logit + (lo + hi) / 2)))
+
+
+def zero_sum(p: np.ndarray) -> np.ndarray:
+    """A population null that is not a strong null: the e2e trade-off rule (`e2e.tradeoff_rates`, flip rate 0.6) on
+    pool `p` -- mid-difficulty questions gain, easy ones lose, the pool's mean accuracy exactly unchanged."""
+    import e2e  # benchmarks/e2e.py: the trade-off editor's rates and strata
+
+    a, b = e2e.tradeoff_rates([float(x) for x in p], 0.6)
+    mid = (p >= e2e.MID[0]) & (p <= e2e.MID[1])
+    easy = p >= e2e.EASY
+    return np.where(mid, p + a * (1 - p), np.where(easy, p * (1 - b), p))
 
 
 @dataclasses.dataclass
@@ -227,19 +245,23 @@ def follow_up(seed: int, first_gates: int, params: GateParams) -> dict:
     return out
 
 
-def reuse_chains(seed: int, chains: int, length: int, params: GateParams) -> dict:
-    """`gate.baseline_reuse=unaccepted` on a strong null: chains of up to `length` null gates on one baseline, each
+def reuse_chains(seed: int, chains: int, length: int, params: GateParams, *, population: str = "strong", n: int = POOL,
+                 strata: tuple[float, float, float] = STRATA) -> dict:
+    """`gate.baseline_reuse=unaccepted` on a null: chains of up to `length` null gates on one baseline, each
     served first the baseline samples of the earlier gates of its chain (none of which installed: a chain ends at its
     first accept, where the loop retires the baseline). Counts the false accepts of the gates that were served.
-    Every gate at the fixed level exp(-gate.lambda), like `follow_up`."""
+    Every gate at the fixed level exp(-gate.lambda), like `follow_up`. `population`: "strong" (candidate = baseline
+    on every question) or "zero_sum" (`zero_sum`: the pool's accuracy unchanged, questions changed both ways); a
+    pool of `n` questions drawn with `strata`."""
     params = dataclasses.replace(params, lambda_accept=FDR_PROCEDURES.get("none").level(FdrState(), params).lambda_accept)
     rng = np.random.default_rng(seed)
     served = served_fa = first_fa = 0
     for c in range(chains):
-        world = make_world(rng, params)
+        world = make_world(rng, params, n=n, p=make_pool(rng, n, strata))
+        p_cand = world.p if population == "strong" else zero_sum(world.p)
         cache: dict[str, list[bool]] = {}
         for j in range(length):
-            action, _, seen = run_gate(rng, world, world.p, params, seed=length * c + j, cached=cache if j else None)
+            action, _, seen = run_gate(rng, world, p_cand, params, seed=length * c + j, cached=cache if j else None)
             if j:
                 served += 1
                 served_fa += action == "accept"
@@ -250,7 +272,8 @@ def reuse_chains(seed: int, chains: int, length: int, params: GateParams) -> dic
             for qid, values in seen.items():
                 cache.setdefault(qid, []).extend(values)
     return {"chains": chains, "length": length, "served": served, "served_fa": served_fa, "first_fa": first_fa,
-            "lambda": params.lambda_accept, "futility": params.futility}
+            "lambda": params.lambda_accept, "futility": params.futility, "population": population, "pool": n,
+            "strata": list(strata), "block_size": params.block_size}
 
 
 # ---------------------------------------------------------------- 3. probation settlement
@@ -294,7 +317,7 @@ def describe(params: GateParams) -> str:
 
 
 def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict], params: GateParams, quick: bool, wall: float, cmd: str,
-           overrides: tuple[str, ...]) -> str:
+           overrides: tuple[str, ...], more_chains: list[dict] | None = None) -> str:
     alpha = math.exp(-params.lambda_accept)
     mixes = {"null": "all null", "mixed": "30 % +5 / 50 % null / 20 % -5"}
     L = [f"# Run-level gate benchmark{' — QUICK mode' if quick else ''}", "",
@@ -351,8 +374,31 @@ def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict
         first = ch["first_fa"] / ch["chains"]
         L.append(f"| `{ch['futility']}` | {ch['chains']} x {ch['length']} | {k} | {rate:.4f} ± {math.sqrt(rate * (1 - rate) / k) if k else float('nan'):.4f} "
                  f"({ch['served_fa']}/{k}) | {first:.4f} ({ch['first_fa']}/{ch['chains']}) |")
-    L += ["", f"Level of every gate: exp(-gate.lambda) = {math.exp(-chains[0]['lambda']):.3f}.", "",
-          "## 3. Probation settlement", "",
+    L += ["", f"Level of every gate: exp(-gate.lambda) = {math.exp(-chains[0]['lambda']):.3f}.", ""]
+    if more_chains:
+        L += ["## 2c. `unaccepted` reuse on population nulls, other pools and block sizes", "",
+              "The chains of section 2b with the configured futility, on worlds the default did not pick: a zero-sum candidate "
+              "(the e2e trade-off rule: mid-difficulty questions gain, easy ones lose, the pool's accuracy exactly unchanged; the "
+              "importance plan and `power` futility read the baseline's outcomes, so Harris's inequality does not cover this by "
+              "itself), a mid-heavy strata mix, pools of 30 and 120 questions and blocks of 10 and 40 pairs. A population null "
+              "is accepted at up to ~alpha even with fresh samples (gate.md section 8), so the column to compare is the fresh "
+              "first gates' rate of the same row.", "",
+              "| candidate | strata easy/hard/mid | pool | block | chains x length | served gates | false accepts of served gates | "
+              "first gates' false accepts (fresh) | served - fresh (± SE) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for ch in more_chains:
+            k, m = ch["served"], ch["chains"]
+            rate = ch["served_fa"] / k if k else float("nan")
+            first = ch["first_fa"] / m
+            se_rate = math.sqrt(rate * (1 - rate) / k) if k else float("nan")
+            se_diff = math.sqrt(se_rate ** 2 + first * (1 - first) / m)
+            strata = "/".join(f"{x:.1f}" for x in ch["strata"])
+            L.append(f"| {ch['population'].replace('_', '-')} | {strata} | {ch['pool']} | {ch['block_size']} | {m} x {ch['length']} | {k} | "
+                     f"{rate:.4f} ± {se_rate:.4f} ({ch['served_fa']}/{k}) | {first:.4f} ({ch['first_fa']}/{m}) | {rate - first:+.4f} ± {se_diff:.4f} |")
+        worst = max(ch["served_fa"] / ch["served"] for ch in more_chains if ch["served"])
+        L += ["", f"Worst served-gate false-accept rate: {worst:.4f} (alpha = {math.exp(-more_chains[0]['lambda']):.3f}, "
+              f"futility `{more_chains[0]['futility']}`).", ""]
+    L += ["## 3. Probation settlement", "",
           f"P(the edit is kept) over 45 questions of its task type, one fresh sample each of the anchor and the installed version; "
           f"`gate.probation_settlement={params.probation_settlement}`, threshold gate.lambda = {params.lambda_accept} "
           f"(`kernel/probation.probation_settlement`, the sign e-process of gate.accept_prior={params.accept_prior}).", "",
@@ -365,6 +411,11 @@ def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict
           "hurt. One sample of a few dozen questions has little power, so real +5 edits installed on probation are mostly "
           f"rolled back too: undecided is not installed by default (`gate.undecided={params.undecided}`)."]
     return "\n".join(L) + "\n"
+
+
+# section 2c: (candidate, strata, pool size, block size) of the reuse chains on worlds the default did not pick
+REUSE_WORLDS = (("zero_sum", STRATA, POOL, 20), ("zero_sum", (0.2, 0.2, 0.6), POOL, 20), ("zero_sum", STRATA, 30, 10),
+                ("zero_sum", STRATA, 120, 40), ("strong", STRATA, 30, 10), ("strong", STRATA, 120, 40))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -391,10 +442,14 @@ def main(argv: list[str] | None = None) -> int:
     fu = follow_up(7, 1500 if args.quick else 6000, params)
     chains = [reuse_chains(9 + i, 300 if args.quick else 1500, 4, dataclasses.replace(params, futility=f))
               for i, f in enumerate(dict.fromkeys((params.futility, "bound", "none")))]
+    n_chains = 300 if args.quick else 1500
+    more_chains = [reuse_chains(20 + i, n_chains, 4, dataclasses.replace(params, block_size=block), population=pop, n=n, strata=strata)
+                   for i, (pop, strata, n, block) in enumerate(REUSE_WORLDS)]
     settle = settlement(8, 500 if args.quick else 4000, params)
     cmd = " ".join(["python benchmarks/fdr.py", *(["--quick"] if args.quick else []), *(f"--override {shlex.quote(o)}" for o in overrides),
                     *(["--no-old-rule"] if args.no_old_rule else [])])
-    publish(out, render(fdr_rows, fu, chains, settle, params, args.quick, time.monotonic() - started, cmd, overrides))
+    publish(out, render(fdr_rows, fu, chains, settle, params, args.quick, time.monotonic() - started, cmd, overrides,
+                        more_chains=more_chains))
     return 0
 
 

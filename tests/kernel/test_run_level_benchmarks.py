@@ -30,6 +30,26 @@ def test_shift_hits_the_stated_pool_points():
     assert np.array_equal(fdr.shifted(p, 0.0), p)
 
 
+def test_zero_sum_candidate_keeps_the_pool_mean_and_moves_questions_both_ways():
+    fdr = _load("fdr")
+    for strata in (fdr.STRATA, (0.2, 0.2, 0.6)):
+        p = fdr.make_pool(np.random.default_rng(3), 60, strata)
+        q = fdr.zero_sum(p)
+        assert float(np.mean(q)) == pytest.approx(float(np.mean(p)), abs=1e-12)
+        assert (q > p).sum() >= 5 and (q < p).sum() >= 5 and np.all((q >= 0) & (q <= 1))
+
+
+def test_reuse_chains_serve_only_gates_after_the_first_and_record_their_world():
+    fdr = _load("fdr")
+    import dataclasses
+
+    params = dataclasses.replace(fdr.configured_gate(), block_size=10)
+    out = fdr.reuse_chains(5, 6, 3, params, population="zero_sum", n=30, strata=(0.2, 0.2, 0.6))
+    assert (out["population"], out["pool"], out["block_size"], out["strata"]) == ("zero_sum", 30, 10, [0.2, 0.2, 0.6])
+    assert 6 * 1 <= out["served"] <= 6 * 2  # a chain ends at its first accept; its first gate is never served
+    assert out["served_fa"] <= out["served"] and out["first_fa"] <= 6
+
+
 def test_follow_up_gate_serves_the_earlier_gates_samples_first():
     fdr = _load("fdr")
     rng = np.random.default_rng(1)
