@@ -258,6 +258,8 @@ def run_one(job: dict) -> dict:
             if not is_done(slow):
                 break
             lineage = read_lineage(slow)
+            if lineage.stopped and not (slow / "report.json").exists():
+                break  # an epoch after early stopping: passed through, nothing trained (the curve ends at the stop)
             counts = _count_rollouts(resolve_fragments(root, lineage))
             best = wsp.read_best(slow / "workspace")
             m = wsp.read_manifest(slow / "workspace")
@@ -349,7 +351,9 @@ def _shares(installed: list[dict]) -> dict:
             "hurt_share": hurt / n if n else 0.0, "bad_share": (hurt + null) / n if n else 0.0}
 
 
-def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str, dict]:
+def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: str | None = None) -> tuple[str, dict]:
+    """The report page and its summary; `measured`: when the runs were measured (default: now)."""
+    measured = measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
     seeds = sorted({r["seed"] for r in runs})
     by = {(r["seed"], r["rule"], r["tradeoff"]): r for r in runs}
     rules = [rule for rule in RULES if any((s, rule, False) in by for s in seeds)]
@@ -407,7 +411,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str) -> tuple[str
                 "screened_out": sum(r.get("screened_out", 0) for r in trade)}
     summary["tradeoff"] = tsum
     L = [f"# End-to-end benchmark (simulated world){' — QUICK mode' if quick else ''}", "",
-         f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min on this machine.",
+         f"Command: `{cmd}` — measured {measured}, wall {wall / 60:.1f} min on this machine.",
          f"Seeds (world `benchmark.seed`): {seeds}. Oracle = exact expected accuracy on the test pool (never seen by the loop).", "",
          "## Base vs delivered, same rollout budget", "",
          f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
@@ -560,7 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
-        text, _ = summarize(saved["runs"], args.quick, saved.get("wall_s", 0.0), saved.get("cmd", "python benchmarks/e2e.py"))
+        text, _ = summarize(saved["runs"], args.quick, saved.get("wall_s", 0.0), saved.get("cmd", "python benchmarks/e2e.py"),
+                            measured=saved.get("measured", "at a time the JSON does not record"))
         text += _compare_text(args.compare, saved["runs"])
         args.out.write_text(text, encoding="utf-8")
         print(text)
@@ -606,13 +611,16 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - started
     partial.unlink()
     cmd = ("python benchmarks/e2e.py" + (" --quick" if args.quick else "") + (f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds else "")
+           + (f" --epochs {args.epochs}" if args.epochs else "") + (f" --max-epochs {args.max_epochs}" if args.max_epochs else "")
+           + (" --no-tradeoff" if args.no_tradeoff else "") + (" --epoch-holdout" if args.epoch_holdout else "")
            + "".join(f" --override {o}" for o in args.override) + (f" --rules {' '.join(args.rules)}" if args.rules is not None else "")
            + (f" --arm-coupling {args.arm_coupling}" if args.arm_coupling else ""))
-    text, summary = summarize(runs, args.quick, wall, cmd)
+    measured = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
+    text, summary = summarize(runs, args.quick, wall, cmd, measured)
     text += _compare_text(args.compare, runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "runs": runs, "wall_s": wall, "cmd": cmd}, indent=1, default=str),
+    args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "runs": runs, "wall_s": wall, "cmd": cmd, "measured": measured}, indent=1, default=str),
                                              encoding="utf-8")
     print(text)
     return 0

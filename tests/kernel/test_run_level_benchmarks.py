@@ -91,6 +91,9 @@ def test_e2e_summary_counts_harmful_null_and_reach():
     reach = summary["reach_gepa"][e2e.OURS][0]
     assert reach["gepa_acc"] == 0.65 and reach["rule_rollouts"] == 300 and reach["ratio"] == pytest.approx(2.0)
     assert "NOT met" in text
+    # a page re-rendered from a saved JSON keeps the time its runs were measured, not the time of rendering
+    text, _ = e2e.summarize(runs, quick=True, wall=60.0, cmd="x", measured="2026-01-02 03:04 UTC")
+    assert "measured 2026-01-02 03:04 UTC, wall 1.0 min" in text
 
 
 @pytest.mark.parametrize("seed", range(6))
