@@ -153,7 +153,9 @@ def cue_counts(world: World, evidence: str, task_types: Sequence[str]) -> dict[s
 def propose_edits(world: World, *, task_types: Sequence[str], current: str, evidence: str, rejected: str, budget: int, stream: Stream) -> list[Edit]:
     """The editor policy (module docstring); [] means no change."""
     p = world.params
-    stated = {r.rule_id for r in stated_rules(world, current, task_types)}
+    # ordered (world order), not a set: iterating a set of str follows PYTHONHASHSEED, and `stated_traps` below is
+    # drawn from by index, so a set made the editor's choice, and a whole run, differ from one process to the next
+    stated = dict.fromkeys(r.rule_id for r in stated_rules(world, current, task_types))
     rejected_norm = normalize(rejected)
     usable = lambda r: r.rule_id not in stated and r.norm not in rejected_norm  # noqa: E731
     pool = {k: [r for t in task_types if t in world.spec_by_name for r in world.spec_by_name[t].of_kind(k) if usable(r)] for k in ("insight", "trap", "neutral")}
@@ -295,7 +297,9 @@ def reply_momentum(world: World, messages: Sequence[ChatMessage], stream: Stream
     m = _HEADER_TASK_TYPE.search(user)
     task_types = [m.group(1)] if m else []
     current = fenced_file(user)
-    stated = {r.rule_id for r in stated_rules(world, current, task_types)}
+    # ordered (world order), not a set: iterating a set of str follows PYTHONHASHSEED, and `stated_traps` below is
+    # drawn from by index, so a set made the editor's choice, and a whole run, differ from one process to the next
+    stated = dict.fromkeys(r.rule_id for r in stated_rules(world, current, task_types))
     previous = [line.strip()[2:] for line in section(user, H_PREVIOUS_GUIDANCE).splitlines() if line.strip().startswith("- ")]
     bullets = previous[:2]
     counts = {rid: n for rid, n in cue_counts(world, without_file(user).split(H_COMPARISON, 1)[-1], task_types).items() if rid not in stated}

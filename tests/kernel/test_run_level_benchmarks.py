@@ -143,3 +143,37 @@ def test_coupled_arms_share_the_draws_of_one_question_and_sample_index_only():
     finally:
         e2e.couple_arms(0.0)
     assert solver.uniforms is original
+
+
+def test_the_ideal_gate_accepts_exactly_the_helpful_edits_and_is_put_back():
+    """e2e.oracle_gate: accept iff the true effect on the questions reading the edited file is > +0.1 pt, no rollouts;
+    the loop's gate is restored after the job (a pool worker runs the next job with it: a patch left in place gave
+    the next seed's runs the ideal gate of another world)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import harness.loop.gating as gating
+    from harness.sim.oracle import Oracle
+    from harness.sim.world import World
+
+    e2e = _load("e2e")
+    world = World.generate(7)
+    base = world.base_harness()
+    tt = "temporal_reasoning"
+    path = f"skills/{tt}/SKILL.md"
+    oracle = Oracle(world)
+    real = gating.validate_skill_local
+    restore = e2e.oracle_gate(world)
+    try:
+        decided = {"accept": 0, "reject": 0}
+        for rule in world.spec_by_name[tt].rules:  # insights, traps and neutral rules, each added to the skill file
+            cand = base.with_files({path: base[path] + f"- {rule.text}\n"})
+            effect = oracle.edit_effect(base, cand, [q.qid for q in world.questions if q.task_type == tt])
+            request = SimpleNamespace(baseline_tree=base, candidate_tree=cand, skill_file=path, gate_run_prefix="p_gate_x")
+            outcome = asyncio.run(gating.validate_skill_local(request))
+            assert outcome.rollouts == 0 and outcome.action == ("accept" if effect > 0.001 else "reject"), (rule, effect)
+            decided[outcome.action] += 1
+        assert decided["accept"] >= 1 and decided["reject"] >= 1  # both decisions are exercised
+    finally:
+        restore()
+    assert gating.validate_skill_local is real

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Re-render reports/benchmarks/e2e.md from the saved main run (reports/benchmarks/e2e.json) and the ablation runs
+# (reports/benchmarks/e2e_ablations/*.json, each made by the command it records), without training anything.
+cd "$(dirname "$0")/.." && A=reports/benchmarks/e2e_ablations && python benchmarks/e2e.py --from-json reports/benchmarks/e2e.json \
+ --compare "gate.futility_min_pairs=60=$A/betting_futility60.json" \
+ --compare "gate.futility_min_pairs=100=$A/betting_futility100.json" \
+ --compare "gate.futility_min_pairs=100 gate.screen_margin=1=$A/betting_futility100_screen1.json" \
+ --compare "gate.max_pairs=200=$A/betting_cap200.json" \
+ --compare "gate.futility=none=$A/betting_futility_none.json" \
+ --compare "gate.futility=bound=$A/betting_futility_bound.json" \
+ --compare "gate.futility_gain=0.05=$A/betting_futility_power_gain05.json" \
+ --compare "gate.baseline_reuse=unaccepted (opt-in; fdr.md section 2b)=$A/betting_reuse_unaccepted.json" \
+ --compare "gate.baseline_reuse=unaccepted gate.futility_min_pairs=60=$A/betting_reuse_unaccepted_futility60.json" \
+ --compare "gate.baseline_reuse=gates (not valid after a rolled-back accept, fdr.md section 2)=$A/betting_reuse_gates.json" \
+ --compare "train.epochs=6 (no trade-off runs)=$A/betting_epochs6.json" \
+ --compare "train.epochs=9 (no trade-off runs)=$A/betting_epochs9.json" \
+ --compare "train.epochs=6 gate.futility_gain=0.05 (no trade-off runs)=$A/betting_epochs6_futility_gain05.json" \
+ --compare "train.epochs=6 gate.baseline_reuse=unaccepted gate.futility_min_pairs=60 (no trade-off runs)=$A/betting_epochs6_reuse_unaccepted_futility60.json" > /dev/null
