@@ -561,12 +561,12 @@ def ablation_lines(entries: list[tuple[str, dict]], main_runs: list[dict]) -> li
     by_main = {(r["seed"], r["rule"], r["tradeoff"]): r for r in main_runs}
     L = ["", "## Our rule under other configurations (separate runs, same seeds)", "",
          "Each row is its own `benchmarks/e2e.py --rules` run (our rule and its trade-off run only); `reach` = rollouts to GEPA's "
-         "accuracy of the main run above (GEPA within that row's own budget), as a ratio to GEPA's rollouts.", "",
+         "accuracy of the main run above (GEPA within that row's own budget), as a ratio to GEPA's rollouts, one per seed in seed order.", "",
          "| configuration | command | mean gain (pts) | mean rollouts | installed | harmful | null | zero-sum delivered / proposed | reach GEPA |",
          "|---|---|---|---|---|---|---|---|---|"]
     for label, doc in entries:
         runs = doc["runs"]
-        seq = [r for r in runs if r["rule"] == OURS and not r["tradeoff"]]
+        seq = sorted((r for r in runs if r["rule"] == OURS and not r["tradeoff"]), key=lambda r: r["seed"])  # reach in seed order
         inst = [e for r in seq for e in r["edits"]]
         sh = _shares(inst)
         ratios = []
