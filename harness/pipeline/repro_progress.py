@@ -83,32 +83,67 @@ def dvc_invocation_id() -> str | None:
     return None if found is None else f"{found[0]}:{found[2]}"
 
 
+WATCH_INTERVAL_S = 0.1  # how often a stage under a shell looks whether its `dvc` process is still there
+
+
 def end_with_dvc() -> bool:
-    """Under `dvc repro`, have the kernel send this stage SIGTERM when the `dvc` process that started it dies
-    (Linux ``PR_SET_PDEATHSIG``); True when arranged.
+    """Under `dvc repro`, have this stage sent SIGTERM when the `dvc` process that started it dies; True when
+    arranged.
 
     DVC passes no signal on: `kill <dvc pid>` ends DVC at once and would leave the stage running, writing
     outputs DVC will never record, its MLflow run RUNNING. With this the stage ends as if it had been sent
-    SIGTERM itself (the run KILLED, harness/pipeline/live_run.py). Only when DVC is the direct parent (the shell
-    ran the command with exec): a shell in between would survive DVC and never pass it on either."""
+    SIGTERM itself (the run KILLED, harness/pipeline/live_run.py). When DVC is the direct parent (bash runs the
+    command with exec) the kernel sends it (Linux ``PR_SET_PDEATHSIG``). When a shell is in between (DVC runs
+    ``$SHELL -c <cmd>``, ``/bin/sh`` when SHELL is unset: dash forks the command and waits) the parent-death
+    signal would go to the shell, which survives DVC and passes nothing on; then a daemon thread looks every
+    ``WATCH_INTERVAL_S`` whether that `dvc` process (pid and start time) is gone and sends this process SIGTERM."""
     if not os.environ.get("DVC_STAGE") or not sys.platform.startswith("linux"):
         return False
     found = dvc_ancestor()
-    if found is None or found[1] != 1:
+    if found is None:
         return False
+    dvc_pid, generation, started = found
+    if generation == 1 and _parent_death_sigterm():
+        if os.getppid() != dvc_pid:  # DVC died before the request: the kernel will not send it now
+            _sigterm_self()
+        return True
+    import threading
+
+    threading.Thread(target=_sigterm_when_gone, args=(dvc_pid, started), name="dvc-watch", daemon=True).start()
+    return True
+
+
+def _parent_death_sigterm() -> bool:
     import ctypes
     import signal
 
     pr_set_pdeathsig = 1
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
-            return False
+        return libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
-    if os.getppid() != found[0]:  # DVC died before the request: the kernel will not send it now
-        os.kill(os.getpid(), signal.SIGTERM)
-    return True
+
+
+def process_alive(pid: int, started: str) -> bool:
+    """True while process `pid`, started at `started` (field 22 of its /proc stat), runs (a zombie has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return len(fields) > 19 and fields[19] == started and fields[0] not in ("Z", "X", "x")
+
+
+def _sigterm_when_gone(pid: int, started: str) -> None:
+    while process_alive(pid, started):
+        time.sleep(WATCH_INTERVAL_S)
+    _sigterm_self()
+
+
+def _sigterm_self() -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 @dataclass(frozen=True)

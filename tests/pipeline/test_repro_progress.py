@@ -85,3 +85,26 @@ def test_improve_stages_print_k_of_n_and_the_time_left(tmp_path: Path) -> None:
     assert sorted(name for _, _, name, _ in shown) == sorted(improve) and shown[-1][2] == "improve_report", out.stderr
     assert all((int(k), int(n)) == (order.index(name) + 1, len(order)) for k, n, name, _ in shown)
     assert all(left for *_, left in shown[1:]), shown  # an estimate once the first of them has finished
+
+
+def test_process_alive_sees_a_process_end_as_a_zombie_and_a_reused_pid_as_gone() -> None:
+    """The watcher of a stage under a shell (repro_progress.end_with_dvc) ends it when its `dvc` process is gone:
+    a zombie (ended, not yet reaped by its parent) is gone, and so is another process that got the same pid."""
+    import subprocess
+    import sys
+    import time
+
+    from harness.pipeline.repro_progress import process_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    started = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    assert process_alive(child.pid, started)
+    assert not process_alive(child.pid, str(int(started) + 1))  # the same pid, another start: another process
+    child.stdin.close()  # the child ends; not waited for, it stays a zombie
+    deadline = time.monotonic() + 30
+    while process_alive(child.pid, started) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert Path(f"/proc/{child.pid}").exists(), "the zombie was reaped before it was looked at"
+    assert not process_alive(child.pid, started)
+    child.wait()
+    assert not process_alive(child.pid, started)
