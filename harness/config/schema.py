@@ -42,6 +42,8 @@ class BenchmarkConfig:
     max_unparsed_share: float = 0.9
     # the file the questions come from, prepare's DVC dependency: ${benchmark.path} (jsonl), the conf file (sim)
     source: Optional[str] = None
+    # the starting harness, pools' and improve's DVC dependency: ${benchmark.harness_dir}, else the conf file
+    harness_source: Optional[str] = None
 
 
 @dataclass

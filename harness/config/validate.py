@@ -157,6 +157,11 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     else:
         c.check("benchmark.harness_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
                 "must be null or an existing directory (relative to the project root)")
+    harness_dir = c.value("benchmark.harness_dir")
+    conf_file = f"conf/benchmark/{c.value('benchmark.name')}.yaml"
+    c.check("benchmark.harness_source", lambda v: v == (harness_dir or conf_file),
+            f"must be ${{ht.first:${{benchmark.harness_dir}},{conf_file}}} (derived, do not set it): dvc.yaml's pools and "
+            "improve stages depend on it, so an edit inside your harness re-runs them")
     c.check("benchmark.max_unparsed_share", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1] (1: never stop)")
     # llm
     if c.one_of("llm.provider", PROVIDERS) and c.value("benchmark.name") == "jsonl":

@@ -52,6 +52,7 @@ LOCATION_KEYS = {
     "pools.path": "harness.pools_path",
     "llm.cache_dir": "harness.llm_cache_dir",
     "benchmark.source": "harness.benchmark_source",
+    "benchmark.harness_source": "harness.harness_source",
 }
 # Not settings of the training run: where it is logged (tracking.*), Harness² over tasks (improve.*: its own
 # runs, in its own experiment), console verbosity, and the schedule lists derived from train.epochs/steps.

@@ -111,3 +111,35 @@ def test_editing_an_answer_in_the_jsonl_questions_file_changes_prepare(tmp_path:
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     status = json.loads(run(["dvc", "status", "prepare", "--json"], project).stdout)
     assert status == {"prepare": [{"changed deps": {str(source): "modified"}}]}, status
+
+
+@pytest.mark.slow
+def test_editing_a_file_of_the_starting_harness_reruns_pools_with_it(tmp_path: Path) -> None:
+    """benchmark.harness_dir is a directory: DVC hashes its content (benchmark.harness_source), so an edit inside
+    it re-runs pools, which writes the starting harness, and the next run starts from the edited file."""
+    rows = [{"qid": f"q{i}", "task_type": f"t{i % 2}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(24)]
+    source = tmp_path / "questions.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    mine = tmp_path / "mine"
+    (mine / "skills" / "t0").mkdir(parents=True)
+    (mine / "system_prompt.md").write_text("You answer sums.\n", encoding="utf-8")
+    (mine / "skills" / "t0" / "SKILL.md").write_text("Add the two numbers first-version.\n", encoding="utf-8")
+    files = {"data/q.jsonl": source, "my-harness/system_prompt.md": mine / "system_prompt.md",
+             "my-harness/skills/t0/SKILL.md": mine / "skills" / "t0" / "SKILL.md"}
+    overrides = (*TEST_OVERRIDES, "benchmark=jsonl", "benchmark.path=data/q.jsonl", "benchmark.harness_dir=my-harness",
+                 "llm=openai")
+    project = make_project(tmp_path / "project", overrides=overrides, files=files)
+    run(["dvc", "repro", "pools"], project)
+
+    def starts_from(text: str) -> bool:
+        state = yaml.safe_load((project / "params.yaml").read_text())["train"]["state_dir"]
+        return any(text in p.read_text(encoding="utf-8", errors="replace")
+                   for p in (project / state / "init").rglob("*") if p.is_file())
+
+    assert starts_from("first-version")
+    assert "up to date" in run(["dvc", "status", "pools"], project).stdout
+    (project / "my-harness" / "skills" / "t0" / "SKILL.md").write_text("Add the two numbers second-version.\n", encoding="utf-8")
+    status = json.loads(run(["dvc", "status", "pools", "--json"], project).stdout)
+    assert status == {"pools": [{"changed deps": {"my-harness": "modified"}}]}, status
+    run(["dvc", "repro", "pools"], project)
+    assert starts_from("second-version") and not starts_from("first-version")

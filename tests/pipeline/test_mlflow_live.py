@@ -24,7 +24,8 @@ from tests.pipeline.support import BIN, TEST_OVERRIDES, env, make_project, run
 
 pytestmark = pytest.mark.slow
 
-LOCATION_KEYS = ("train.state_dir", "benchmark.questions_path", "pools.path", "llm.cache_dir", "benchmark.source")
+LOCATION_KEYS = ("train.state_dir", "benchmark.questions_path", "pools.path", "llm.cache_dir", "benchmark.source",
+                 "benchmark.harness_source")
 
 
 def _runs(db: Path) -> list[tuple[str, str, str]]:

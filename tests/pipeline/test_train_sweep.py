@@ -16,7 +16,8 @@ SECRET = "sk-test-0123456789abcdef"  # in the jobs' environment; must never reac
 TABLES = ("dual_metric_eval", "shadow_gate", "holdout_eval", "quadrant_pair", "gate_evidence")
 
 
-PATH_KEYS = ("train.state_dir", "benchmark.questions_path", "pools.path", "llm.cache_dir", "benchmark.source")
+PATH_KEYS = ("train.state_dir", "benchmark.questions_path", "pools.path", "llm.cache_dir", "benchmark.source",
+                 "benchmark.harness_source")
 
 
 def test_gate_lambda_sweep_logs_parent_and_children(tmp_path: Path) -> None:
