@@ -59,6 +59,14 @@ def stage_kind(name: str) -> str:
     return name.split("@", 1)[0]
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (index 0 = field 3, the state); None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def dvc_ancestor() -> tuple[int, int, str] | None:
     """(pid, generations up, start time) of the `dvc` process that runs this stage (Linux /proc; 1 = the
     parent); None when there is none."""
@@ -66,8 +74,10 @@ def dvc_ancestor() -> tuple[int, int, str] | None:
     for generation in range(1, 5):  # dvc -> [shell] -> python
         try:
             argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+        except OSError:
+            return None
+        fields = _stat_fields(pid)
+        if fields is None:
             return None
         if any(Path(arg).name == "dvc" for arg in argv[:3]):
             return pid, generation, fields[19]  # field 22 of stat: start time in clock ticks since boot
@@ -127,11 +137,8 @@ def _parent_death_sigterm() -> bool:
 
 def process_alive(pid: int, started: str) -> bool:
     """True while process `pid`, started at `started` (field 22 of its /proc stat), runs (a zombie has ended)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return len(fields) > 19 and fields[19] == started and fields[0] not in ("Z", "X", "x")
+    fields = _stat_fields(pid)
+    return fields is not None and len(fields) > 19 and fields[19] == started and fields[0] not in ("Z", "X", "x")
 
 
 def _sigterm_when_gone(pid: int, started: str) -> None:

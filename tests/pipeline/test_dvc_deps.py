@@ -97,12 +97,18 @@ def test_code_edit_changes_exactly_the_stages_that_import_it(tmp_path: Path) -> 
         run(["dvc", "repro", *LOCKED[1:]], project)
 
 
-@pytest.mark.slow
-def test_editing_an_answer_in_the_jsonl_questions_file_changes_prepare(tmp_path: Path) -> None:
-    # 24 questions, 12 per task type: enough for the tiny pools the test config sets (6 test, 6 validation, 4 diagnosis)
+def _sum_questions(tmp_path: Path) -> tuple[list[dict], Path]:
+    """24 questions, 12 per task type: enough for the tiny pools the test config sets (6 test, 6 validation,
+    4 diagnosis); the rows and the JSONL file written from them."""
     rows = [{"qid": f"q{i}", "task_type": f"t{i % 2}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(24)]
     source = tmp_path / "questions.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return rows, source
+
+
+@pytest.mark.slow
+def test_editing_an_answer_in_the_jsonl_questions_file_changes_prepare(tmp_path: Path) -> None:
+    rows, source = _sum_questions(tmp_path)
     overrides = (*TEST_OVERRIDES, "benchmark=jsonl", f"benchmark.path={source}", "llm=openai")
     project = make_project(tmp_path / "project", overrides=overrides)
     run(["dvc", "repro", "prepare"], project)
@@ -117,9 +123,7 @@ def test_editing_an_answer_in_the_jsonl_questions_file_changes_prepare(tmp_path:
 def test_editing_a_file_of_the_starting_harness_reruns_pools_with_it(tmp_path: Path) -> None:
     """benchmark.harness_dir is a directory: DVC hashes its content (benchmark.harness_source), so an edit inside
     it re-runs pools, which writes the starting harness, and the next run starts from the edited file."""
-    rows = [{"qid": f"q{i}", "task_type": f"t{i % 2}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(24)]
-    source = tmp_path / "questions.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    _, source = _sum_questions(tmp_path)
     mine = tmp_path / "mine"
     (mine / "skills" / "t0").mkdir(parents=True)
     (mine / "system_prompt.md").write_text("You answer sums.\n", encoding="utf-8")
@@ -130,11 +134,10 @@ def test_editing_a_file_of_the_starting_harness_reruns_pools_with_it(tmp_path: P
                  "llm=openai")
     project = make_project(tmp_path / "project", overrides=overrides, files=files)
     run(["dvc", "repro", "pools"], project)
+    init = project / yaml.safe_load((project / "params.yaml").read_text())["train"]["state_dir"] / "init"
 
     def starts_from(text: str) -> bool:
-        state = yaml.safe_load((project / "params.yaml").read_text())["train"]["state_dir"]
-        return any(text in p.read_text(encoding="utf-8", errors="replace")
-                   for p in (project / state / "init").rglob("*") if p.is_file())
+        return any(text in p.read_text(encoding="utf-8", errors="replace") for p in init.rglob("*") if p.is_file())
 
     assert starts_from("first-version")
     assert "up to date" in run(["dvc", "status", "pools"], project).stdout
