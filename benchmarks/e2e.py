@@ -47,6 +47,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -249,6 +251,16 @@ def _training(counts: dict[str, int]) -> int:
     return sum(n for kind, n in counts.items() if kind != "holdout")
 
 
+def _discordance(oracle: Any, old: Any, new: Any, qids: Sequence[str]) -> dict:
+    """P(Z = +1) and P(Z = -1) of a pair (Z = C - B, C the new tree, B the old) on a question drawn uniformly from
+    `qids`, for independent arms (`plus`/`minus`: mean q(1 - p), p(1 - q)) and for arms sharing their draw
+    (`shared_plus`/`shared_minus`: mean max(q - p, 0), max(p - q, 0)); benchmarks/evidence_floor.py reads them."""
+    p = np.array([oracle.p_correct(old, q) for q in qids])
+    q = np.array([oracle.p_correct(new, q) for q in qids])
+    return {"plus": float(np.mean(q * (1 - p))), "minus": float(np.mean(p * (1 - q))),
+            "shared_plus": float(np.mean(np.maximum(q - p, 0.0))), "shared_minus": float(np.mean(np.maximum(p - q, 0.0)))}
+
+
 def run_one(job: dict) -> dict:
     """Train one (seed, rule) and measure it with the oracle."""
     from harness import workspace as wsp
@@ -339,11 +351,13 @@ def run_one(job: dict) -> dict:
                     target = f"skills/{row['skill_file']}"
                     qids = [q.qid for q in world.questions if resolve_skill_file(old, q.task_type) == target]
                     effect = oracle.edit_effect(old, new, qids)
+                    discordance = _discordance(oracle, old, new, qids)
                     new_text = read_version_tree(gate_ws / "skills", new_sv)[row["skill_file"]]
                     old_text = read_version_tree(gate_ws / "skills", old_sv).get(row["skill_file"], "")
                     tradeoff = TRADEOFF_TAG in new_text and new_text.count(TRADEOFF_TAG) > old_text.count(TRADEOFF_TAG)
                     edits.append({"epoch": e, "step": s, "action": row["action"], "skill_file": row["skill_file"],
-                                  "effect": effect, "tradeoff": tradeoff, "rollouts": row["rollouts"]})
+                                  "effect": effect, "tradeoff": tradeoff, "rollouts": row["rollouts"],
+                                  "discordance": discordance})
         delivered_dir = state / "holdout" / "delivered"
         from harness.tree import HarnessTree
 
