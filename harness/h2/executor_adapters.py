@@ -194,6 +194,10 @@ def executor_for_role(base: TaskServiceExecutor, role: str, model: str | None, r
     return dataclasses.replace(base, task_options=options)
 
 
+# ExecutionResult.status of a failed service task -> LLMError kind (harness/llm/protocol.py); any other: "server"
+_TASK_FAILURE_KINDS = {"timeout": "timeout", "create_error": "connection"}
+
+
 @dataclass
 class ServiceResponder:
     """A `Responder` that answers a role's messages with one service task (selector, reflector, judge)."""
@@ -206,7 +210,9 @@ class ServiceResponder:
         bundle = make_bundle({"context/request.md": prompt})
         result = await asyncio.to_thread(self.executor.run_task, role=role.value, label=label, prompt=prompt, bundle=bundle)
         if not result.ok:
-            raise LLMError(f"{role.value} task {result.task_id or label} failed: {result.status}: {result.error}")
+            raise LLMError(_TASK_FAILURE_KINDS.get(result.status, "server"),
+                           f"{role.value} task {result.task_id or label} failed: {result.status}: {result.error}",
+                           role=role, model=str(self.executor.task_options.get("model", "")) or None)
         return Reply(result.text, result.cost_usd, str(self.executor.task_options.get("model", "")))
 
 

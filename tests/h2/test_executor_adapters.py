@@ -17,6 +17,7 @@ from harness.executors.remote import TaskServiceExecutor
 from harness.h2.executor_adapters import CommandTaskAdapter, ServiceTaskAdapter, executor_for_role, render_deliverable, service_roles, split_key
 from harness.h2.run import improve_task
 from harness.identity import idempotency_key
+from harness.llm.protocol import ChatMessage, LLMError, Role
 from tests.h2.conftest import BASE, make_roles
 from tests.support.task_service import TaskService
 
@@ -216,6 +217,26 @@ class _FailEditor(set):
 
     def __contains__(self, prompt) -> bool:
         return "FORMAT: harness-file-blocks" in prompt
+
+
+class _FailEvery(set):
+    def __contains__(self, prompt) -> bool:
+        return True
+
+
+def test_service_role_task_failure_is_an_infra_llm_error_the_role_records(service):
+    service.responder = service_agent([])
+    service.fail_prompts = _FailEvery()
+    roles = service_roles(TaskServiceExecutor(base_url=service.url, run_tag=TAG, poll_interval_s=0.01), model="m")
+    selection = asyncio.run(roles.selector.select(key=idempotency_key(TAG, "selector", "ledger-1.select"), task_id="ledger-1",
+                                                  task_header="", prompt="Total the ledger.", candidates={"A": "x", "B": "y"}))
+    # before: LLMError(msg) lacked its kind, so the failed task raised TypeError out of the selector
+    assert selection.choice is None and selection.call is None
+    assert selection.error.startswith("selector call failed: [server] selector task ") and "agent crashed" in selection.error
+    with pytest.raises(LLMError) as caught:
+        asyncio.run(roles.selector.responder(Role.JUDGE, [ChatMessage("user", "grade this")], idempotency_key(TAG, "judge", "j1")))
+    assert caught.value.kind == "server" and caught.value.is_infra
+    assert (caught.value.role, caught.value.model) == (Role.JUDGE, "m")
 
 
 def test_render_deliverable_keeps_whole_files():
