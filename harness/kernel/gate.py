@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Protocol
 
 from harness.kernel.momentum import categorize_pair
 from harness.kernel.rules import rule_for
@@ -113,7 +113,17 @@ def pair_block(
     return pairs
 
 
-def infra_ratio_exceeded(n_infra: int, n_total: int, params: GateParams) -> bool:
+class InfraRule(Protocol):
+    """The two GateParams fields the INFRA rule reads (GateParams, or loop/context.InfraLimits)."""
+
+    @property
+    def infra_max_ratio(self) -> float: ...
+
+    @property
+    def infra_min_denominator(self) -> int: ...
+
+
+def infra_ratio_exceeded(n_infra: int, n_total: int, params: InfraRule) -> bool:
     """The one INFRA rule (gate.infra_max_ratio / infra_min_denominator): judged once `n_total` reached the
     minimum denominator, true when the infrastructure-failure share exceeds the maximum ratio."""
     return n_total >= params.infra_min_denominator and n_total > 0 and n_infra / n_total > params.infra_max_ratio

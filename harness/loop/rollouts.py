@@ -165,12 +165,14 @@ def probation_verdict_fn(ctx: Any):
     from harness.kernel.probation import probation_settlement, probation_verdict
 
     if ctx.gate.probation_settlement == "eprocess":
-        def settle(p, rerun, anchor):
+        def settle(p, rerun, anchor=None, /):
+            if anchor is None:
+                raise ValueError("gate.probation_settlement = eprocess: the settlement needs the anchor re-run")
             return probation_settlement(p, anchor, rerun, ctx.gate)
 
         return settle
 
-    def verdict(p, rerun: Mapping[str, bool]):
+    def verdict(p, rerun: Mapping[str, Optional[bool]], anchor=None, /):  # the snapshot settlement ignores an anchor
         return probation_verdict(p, rerun)
 
     return verdict

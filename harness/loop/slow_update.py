@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, TypeVar
 
 from harness import workspace as wsp
 from harness.bench.soft import mixed_score
@@ -46,7 +46,7 @@ from harness.identity import (
     r_run_id,
 )
 from harness.kernel.ladder import GatePools
-from harness.kernel.types import Probation
+from harness.kernel.types import Probation, ProbationVerdict
 from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate
 from harness.loop.validate import RolloutFn
 from harness.questions import Question
@@ -54,6 +54,7 @@ from harness.store import read_version_tree
 from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
+T = TypeVar("T")
 
 def ladder_sources(step_run_ids: Sequence[str], run_name: str, epoch: int, r_id: str, kept_r2_id: Optional[str]) -> list[str]:
     """The exact three sources of the ladder refresh: this epoch's step rollouts (never `_gate_`), R, a kept R2."""
@@ -80,6 +81,14 @@ class EvalRun:
         return sum(seen) / len(seen) if seen else 0.0
 
 
+class ProbationSettle(Protocol):
+    """(probation, R's outcomes on the affected qids, the anchor re-run or None) -> verdict; the anchor re-run is
+    passed exactly when `SlowDeps.settle_with_anchor` (harness/loop/rollouts.py `probation_verdict_fn`)."""
+
+    def __call__(self, probation: Probation, rerun: Mapping[str, Optional[bool]],
+                 anchor: Optional[Mapping[str, Optional[bool]]] = None, /) -> ProbationVerdict: ...
+
+
 @dataclass
 class SlowDeps:
     """Everything the slow update uses besides the state."""
@@ -94,7 +103,7 @@ class SlowDeps:
     rollout: RolloutFn
     llm: Any
     traces: Callable[[str, str, int], str]  # (run_id, qid, sample_index) -> trace text (for momentum)
-    probation_verdict: Callable[[Probation, Mapping[str, bool]], Any]
+    probation_verdict: ProbationSettle
     soft_score: Optional[Callable[[str], Optional[float]]] = None  # run_id -> soft score, None when it does not exist
     # the best mixed score of the earlier epochs' shadow gate and its versions (mixed, skills, prompts); None: none yet
     shadow_best: Optional[tuple[float, str, str]] = None
@@ -121,8 +130,8 @@ class SlowResult:
     rollouts: int = 0
 
 
-def _run(coro: Awaitable) -> Any:
-    return asyncio.run(coro)  # type: ignore[arg-type]
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
 
 
 def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Sequence[str], sample_index: int, log: Any) -> EvalRun:
@@ -258,7 +267,7 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
             r2_kept = True
             state.correctness.update(r2.correctness)
             improved = _argmax_best(ws, r2, E) or improved
-    final = r2 if r2_kept else r
+    final = r2 if r2_kept and r2 is not None else r  # r2_kept implies r2
     state.eval_prev_acc, state.eval_prev_run_id = final.acc, final.run_id
     # -- 9. three-state labels, shadow gate, four-way held-out, epoch report
     label = "improved" if final.acc > prev_acc else ("regressed" if final.acc < prev_acc else "unchanged")

@@ -49,20 +49,22 @@ from __future__ import annotations
 import hashlib
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from harness.identity import GATE_MARK
-from harness.kernel.gate import gate_decision, infra_ratio_exceeded, pair_block
+from harness.kernel.baseline_cache import BaselineRow
+from harness.kernel.gate import InfraRule, gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
 from harness.kernel.types import GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
 
-# (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure)
-RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Awaitable[list[Optional[bool]]]]
+# (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure); an async def, so
+# synchronous callers can asyncio.run it
+RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, list[Optional[bool]]]]
 
 
 class BaselineStore(Protocol):
@@ -70,7 +72,7 @@ class BaselineStore(Protocol):
 
     def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]: ...
 
-    def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None: ...
+    def put_many(self, rows: Iterable[BaselineRow]) -> None: ...
 
     def retire(self, task_type: str, skill_hash: str, prompts_version: str) -> None: ...
 
@@ -96,7 +98,7 @@ def skill_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
-def guard_infra_failures(n_infra: int, n_total: int, params: GateParams, where: str) -> None:
+def guard_infra_failures(n_infra: int, n_total: int, params: InfraRule, where: str) -> None:
     """Raise when the INFRA rule (kernel.gate.infra_ratio_exceeded) trips on these rollouts."""
     if infra_ratio_exceeded(n_infra, n_total, params):
         raise InfraFailureError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 from harness import workspace as wsp
 from harness.bench.soft import mixed_score
@@ -33,7 +34,7 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
     p = read_pools(Path(pools))
     qs = ctx.questions()
     log = HarnessLog(out_dir / RUNLOG)
-    rows = []
+    rows: list[dict[str, Any]] = []  # holdout_eval rows (harness/loop/observation.py)
     try:
         rollout, soft_of = ro.rollout_fn(ctx, log), ro.soft_score_fn(log)
         for which, (s, v) in (("base", ("v0", "v0")), ("delivered", (sv, pv))):
