@@ -74,7 +74,8 @@ def rollout_block(kind: str, label: str, rendered: str) -> str:
 class EditableSurface(Protocol):
     """What the editor parser needs of a surface (harness/h2/surfaces.Surface): its name and path classifier."""
 
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: a frozen Surface qualifies
 
     def classify(self, path: str) -> Any: ...
 

@@ -32,6 +32,7 @@ from harness.llm.protocol import ChatMessage, LLMError, LLMProvider, LLMRequest,
 from .prompts import format_retry_message
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)  # a contract only produces its T (frozen), so ReplyContract[X] is a ReplyContract[X | None]
 log = logging.getLogger("harness.evolution")
 
 PROBE_MAX_TOKENS = 64  # a constrained reply may take a token per character
@@ -42,14 +43,14 @@ _FORMATS: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDict
 
 
 @dataclass(frozen=True)
-class ReplyContract(Generic[T]):
+class ReplyContract(Generic[T_co]):
     """A role's reply in both forms: the text format (`fmt`, `parse`) and its JSON form under `schema`."""
 
     fmt: str  # the FORMAT name of the text contract
-    parse: Callable[[str], T]
+    parse: Callable[[str], T_co]
     schema_name: str
     schema: dict[str, Any]
-    parse_json: Callable[[str], T]
+    parse_json: Callable[[str], T_co]
     json_instruction: str  # the JSON form's description of the reply (structured replies)
     text_contract: str = ""  # the text contract the meta-prompt's system message ends with (harness/evolution/prompts.py)
 

@@ -95,11 +95,21 @@ class Rollout:
 
 @runtime_checkable
 class TaskAdapter(Protocol):
-    task_id: str
-    domain: str
-    prompt: str  # the task's instructions; criteria and expected answers removed
-    surface: Surface
-    leak_globs: tuple[str, ...]
+    # read-only: the runner only reads them, so a frozen dataclass or a property qualifies
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def domain(self) -> str: ...
+
+    @property
+    def prompt(self) -> str: ...  # the task's instructions; criteria and expected answers removed
+
+    @property
+    def surface(self) -> Surface: ...
+
+    @property
+    def leak_globs(self) -> tuple[str, ...]: ...
 
     def task_header(self) -> str:
         """Lines for the top of `## Task` (e.g. 'Task type: <task_type>')."""

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from harness.bench.protocol import Scorer
 from harness.contracts.solver import render_question
 from harness.h2.adapters import Rollout, rollout_of
 from harness.h2.surfaces import NATIVE, Surface
@@ -57,7 +58,7 @@ class AsRole:
         return str(getattr(self.inner, "name", "provider"))
 
     def model_for(self, role: Role) -> str:
-        return self.inner.model_for(self.role if Role(role) == Role.SOLVER else role)  # type: ignore[attr-defined]
+        return self.inner.model_for(self.role if Role(role) == Role.SOLVER else role)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if request.role == Role.SOLVER:
@@ -97,7 +98,7 @@ class SkillStepTask:
     llm: LLMProvider  # already behind AsRole(PROBE) and the response cache
     log: Any  # the evolve stage's HarnessLog
     run_id_prefix: str  # e.g. "{run}_e{E}_s{S}_h2_{key}"
-    scorer: Callable[[Question, Optional[str]], bool]
+    scorer: Scorer  # right/wrong or a soft score (harness/bench/protocol.py)
     tool_dispatch: Optional[Callable[[Question], Any]] = None
     params: Mapping[str, Any] = field(default_factory=dict)
     max_steps: int = 4

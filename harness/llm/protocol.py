@@ -105,7 +105,8 @@ class LLMError(RuntimeError):
 
 @runtime_checkable
 class LLMProvider(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: a wrapper may derive it from the provider it wraps
 
     def model_for(self, role: Role) -> str: ...
 

@@ -143,7 +143,7 @@ async def evolve_skill_h2(ctx: StageContext, *, epoch: int, step: int, group: Se
 
     cfg, qs = ctx.cfg, ctx.questions()
     key = skill_key(skill_file)
-    info = {"task_type": group[0], "task_types": list(group), "skill_file": skill_file}  # SkippedDoc/CandidateDoc head
+    info: dict[str, Any] = {"task_type": group[0], "task_types": list(group), "skill_file": skill_file}  # SkippedDoc/CandidateDoc head
     failing = [c.qid for c in cases if not c.correct and c.task_type in group]
     passing = [q for q in qids if qs[q].task_type in group and outcomes.get(q) is True]
     probe = probe_qids(failing, passing, int(cfg.evolve.h2_probe_questions), f"{cfg.train.seed}|{epoch}|{step}|{key}")
