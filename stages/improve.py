@@ -231,9 +231,9 @@ def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) ->
     if report.get("noise_floor"):
         metrics["k1_noise_floor_gap"] = report["noise_floor"]["gap"]
     metrics["warnings"] = len(report["warnings"])
-    from omegaconf import OmegaConf
+    from harness.config.key_view import resolved
 
-    params = {f"improve.{k}": v for k, v in OmegaConf.to_container(cfg.improve, resolve=True).items() if k not in ("service", "command")}
+    params = {f"improve.{k}": v for k, v in resolved(cfg.improve).items() if k not in ("service", "command")}
     params.update({"improve.executor": meta.get("executor"), "improve.run_tag": meta.get("run_tag"), "improve.k": meta.get("k"),
                    "improve.modes": meta.get("modes"), "llm.model": str(cfg.llm.model)})
     tags = {"harness.kind": "improve", "harness.run_tag": str(meta.get("run_tag"))}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from harness.bench.protocol import BenchmarkAdapter
+    from harness.config.key_view import KeyView
     from harness.llm.cache import ResponseCache
     from harness.llm.metering import StageSpend
 
@@ -60,7 +61,7 @@ class Throttle:
 
 @dataclass
 class StageContext:
-    cfg: DictConfig
+    cfg: DictConfig | KeyView  # a pipeline stage sees only its declared keys (harness/config/key_view.py)
     root: Path
     llm_override: Optional[LLMProvider] = None
     bench_override: Optional[BenchmarkAdapter] = None
@@ -158,7 +159,7 @@ class StageContext:
             self._llm = None
 
 
-def make_context(cfg: DictConfig, root: str | Path, *, llm: Optional[LLMProvider] = None,
+def make_context(cfg: DictConfig | KeyView, root: str | Path, *, llm: Optional[LLMProvider] = None,
                  bench: Optional[BenchmarkAdapter] = None) -> StageContext:
     """The context of one stage process (or of a whole in-process training run)."""
     return StageContext(cfg=cfg, root=Path(root).resolve(), llm_override=llm, bench_override=bench)

@@ -42,13 +42,14 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from harness.bench.protocol import BenchmarkAdapter
+    from harness.config.key_view import KeyView
 
 progress = logging.getLogger("harness.progress")
 
 AfterStage = Callable[[StageItem], None]
 
 
-def steps_in_epoch(cfg: DictConfig) -> int:
+def steps_in_epoch(cfg: DictConfig | KeyView) -> int:
     """`train.steps_per_epoch` (derived by the `ht.ceil_div` resolver and checked at load)."""
     return int(cfg.train.steps_per_epoch)
 
