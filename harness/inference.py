@@ -330,7 +330,8 @@ async def run_inference(
         return skill_hashes[key]
 
     async def one(position: int, question: Question, sample_index: int) -> None:
-        pessimistic = dict(run_id=run_id, qid=question.qid, sample_index=sample_index, task_type=question.task_type, answer=question.answer)
+        pessimistic: dict[str, Any] = dict(run_id=run_id, qid=question.qid, sample_index=sample_index, task_type=question.task_type,
+                                           answer=question.answer)
         skill_hash: str | None = None
         try:
             tree = tree_for(question.task_type)

@@ -387,7 +387,8 @@ class RunLogReader:
 
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """`_runs` rows (meta decoded), first fragment wins on a repeated run_id."""
-        sql, params = "SELECT * FROM _runs", ()
+        sql = "SELECT * FROM _runs"
+        params: tuple[str, ...] = ()
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         seen: dict[str, dict[str, Any]] = {}

@@ -395,12 +395,10 @@ def extract_run_db(
             raise StoreError(f"extract_run_db: run {run_id!r} is not in _runs of {[str(p) for p in paths]}")
         out.commit()
         out.close()
-        out = None
         os.replace(tmp, target)
         return target
     finally:
-        if out is not None:
-            out.close()
+        out.close()  # a no-op when already closed
         for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
             if leftover.exists():
                 leftover.unlink()

@@ -47,9 +47,10 @@ class Experience:
         """The experience, or None when cue, lesson or evidence is missing or empty."""
         if not isinstance(d, Mapping):
             return None
-        fields = {k: d.get(k) for k in ("cue", "lesson", "evidence")}
-        if not all(isinstance(v, str) and v.strip() for v in fields.values()):
+        texts = [v.strip() for v in (d.get(k) for k in ("cue", "lesson", "evidence")) if isinstance(v, str)]
+        if len(texts) != 3 or not all(texts):
             return None
+        cue, lesson, evidence = texts
         conf = d.get("confidence")
         try:
             conf = None if conf is None else min(1.0, max(0.0, float(conf)))
@@ -58,7 +59,7 @@ class Experience:
         edits = d.get("edits") or ""
         if not isinstance(edits, str):
             edits = json.dumps(edits, ensure_ascii=False)
-        return Experience(fields["cue"].strip(), fields["lesson"].strip(), fields["evidence"].strip(), conf, edits.strip())
+        return Experience(cue, lesson, evidence, conf, edits.strip())
 
     def to_dict(self) -> dict[str, Any]:
         return {"cue": self.cue, "lesson": self.lesson, "evidence": self.evidence, "confidence": self.confidence, "edits": self.edits}

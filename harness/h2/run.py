@@ -101,8 +101,8 @@ async def improve_task(
     if resume:
         ok, _why = task_intact(work_dir, run_id)
         if ok:
-            summary = json.loads((work_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
-            return TaskResult(adapter.task_id, adapter.domain, mode, k, summary["base_fingerprint"], summary["delivered_fingerprint"], HarnessTree.load(work_dir / ARTIFACT_DIR), summary, skipped=True)
+            done = json.loads((work_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+            return TaskResult(adapter.task_id, adapter.domain, mode, k, done["base_fingerprint"], done["delivered_fingerprint"], HarnessTree.load(work_dir / ARTIFACT_DIR), done, skipped=True)
 
     default_base = adapter.base_harness()
     base, base_source = library.base_for(stream_index, default_base, auto_apply) if library else (default_base, "project base (no library)")

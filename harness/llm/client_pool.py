@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.llm import client_ipc
@@ -244,7 +245,7 @@ class ClientProcessPool:
         self._workers[:] = [None] * self.n_processes
 
 
-def _stop_now(workers: list[_Worker | None]) -> None:
+def _stop_now(workers: Iterable[_Worker | None]) -> None:
     for worker in workers:
         if worker is None:
             continue
@@ -255,4 +256,11 @@ def _stop_now(workers: list[_Worker | None]) -> None:
 
 
 _POOLS: weakref.WeakSet[ClientProcessPool] = weakref.WeakSet()
-os.register_at_fork(after_in_child=lambda: [pool._forget_after_fork() for pool in list(_POOLS)])
+
+
+def _forget_pools_after_fork() -> None:
+    for pool in list(_POOLS):
+        pool._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_forget_pools_after_fork)

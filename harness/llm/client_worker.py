@@ -44,6 +44,11 @@ class _ProviderLink(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
 
+    def send(self, frame: bytes) -> None:
+        """Write one frame to the provider (frames only arrive, and answers only leave, after connection_made)."""
+        assert self.transport is not None, "client worker: a frame before the connection was made"
+        self.transport.write(frame)
+
     def data_received(self, data: bytes) -> None:
         self._buffer += data
         for frame_type, call_id, payload in client_ipc.split_frames(self._buffer):
@@ -84,18 +89,18 @@ async def serve(sock: socket.socket, parent_pid: int) -> None:
         # costs microseconds instead of a ~100 ms stall of every call in flight in this worker
         gc.collect()
         gc.freeze()
-        link.transport.write(client_ipc.encode(client_ipc.READY, 0))
+        link.send(client_ipc.encode(client_ipc.READY, 0))
 
     async def attempt(call_id: int, content: bytes) -> None:
         try:
             body = await post_chat_completion(state["client"], state["timeout_s"], content=content)
-            link.transport.write(client_ipc.encode(client_ipc.OK, call_id, body))
+            link.send(client_ipc.encode(client_ipc.OK, call_id, body))
         except asyncio.CancelledError:
             return  # the provider cancelled the call: nobody waits for an answer
         except Exception as exc:  # noqa: BLE001 (classified and redacted here, re-raised as LLMError by the provider)
             kind, retry_after = classify_error(exc)
             detail = redact(describe_error(exc), state.get("api_key"))
-            link.transport.write(client_ipc.encode_error(call_id, kind, retry_after, detail))
+            link.send(client_ipc.encode_error(call_id, kind, retry_after, detail))
         finally:
             link.calls.pop(call_id, None)
 

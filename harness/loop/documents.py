@@ -69,7 +69,7 @@ def _revive(hint: Any, value: Any, where: str) -> Any:
         if len(options) != 1:
             raise TypeError(f"{where}: unsupported union {hint!r} in a document")
         return _revive(options[0], value, where)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a dataclass type (an instance is no hint)
         if not isinstance(value, dict):
             raise DocumentError(f"{where}: expected an object ({hint.__name__}), got {type(value).__name__}")
         names = [f.name for f in dataclasses.fields(hint)]

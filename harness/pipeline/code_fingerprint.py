@@ -152,11 +152,12 @@ def data_files_of(path: Path) -> set[Path]:
     found: set[Path] = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == DATA_FILES_NAME for t in node.targets):
-            if not isinstance(node.value, (ast.Tuple, ast.List)) or not all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
+            elements = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) else []
+            patterns = [e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if not isinstance(node.value, (ast.Tuple, ast.List)) or len(patterns) != len(elements):
                 raise ValueError(f"{path}:{node.lineno}: {DATA_FILES_NAME} must be a tuple of string literals (glob patterns)")
-            for element in node.value.elts:
-                found.update(p for p in path.parent.glob(element.value) if p.is_file())  # type: ignore[union-attr]
+            for pattern in patterns:
+                found.update(p for p in path.parent.glob(pattern) if p.is_file())
     return found
 
 

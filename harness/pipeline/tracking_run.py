@@ -122,8 +122,9 @@ def log_to_mlflow(
         evidence_svg = Path(tmp) / "gate_evidence_paths.svg"
         accuracy_svg.write_text(accuracy_chart(summary), encoding="utf-8")
         evidence_svg.write_text(gate_evidence_chart(summary), encoding="utf-8")
-        artifacts = [(accuracy_svg, "plots"), (evidence_svg, "plots"), (files["markdown"], "report"),
-                     (files["html"], "report"), (files["metrics"], "report")]
+        artifacts: list[tuple[Path, str | None]] = [  # (path, artifact dir; None: a directory logged under its name)
+            (accuracy_svg, "plots"), (evidence_svg, "plots"), (files["markdown"], "report"), (files["html"], "report"),
+            (files["metrics"], "report")]
         artifacts += [(p, "plots/gate_evidence") for p in sorted(files["gate_evidence"].glob("*.csv"))]
         delivered = layout.holdout / "delivered"
         if delivered.is_dir():

@@ -20,7 +20,7 @@ from harness.kernel.types import Edit
 from harness.tree import HarnessTree
 
 from .matching import normalize
-from .solver import SolverModel
+from .solver import ReadHarness, SolverModel
 from .world import World
 
 # |Δ expected accuracy| at or below this is "neutral". A neutral rule changes
@@ -49,7 +49,7 @@ class Oracle:
         unknown = [q for q in ids if q not in self.world.truth]
         if unknown:
             raise KeyError(f"expected_accuracy: qids not in the world: {unknown[:5]}")
-        reads = {}  # one rendered system message per task type
+        reads: dict[str, ReadHarness] = {}  # one rendered system message per task type
         total = 0.0
         for qid in ids:
             task_type = self.world.truth[qid].task_type

@@ -67,7 +67,8 @@ class Stream:
     """Deterministic uniforms for one reply."""
 
     def __init__(self, key: str):
-        self._key, self._i, self._buf = key, 0, []
+        self._key, self._i = key, 0
+        self._buf: list[float] = []
 
     def next(self) -> float:
         if not self._buf:

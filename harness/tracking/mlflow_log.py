@@ -282,7 +282,7 @@ def finish_run(
             if epoch not in done:
                 log_epoch(tracking_uri, run_id, epoch, row, (epoch_times_ms or {}).get(epoch, timestamp_ms))
         metrics = [Metric(k, float(v), timestamp_ms, run.last_epoch)
-                   for k, v in sorted(run.summary_metrics.items()) if _is_number(v)]
+                   for k, v in sorted(run.summary_metrics.items()) if v is not None and _is_number(v)]
         for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
             client.log_batch(run_id, metrics=chunk)
         _log_rest(client, run_id, run)
@@ -331,7 +331,7 @@ def _log_content(client, run_id: str, run: TrackedRun) -> None:
     metrics += [
         Metric(key, float(value), now_ms, run.last_epoch)
         for key, value in run.summary_metrics.items()
-        if _is_number(value)
+        if value is not None and _is_number(value)
     ]
     params = [Param(key, _param_value(value)) for key, value in sorted(run.params.items())]
     for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
@@ -515,8 +515,8 @@ def _log_tables(client, run_id: str, tables: Mapping[str, Sequence[Mapping[str, 
 
 
 def _log_dataset(client, run_id: str, dataset) -> None:
-    import mlflow.data
     import pandas as pd
+    from mlflow.data.pandas_dataset import from_pandas  # where it is defined: mlflow.data re-exports it at run time only
     from mlflow.entities import DatasetInput, InputTag
 
     frame = pd.read_parquet(dataset.path)
@@ -524,7 +524,7 @@ def _log_dataset(client, run_id: str, dataset) -> None:
     for column in frame.columns:
         if frame[column].map(lambda v: isinstance(v, (list, dict)) or hasattr(v, "tolist")).any():
             frame[column] = frame[column].map(_json_cell)
-    ds = mlflow.data.from_pandas(frame, source=str(Path(dataset.path).resolve()), name=dataset.name)
+    ds = from_pandas(frame, source=str(Path(dataset.path).resolve()), name=dataset.name)
     entity = DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", dataset.context)])
     client.log_inputs(run_id, datasets=[entity])
 
