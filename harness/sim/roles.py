@@ -40,7 +40,7 @@ from .composer import HFILE as _HFILE
 from .composer import harness_blocks_span, reply_compose
 from .matching import normalize
 from .solver import uniforms
-from .world import Rule, World, display_name
+from .world import RULE_KINDS, Rule, World, display_name
 
 _TASK_TYPE = re.compile(r"Task type:\s*([A-Za-z0-9_\-]+)")
 _HEADER_TASK_TYPE = re.compile(r"^Task type:\s*([A-Za-z0-9_\-]+)\s*$", re.MULTILINE)
@@ -159,7 +159,7 @@ def propose_edits(world: World, *, task_types: Sequence[str], current: str, evid
     stated = dict.fromkeys(r.rule_id for r in stated_rules(world, current, task_types))
     rejected_norm = normalize(rejected)
     usable = lambda r: r.rule_id not in stated and r.norm not in rejected_norm  # noqa: E731
-    pool = {k: [r for t in task_types if t in world.spec_by_name for r in world.spec_by_name[t].of_kind(k) if usable(r)] for k in ("insight", "trap", "neutral")}
+    pool = {k: [r for t in task_types if t in world.spec_by_name for r in world.spec_by_name[t].of_kind(k) if usable(r)] for k in RULE_KINDS}
     hinted = {rid: n for rid, n in cue_counts(world, evidence, task_types).items() if usable(world.rules[rid])}
     n_edits = min(max(budget, 1), 1 + int(stream.weighted([0, 1, 2], list(p.editor_n_edits))))
     edits: list[Edit] = []

@@ -37,6 +37,7 @@ from harness.tree import HarnessTree
 from .matching import normalize
 
 RuleKind = Literal["insight", "trap", "neutral"]
+RULE_KINDS: tuple[RuleKind, ...] = ("insight", "trap", "neutral")
 
 TASK_TYPE_NAMES: tuple[str, ...] = (
     "temporal_reasoning",
