@@ -352,12 +352,13 @@ def run_one(job: dict) -> dict:
                     qids = [q.qid for q in world.questions if resolve_skill_file(old, q.task_type) == target]
                     effect = oracle.edit_effect(old, new, qids)
                     discordance = _discordance(oracle, old, new, qids)
+                    test_share = sum(resolve_skill_file(old, world.question(q).task_type) == target for q in test) / len(test)
                     new_text = read_version_tree(gate_ws / "skills", new_sv)[row["skill_file"]]
                     old_text = read_version_tree(gate_ws / "skills", old_sv).get(row["skill_file"], "")
                     tradeoff = TRADEOFF_TAG in new_text and new_text.count(TRADEOFF_TAG) > old_text.count(TRADEOFF_TAG)
                     edits.append({"epoch": e, "step": s, "action": row["action"], "skill_file": row["skill_file"],
                                   "effect": effect, "tradeoff": tradeoff, "rollouts": row["rollouts"],
-                                  "discordance": discordance})
+                                  "discordance": discordance, "test_share": test_share})
         delivered_dir = state / "holdout" / "delivered"
         from harness.tree import HarnessTree
 
@@ -538,6 +539,9 @@ def _why(summary: dict, runs: list[dict], seeds: list[int], by: dict) -> list[st
                     if any(x is None or x > 1.0 for x in ratios) else
                     ": a free perfect gate would meet <= 1.0x on every seed, so what separates a rule from the target is the cost of "
                     "its evidence;"))
+    L.append("- what any valid gate must pay for these installs, and which subsets of them could still reach GEPA's accuracy "
+             "within its rollouts: `python benchmarks/evidence_floor.py` (reports/benchmarks/evidence_floor.md, read from this "
+             "run's JSON);")
     g = summary.get("gepa")
     if g:
         L.append(f"- GEPA's rule installs {g['installed']} edits of which {g['hurt']} harmful and {g['null']} null "
