@@ -526,7 +526,25 @@ def _log_dataset(client, run_id: str, dataset) -> None:
             frame[column] = frame[column].map(_json_cell)
     ds = from_pandas(frame, source=str(Path(dataset.path).resolve()), name=dataset.name)
     entity = DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", dataset.context)])
-    client.log_inputs(run_id, datasets=[entity])
+    # MLflow's SQL store looks the dataset up, then inserts it: two jobs of a parallel sweep logging the same dataset
+    # at the same moment can both insert, and the second violates the datasets table's unique key (seen on
+    # PostgreSQL). Its transaction is rolled back whole, so a retry finds the dataset and only links this run to it.
+    for attempt in range(_DATASET_ATTEMPTS):
+        try:
+            client.log_inputs(run_id, datasets=[entity])
+            return
+        except Exception as exc:  # MlflowException wrapping the driver's IntegrityError
+            if attempt == _DATASET_ATTEMPTS - 1 or not _is_unique_violation(exc):
+                raise
+            time.sleep(0.1 * (attempt + 1))
+
+
+_DATASET_ATTEMPTS = 4
+_UNIQUE_VIOLATION = ("duplicate key value violates unique constraint", "UNIQUE constraint failed", "UniqueViolation")
+
+
+def _is_unique_violation(exc: BaseException) -> bool:
+    return any(marker in str(exc) for marker in _UNIQUE_VIOLATION)
 
 
 def _flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
