@@ -255,8 +255,8 @@ def _discordance(oracle: Any, old: Any, new: Any, qids: Sequence[str]) -> dict:
     """P(Z = +1) and P(Z = -1) of a pair (Z = C - B, C the new tree, B the old) on a question drawn uniformly from
     `qids`, for independent arms (`plus`/`minus`: mean q(1 - p), p(1 - q)) and for arms sharing their draw
     (`shared_plus`/`shared_minus`: mean max(q - p, 0), max(p - q, 0)); benchmarks/evidence_floor.py reads them."""
-    p = np.array([oracle.p_correct(old, q) for q in qids])
-    q = np.array([oracle.p_correct(new, q) for q in qids])
+    p = np.array(oracle.p_correct_each(old, qids))
+    q = np.array(oracle.p_correct_each(new, qids))
     return {"plus": float(np.mean(q * (1 - p))), "minus": float(np.mean(p * (1 - q))),
             "shared_plus": float(np.mean(np.maximum(q - p, 0.0))), "shared_minus": float(np.mean(np.maximum(p - q, 0.0)))}
 

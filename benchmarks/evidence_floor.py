@@ -104,7 +104,8 @@ def first_crossing(path: np.ndarray, threshold: float) -> np.ndarray:
 def simulate_cell(rng: np.random.Generator, d: float, gain: float, runs: int, cap: int, threshold: float, chunk: int = 250) -> dict:
     """Pairs to accept of three accept e-processes on the same pair sequences: the product's grid mixture, the plug-in,
     and the best constant bet lam* = gain / d (needs the true law: a ceiling for constant bets, not a strategy)."""
-    bets = accept_bets(1.0, GateParams().bet_low, GateParams().bet_high, GateParams().bet_points)
+    params = GateParams()
+    bets = accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points)
     lam_star = min(gain / d, BET_CAP) if gain > 0 else bets[0]
     hits: dict[str, list[np.ndarray]] = {"product grid": [], "plug-in": [], "best constant bet (oracle)": []}
     for start in range(0, runs, chunk):

@@ -78,7 +78,7 @@ def report(label, rates, args, build_benchmark, load_config, Oracle) -> None:
             oracle, tree = Oracle(world), world.base_harness()
             for task_type in world.task_type_names:
                 qids = world.qids_of(task_type)
-                e = effects(np.array([oracle.p_correct(tree, q) for q in qids]), rates)
+                e = effects(np.array(oracle.p_correct_each(tree, qids)), rates)
                 population.append(float(e.mean()))
                 for _ in range(args.draws):
                     pool_gains.append(float(e[rng.choice(len(qids), size=min(per_pool, len(qids)), replace=False)].mean()))

@@ -116,7 +116,7 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
     first, second = await rollouts(provider, bench, tree, val, 0), await rollouts(provider, bench, tree, val, 1)
     result.base_accuracy_sampled.append(sum(r.correct for r in first) / len(first))
     result.discordance.append(sum(a.correct != b.correct for a, b in zip(first, second)) / len(val))
-    ps = [oracle.p_correct(tree, q) for q in val]
+    ps = oracle.p_correct_each(tree, val)
     result.discordance_expected.append(sum(2 * p * (1 - p) for p in ps) / len(ps))
 
     blacklist: dict[str, list[RejectedEdit]] = {}

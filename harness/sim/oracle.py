@@ -49,15 +49,19 @@ class Oracle:
         unknown = [q for q in ids if q not in self.world.truth]
         if unknown:
             raise KeyError(f"expected_accuracy: qids not in the world: {unknown[:5]}")
-        reads: dict[str, ReadHarness] = {}  # one rendered system message per task type
-        total = 0.0
-        for qid in ids:
+        return sum(self.p_correct_each(tree, ids)) / len(ids)
+
+    def p_correct_each(self, tree: Mapping[str, str], qids: Iterable[str]) -> list[float]:
+        """P(correct) of each of `qids` (world qids), rendering one system message per task type."""
+        reads: dict[str, ReadHarness] = {}
+        out = []
+        for qid in qids:
             task_type = self.world.truth[qid].task_type
             read = reads.get(task_type)
             if read is None:
                 read = reads[task_type] = self._solver.read(render_system_message(tree, task_type))
-            total += self._solver.p_correct(read, qid)
-        return total / len(ids)
+            out.append(self._solver.p_correct(read, qid))
+        return out
 
     def edit_effect(self, old_tree: Mapping[str, str], new_tree: Mapping[str, str], qids: Iterable[str] | None = None) -> float:
         """expected_accuracy(new) − expected_accuracy(old) on the same questions."""

@@ -59,3 +59,11 @@ def test_classify_edit_and_edit_effect():
     # an edit to one task type's skill does not move another type's questions
     other = WORLD.qids_of(WORLD.task_type_names[1])
     assert oracle.edit_effect(TREE, add(insight), other) == 0.0
+
+
+def test_p_correct_each_is_p_correct_per_question_across_task_types():
+    oracle = Oracle(WORLD)
+    qids = [q.qid for q in WORLD.questions][::7]
+    assert len({WORLD.question(q).task_type for q in qids}) > 1
+    assert oracle.p_correct_each(TREE, qids) == [oracle.p_correct(TREE, q) for q in qids]
+    assert oracle.expected_accuracy(TREE, qids) == sum(oracle.p_correct(TREE, q) for q in qids) / len(qids)
