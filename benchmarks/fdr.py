@@ -379,7 +379,7 @@ def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict
         L += ["## 2c. `unaccepted` reuse on population nulls, other pools and block sizes", "",
               "The chains of section 2b with the configured futility, on worlds the default did not pick: a zero-sum candidate "
               "(the e2e trade-off rule: mid-difficulty questions gain, easy ones lose, the pool's accuracy exactly unchanged; the "
-              "importance plan and `power` futility read the baseline's outcomes, so Harris's inequality does not cover this by "
+              "importance plan and the `power` / `estimate` futility rules read the baseline's outcomes, so Harris's inequality does not cover this by "
               "itself), a mid-heavy strata mix, pools of 30 and 120 questions and blocks of 10 and 40 pairs. A population null "
               "is accepted at up to ~alpha even with fresh samples (gate.md section 8), so the column to compare is the fresh "
               "first gates' rate of the same row.", "",

@@ -375,6 +375,8 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.registered("gate.futility")  # read by the betting rule only (the sign rules have futility_min_pairs)
     c.check("gate.futility_gain", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the pool gain the conditional power assumes")
     c.check("gate.futility_power", lambda v: _is_number(v) and 0 <= v < 1, "must be in [0, 1) (0: the power rule never stops)")
+    c.check("gate.futility_z", lambda v: _is_number(v) and v > 0, "must be > 0: the z-score of the estimate rule's upper bound on the gain")
+    c.positive_int("gate.futility_min_n", minimum=2)
     c.check("gate.adaptive_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < adaptive_top_fraction <= 1")
     c.positive_int("gate.ladder_prior_obs", minimum=0)
     c.positive_int("gate.ladder_drop_min_obs")

@@ -32,6 +32,14 @@ stopping it early would change that decision.
   (a union bound: the mixture can only cross when some bet's own wealth
   crosses) is the estimate. It is an approximation of the power, never of the
   validity: whatever it says, the rule only rejects.
+- `estimate` (`power` at the gain the gate's own pairs still allow): the same
+  conditional power, computed at min(futility_gain, UCB), UCB = mean(Z) +
+  futility_z sd(Z) / sqrt(n) the upper confidence bound on the pool gain from
+  the importance-weighted differences so far (a power heuristic, so an ordinary
+  one-sided bound, not an anytime one). `power` asks "hopeless were the edit
+  worth +10 points?"; a null edit's pairs say early that +10 is not plausible,
+  so `estimate` stops it sooner. It needs `futility_min_n` pairs before the
+  bound replaces futility_gain. Like every rule here it only rejects.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ import numpy as np
 
 from harness.kernel.registry import Registry
 
-__all__ = ["FUTILITY_RULES", "FutilityRule", "FutilityView", "conditional_power", "reachable_log_e"]
+__all__ = ["FUTILITY_RULES", "FutilityRule", "FutilityView", "conditional_power", "gain_upper_bound", "reachable_log_e"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,14 @@ def conditional_power(view: FutilityView, gain: float) -> float:
     return total
 
 
+def gain_upper_bound(z: Sequence[float], z_score: float) -> float:
+    """mean(z) + z_score sd(z) / sqrt(n): a one-sided upper confidence bound on the pool gain (n >= 2; sd with ddof 1)."""
+    arr = np.asarray(z, dtype=float)
+    if arr.size < 2:
+        raise ValueError(f"gain_upper_bound needs at least 2 differences, got {arr.size}")
+    return float(np.mean(arr) + z_score * np.std(arr, ddof=1) / math.sqrt(arr.size))
+
+
 class FutilityRule(Protocol):
     """A futility rule of the betting gate: a reason to stop and reject now, or None to go on."""
 
@@ -154,8 +170,34 @@ class PowerFutility:
         return None
 
 
+@dataclass(frozen=True)
+class EstimateFutility:
+    """`bound`, then stop when the conditional power at min(futility_gain, UCB of the gain so far) is below futility_power."""
+
+    name: str = "estimate"
+
+    def stop(self, view: FutilityView, params) -> Optional[str]:
+        exact = BoundFutility().stop(view, params)
+        if exact is not None:
+            return exact
+        gain, source = float(params.futility_gain), "futility_gain"
+        if len(view.z) >= max(int(params.futility_min_n), 2):
+            ucb = gain_upper_bound(view.z, float(params.futility_z))
+            if ucb < gain:
+                gain, source = ucb, f"UCB of the gain so far (z {params.futility_z}, {len(view.z)} pairs)"
+        if gain <= 0:
+            return (f"futility (estimate): the {source} is {gain:+.4f} <= 0: no gain left to accept in the "
+                    f"{view.remaining} pairs left")
+        power = conditional_power(view, gain)
+        if power < params.futility_power:
+            return (f"futility (estimate): P(accept in the {view.remaining} pairs left | gain {gain:.4f}, the {source}) <= "
+                    f"{power:.4f} < futility_power {params.futility_power}")
+        return None
+
+
 FUTILITY_RULES: Registry[FutilityRule] = Registry("gate.futility", {
     "none": NoFutility(),
     "bound": BoundFutility(),
     "power": PowerFutility(),
+    "estimate": EstimateFutility(),
 })

@@ -105,10 +105,13 @@ class GateParams:
     bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
     bet_points: int = 3
     # futility stop of the betting rule (harness/kernel/futility.py FUTILITY_RULES): none | bound (exact: the accept threshold is out of
-    # reach in the pairs left) | power (bound, and the conditional power at futility_gain below futility_power); only ever rejects
-    futility: str = "power"
+    # reach in the pairs left) | power (bound, and the conditional power at futility_gain below futility_power) | estimate (power at
+    # min(futility_gain, the upper bound on the gain from the pairs so far)); only ever rejects
+    futility: str = "estimate"
     futility_gain: float = 0.10  # power: the pool gain (accuracy points / 100) the conditional power is computed for
     futility_power: float = 0.05  # power: stop when that estimated probability of an accept by the cap is below this
+    futility_z: float = 1.645  # estimate: the gain is min(futility_gain, mean + z sd / sqrt(n)) of the weighted differences
+    futility_min_n: int = 20  # estimate: pairs before that bound replaces futility_gain
 
 
 # GateParams field -> config key where they differ (`lambda` is a Python keyword)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from harness.kernel.betting import accept_bets, log_wealth_path
-from harness.kernel.futility import FUTILITY_RULES, FutilityView, _first_passage, conditional_power, reachable_log_e
+from harness.kernel.futility import (FUTILITY_RULES, FutilityView, _first_passage, conditional_power, gain_upper_bound,
+                                    reachable_log_e)
 from harness.kernel.gate import gate_decision, pair_block
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, PlanRequest
@@ -70,8 +71,8 @@ def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
 
 def test_the_default_gate_stops_for_futility() -> None:
     params = GateParams()
-    assert (params.futility, params.futility_gain, params.futility_power) == ("power", 0.10, 0.05)
-    assert set(FUTILITY_RULES.names()) == {"none", "bound", "power"}
+    assert (params.futility, params.futility_gain, params.futility_power, params.futility_z) == ("estimate", 0.10, 0.05, 1.645)
+    assert set(FUTILITY_RULES.names()) == {"none", "bound", "power", "estimate"}
 
 
 def test_reachable_log_e_is_the_all_wins_path() -> None:
@@ -149,3 +150,56 @@ def test_conditional_power_reads_the_evidence() -> None:
     assert conditional_power(bad, 0.05) < conditional_power(start, 0.05)
     assert conditional_power(start, 0.10) > conditional_power(start, 0.05)
     assert conditional_power(FutilityView(bets, np.array([3.1, 3.1, 3.1]), [1.0], 2.0, 10, 3.0), 0.05) == 1.0
+
+
+def test_estimate_futility_accepts_only_where_none_accepts_and_stops_null_edits_sooner_than_power() -> None:
+    """Pathwise subset property for `estimate` (null, +5, +10 points), and on 200 strong-null gates it spends fewer
+    pairs than `power` (the bound on the gain replaces the fixed +10 points) with no more false accepts."""
+    none = GateParams(futility="none")
+    power = dataclasses.replace(none, futility="power")
+    estimate = dataclasses.replace(none, futility="estimate")
+    pairs_power = pairs_estimate = fa_estimate = 0
+    for seed in range(200):
+        a_none, n_none, _ = _gate(none, seed, 0.0)
+        a_power, n_power, _ = _gate(power, seed, 0.0)
+        a_est, n_est, _ = _gate(estimate, seed, 0.0)
+        assert a_est != "accept" or a_none == "accept", seed
+        assert n_est <= n_none, seed
+        fa_estimate += a_est == "accept"
+        pairs_power += n_power
+        pairs_estimate += n_est
+    alpha = math.exp(-none.lambda_accept)
+    assert fa_estimate / 200 <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / 200)
+    assert pairs_estimate < 0.9 * pairs_power, (pairs_estimate, pairs_power)
+    for seed in range(25):
+        for points in (5.0, 10.0):
+            a_none, _, _ = _gate(none, 2000 + seed, points)
+            a_est, _, _ = _gate(estimate, 2000 + seed, points)
+            assert a_est != "accept" or a_none == "accept"
+
+
+def test_estimate_futility_is_power_until_futility_min_n_pairs() -> None:
+    """Before `futility_min_n` pairs the bound is not used: with a min_n above the cap, `estimate` decides as `power`."""
+    power = GateParams(futility="power")
+    late = dataclasses.replace(power, futility="estimate", futility_min_n=power.max_pairs + 1)
+    for seed in range(30):
+        for points in (0.0, 5.0):
+            a_p, n_p, r_p = _gate(power, 3000 + seed, points)
+            a_l, n_l, r_l = _gate(late, 3000 + seed, points)
+            assert (a_l, n_l) == (a_p, n_p), seed
+            if r_p.startswith("futility (power)"):
+                assert r_l.startswith("futility (estimate)") and "the futility_gain" in r_l, r_l
+
+
+def test_gain_upper_bound_is_the_one_sided_normal_bound_and_covers_at_its_level() -> None:
+    z = [1.0, -1.0, 0.0, 0.0, 2.0]
+    assert gain_upper_bound(z, 1.645) == pytest.approx(0.4 + 1.645 * float(np.std(z, ddof=1)) / math.sqrt(5))
+    with pytest.raises(ValueError, match="at least 2"):
+        gain_upper_bound([0.5], 1.645)
+    # coverage: importance-weight-like differences (values in {-2,-1,0,1,2}, mean +0.05), 4000 samples of 100
+    rng = np.random.default_rng(5)
+    values = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    probs = np.array([0.05, 0.15, 0.55, 0.15, 0.10])
+    mean = float(values @ probs)
+    covered = sum(gain_upper_bound(rng.choice(values, size=100, p=probs), 1.645) >= mean for _ in range(4000))
+    assert abs(covered / 4000 - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / 4000) + 0.01  # CLT error at n = 100: <= 1 point
