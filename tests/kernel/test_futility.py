@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from harness.kernel.betting import accept_bets, log_wealth_path
-from harness.kernel.futility import (FUTILITY_RULES, FutilityView, _first_passage, conditional_power, gain_upper_bound,
-                                    reachable_log_e)
+from harness.kernel.futility import FUTILITY_RULES, FutilityView, _first_passage, conditional_power, gain_upper_bound, reachable_log_e
 from harness.kernel.gate import gate_decision, pair_block
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, PlanRequest
