@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.." && A=reports/benchmarks/e2e_ablations && python benchmar
  --compare "gate.max_pairs=200=$A/betting_cap200.json" \
  --compare "gate.futility=none=$A/betting_futility_none.json" \
  --compare "gate.futility=bound=$A/betting_futility_bound.json" \
+ --compare "gate.futility=power (the default before cf1ef2f)=$A/betting_futility_power.json" \
  --compare "gate.futility_gain=0.05=$A/betting_futility_power_gain05.json" \
  --compare "gate.baseline_reuse=unaccepted (opt-in; fdr.md section 2b)=$A/betting_reuse_unaccepted.json" \
  --compare "gate.baseline_reuse=unaccepted gate.futility_min_pairs=60=$A/betting_reuse_unaccepted_futility60.json" \
