@@ -53,7 +53,7 @@ class Registry(Generic[T]):
         if isinstance(entry, str):  # lazy "module:attribute"
             module, _, attr = entry.partition(":")
             resolved = getattr(importlib.import_module(module), attr)
-            return resolved  # type: ignore[no-any-return]
+            return resolved
         return entry
 
     def __getitem__(self, name: str) -> T:

@@ -80,4 +80,4 @@ def _run_locked_job(cfg: DictConfig, hydra_cfg, job_dir: Path) -> float | None:
     result = make_report(frozen, RunLayout.from_config(frozen, project_root), job_dir / "reports",
                          project_root=project_root, mlflow_run_name=run_name,
                          parent_run_id=parent_run_id, telemetry=telemetry, source="train")
-    return result.summary.final_metrics().get("best_val_acc")  # type: ignore[return-value]
+    return result.summary.final_metrics().get("best_val_acc")
