@@ -177,3 +177,28 @@ def test_the_ideal_gate_accepts_exactly_the_helpful_edits_and_is_put_back():
     finally:
         restore()
     assert gating.validate_skill_local is real
+
+
+def test_soft_gate_populations_have_their_stated_gain_and_statistics_their_means():
+    """benchmarks/soft_gate.py: the shift hits the pool gain; hard estimates the accuracy gain, both soft statistics the
+    soft-score gain (equal when calibrated, larger for the inflated candidate)."""
+    soft_gate = _load("soft_gate")
+    logits = np.random.default_rng(1).normal(0.0, 2.5, 200)
+    base = 1 / (1 + np.exp(-logits))
+    for points in (-5.0, 5.0, 10.0):
+        assert float(np.mean(soft_gate.shift_for_gain(logits, points) - base)) * 100 == pytest.approx(points, abs=1e-6)
+    calibrated = soft_gate.Population("p", base, soft_gate.shift_for_gain(logits, 5.0))
+    inflated = soft_gate.Population("i", base, base.copy(), inflate=True)
+    for pop in (calibrated, inflated):
+        z = soft_gate.draw_z(np.random.default_rng(2), pop, 4.0, 200, 2000)
+        se = {name: float(np.std(v) / np.sqrt(v.size)) for name, v in z.items()}
+        assert float(np.mean(z["hard"])) == pytest.approx(pop.gain_points / 100, abs=4 * se["hard"])
+        for name in ("soft, rounded", "soft, continuous"):
+            assert np.all(np.abs(z[name]) <= 1.0)
+            if pop.inflate:
+                assert float(np.mean(z[name])) > 0.05  # the reported soft score rose; the accuracy did not
+            else:
+                assert float(np.mean(z[name])) == pytest.approx(pop.gain_points / 100, abs=4 * se[name])
+    # the continuous statistic has the smallest second moment: fewer pairs for the same mean
+    z = soft_gate.draw_z(np.random.default_rng(3), calibrated, 4.0, 200, 2000)
+    assert np.mean(z["soft, continuous"] ** 2) < np.mean(z["soft, rounded"] ** 2) < np.mean(z["hard"] ** 2)
