@@ -72,13 +72,26 @@ def metric_value(metric: str, correct: bool, soft: float | None, *, qid: str) ->
     return soft if metric == "soft" else (float(correct) + soft) / 2.0
 
 
-def metric_outcome(metric: str, correct: bool, soft: float | None, *, qid: str, sample_index: int) -> bool:
-    """The gate pair outcome of one rollout: its hard outcome for `hard`; for soft / mixed a randomized rounding of
-    the metric's value v: True with probability v (a seeded uniform of (qid, sample index), so a replay gives the
-    same outcome). E[outcome] = E[v]: every gate rule then tests the metric's population mean with its own
-    guarantees, on outcomes in {0, 1} (pair differences in [-1, 1])."""
-    value = metric_value(metric, correct, soft, qid=qid)
-    if metric == "hard":
-        return bool(correct)
+def gate_value(metric: str, correct: bool, soft: float | None, *, qid: str) -> bool | float:
+    """What a gate rollout reports for `metric`: the hard outcome itself (a bool) for `hard`, the metric's value in
+    [0, 1] (a float) for soft / mixed (`metric_value`)."""
+    return bool(correct) if metric == "hard" else float(metric_value(metric, correct, soft, qid=qid))
+
+
+def round_gate_value(value: bool | float, *, qid: str, sample_index: int) -> bool:
+    """A gate value as an outcome in {0, 1}: a bool is itself; a float v is True with probability v, by a seeded
+    uniform of (qid, sample index) only, so a replay gives the same outcome and the baseline and candidate samples
+    of one pair (same qid, same sample index) are rounded with the SAME uniform. E[outcome] = E[v]."""
+    if isinstance(value, bool):
+        return value
+    if not (isinstance(value, float) and 0.0 <= value <= 1.0):
+        raise ValueError(f"gate value of qid {qid!r} must be a bool or a float in [0, 1], got {value!r}")
     digest = hashlib.blake2b(f"{qid}|{sample_index}|gate-metric".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2.0**64 < value
+
+
+def metric_outcome(metric: str, correct: bool, soft: float | None, *, qid: str, sample_index: int) -> bool:
+    """The gate pair outcome of one rollout: its hard outcome for `hard`; for soft / mixed a randomized rounding of
+    the metric's value v (`round_gate_value`). E[outcome] = E[v]: every gate rule then tests the metric's population
+    mean with its own guarantees, on outcomes in {0, 1} (pair differences in [-1, 1])."""
+    return round_gate_value(gate_value(metric, correct, soft, qid=qid), qid=qid, sample_index=sample_index)

@@ -21,7 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-BaselineRow = tuple[str, str, str, str, int, bool]  # (task_type, skill_hash, prompts_version, qid, sample_index, correct)
+# (task_type, skill_hash, prompts_version, qid, sample_index, value): the outcome (bool), or a soft gate's value in [0, 1]
+BaselineValue = bool | float
+BaselineRow = tuple[str, str, str, str, int, BaselineValue]
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class BaselineKey:
     sample_index: int
 
 
-def encode_row(key: BaselineKey, correct: bool) -> str:
+def encode_row(key: BaselineKey, correct: BaselineValue) -> str:
     """One cache row as a JSON line (no newline), keys sorted."""
     return json.dumps({**key.__dict__, "correct": correct}, sort_keys=True)
 
@@ -59,37 +61,43 @@ def decode_retired(line: str) -> Optional[BaselineId]:
     return (ident[0], ident[1], ident[2])
 
 
-def decode_row(line: str) -> tuple[BaselineKey, bool]:
+def check_value(correct: object, qid: str) -> BaselineValue:
+    """`correct` when it is an outcome (bool) or a soft gate's value (float in [0, 1]); ValueError naming the qid else
+    (an infra failure is not an outcome and is never cached)."""
+    if isinstance(correct, bool) or (isinstance(correct, float) and 0.0 <= correct <= 1.0):
+        return correct
+    raise ValueError(f"baseline outcome of {qid!r} must be a bool or a float in [0, 1] (infra failures are not cached), "
+                     f"got {correct!r}")
+
+
+def decode_row(line: str) -> tuple[BaselineKey, BaselineValue]:
     """The key and outcome of one JSON line; ValueError / KeyError / TypeError when malformed."""
     row = json.loads(line)
     key = BaselineKey(str(row["task_type"]), str(row["skill_hash"]), str(row["prompts_version"]), str(row["qid"]), int(row["sample_index"]))
-    correct = row["correct"]
-    if not isinstance(correct, bool):
-        raise ValueError(f"correct must be a bool, got {correct!r}")
-    return key, correct
+    return key, check_value(row["correct"], key.qid)
 
 
 class BaselineCache:
     """In memory: (task_type, skill_hash, prompts_version, qid, sample_index) -> outcome, indexed by question."""
 
     def __init__(self) -> None:
-        self._outcomes: dict[BaselineKey, bool] = {}
+        self._outcomes: dict[BaselineKey, BaselineValue] = {}
         # (task_type, skill_hash, prompts_version, qid) -> {sample_index: outcome}: `samples` without a scan
-        self._by_question: dict[tuple[str, str, str, str], dict[int, bool]] = {}
+        self._by_question: dict[tuple[str, str, str, str], dict[int, BaselineValue]] = {}
         self._retired: set[BaselineId] = set()
 
-    def _remember(self, key: BaselineKey, correct: bool) -> None:
+    def _remember(self, key: BaselineKey, correct: BaselineValue) -> None:
         self._outcomes[key] = correct
         self._by_question.setdefault((key.task_type, key.skill_hash, key.prompts_version, key.qid), {})[key.sample_index] = correct
 
     def __len__(self) -> int:
         return len(self._outcomes)
 
-    def get(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int) -> Optional[bool]:
+    def get(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int) -> Optional[BaselineValue]:
         """The cached outcome, or None on a miss."""
         return self._outcomes.get(BaselineKey(task_type, skill_hash, prompts_version, qid, int(sample_index)))
 
-    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]:
+    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, BaselineValue]:
         """Every cached sample of one (task_type, skill_hash, prompts_version, qid): sample_index -> outcome;
         none once that baseline is retired."""
         if (task_type, skill_hash, prompts_version) in self._retired:
@@ -103,22 +111,21 @@ class BaselineCache:
         """Never serve this baseline's samples again (they stay stored: the same key keeps its outcome)."""
         self._retired.add((task_type, skill_hash, prompts_version))
 
-    def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: bool) -> None:
+    def put(self, task_type: str, skill_hash: str, prompts_version: str, qid: str, sample_index: int, correct: BaselineValue) -> None:
         """Record one outcome (see `put_many`)."""
         self.put_many([(task_type, skill_hash, prompts_version, qid, sample_index, correct)])
 
-    def novel_rows(self, rows: Iterable[BaselineRow]) -> dict[BaselineKey, bool]:
+    def novel_rows(self, rows: Iterable[BaselineRow]) -> dict[BaselineKey, BaselineValue]:
         """The rows (task_type, skill_hash, prompts_version, qid, sample_index, correct) not yet known, every row
         checked first; nothing changes.
 
-        Infra failures are not outcomes (pass bool only). Re-putting the
+        Infra failures are not outcomes (pass a bool, or a soft gate's float in [0, 1]). Re-putting the
         same value is a no-op; a different value for an existing key is an
         error (the same sample cannot have two outcomes).
         """
-        new: dict[BaselineKey, bool] = {}
+        new: dict[BaselineKey, BaselineValue] = {}
         for task_type, skill_hash, prompts_version, qid, sample_index, correct in rows:
-            if not isinstance(correct, bool):
-                raise ValueError(f"BaselineCache.put({qid!r}): correct must be a bool (infra failures are not cached), got {correct!r}")
+            check_value(correct, qid)
             key = BaselineKey(task_type, skill_hash, prompts_version, qid, int(sample_index))
             known = self._outcomes.get(key, new.get(key))
             if known is not None:
@@ -128,7 +135,7 @@ class BaselineCache:
             new[key] = correct
         return new
 
-    def add(self, new: Mapping[BaselineKey, bool]) -> None:
+    def add(self, new: Mapping[BaselineKey, BaselineValue]) -> None:
         """Remember outcomes already checked by `novel_rows`."""
         for key, correct in new.items():
             self._remember(key, correct)

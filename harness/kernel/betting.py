@@ -26,6 +26,11 @@ discordance by construction (in discordant-pair terms it is theta = (1 + m_r / d
 Missing outcomes (infrastructure failures) are imputed against the candidate
 (candidate wrong, baseline right): Z only gets smaller, so the accept side stays
 valid whatever causes the failures.
+
+Soft gates (`gate.metric` soft / mixed): B_t and C_t are the metric's values in
+[0, 1] when the pair carries them (`PairResult.baseline_value`), not their
+rounding to {0, 1}; Z keeps its bound and its mean is the gain in the metric's
+pool mean, so every statement above holds for that mean.
 """
 
 from __future__ import annotations
@@ -96,14 +101,18 @@ def reject_bets(bound: float, margin: float, low: float = 0.125, high: float = 0
     return -_grid(bet_limit(bound, margin, side=-1), low, high, points)
 
 
-def conservative_difference(baseline: Optional[bool], candidate: Optional[bool]) -> int:
-    """C - B with a missing outcome imputed against the candidate (missing candidate = wrong, missing baseline = right)."""
-    b = 1 if baseline is None else int(bool(baseline))
-    c = 0 if candidate is None else int(bool(candidate))
+def conservative_difference(baseline: Optional[float], candidate: Optional[float]) -> float:
+    """C - B of two outcomes (bools) or soft values in [0, 1], a missing one imputed against the candidate (missing
+    candidate = 0, missing baseline = 1); ValueError outside [0, 1] (the bets are sized for |C - B| <= 1)."""
+    b = 1.0 if baseline is None else float(baseline)
+    c = 0.0 if candidate is None else float(candidate)
+    if not (0.0 <= b <= 1.0 and 0.0 <= c <= 1.0):
+        raise ValueError(f"betting: outcomes must be bools or values in [0, 1], got baseline {baseline!r}, candidate {candidate!r}")
     return c - b
 
 
-def weighted_differences(baseline: Sequence[Optional[bool]], candidate: Sequence[Optional[bool]], weights: Sequence[float], bound: float) -> np.ndarray:
+def weighted_differences(baseline: Sequence[Optional[float]], candidate: Sequence[Optional[float]], weights: Sequence[float],
+                         bound: float) -> np.ndarray:
     """Z_t = (C_t - B_t) * w_t with infra imputed against the candidate; ValueError when a weight exceeds `bound`."""
     if not len(baseline) == len(candidate) == len(weights):
         raise ValueError(f"betting: {len(baseline)} baseline, {len(candidate)} candidate outcomes and {len(weights)} weights")
@@ -187,7 +196,10 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
         raise ValueError(f"gate.lambda_dir must be < 0, got {params.lambda_dir!r}")
     if not 0.0 < params.reject_margin < bound:
         raise ValueError(f"gate.reject_margin must be in (0, {bound}), got {params.reject_margin!r}")
-    z = weighted_differences([p.baseline for p in pairs], [p.candidate for p in pairs], [p.weight for p in pairs], bound)
+    # a soft gate's pair carries the metric's values: bet on them (same mean as their rounding, less variance)
+    baseline = [p.baseline if p.baseline_value is None else p.baseline_value for p in pairs]
+    candidate = [p.candidate if p.candidate_value is None else p.candidate_value for p in pairs]
+    z = weighted_differences(baseline, candidate, [p.weight for p in pairs], bound)
     bets = accept_bets(bound, params.bet_low, params.bet_high, params.bet_points)
     per_bet = log_wealth_per_bet(z, bets, 0.0, bound)  # (T, K)
     accept = mixture_of(per_bet)

@@ -84,11 +84,16 @@ def pair_block(
     candidate: Sequence[Optional[bool]],
     *,
     informing_samples: Mapping[str, Collection[int]] | None = None,
+    baseline_values: Sequence[Optional[float]] | None = None,
+    candidate_values: Sequence[Optional[float]] | None = None,
 ) -> list[PairResult]:
     """Pair the baseline and candidate outcomes of one block, position by position.
 
     `baseline[i]` / `candidate[i]` are the outcomes of `block[i]` (same qid,
-    same sample index; None = infrastructure failure). `informing_samples`
+    same sample index; None = infrastructure failure). `baseline_values` /
+    `candidate_values` (optional, soft gates): the metric's value in [0, 1] of
+    which the outcome is the rounding, None where the outcome is its own value;
+    a value needs an outcome (ValueError otherwise). `informing_samples`
     (qid -> sample indices that fed the ladder's p_hat, from
     `GatePools.informing_samples`) enforces no-leak rule 2: a pair may never
     use a sample that placed its question on the ladder -> LeakError.
@@ -98,18 +103,27 @@ def pair_block(
             f"pair_block: block has {len(block)} items but baseline has {len(baseline)} "
             f"and candidate has {len(candidate)} outcomes"
         )
+    n = len(block)
+    base_values: list[Optional[float]] = [None] * n if baseline_values is None else list(baseline_values)
+    cand_values: list[Optional[float]] = [None] * n if candidate_values is None else list(candidate_values)
+    if len(base_values) != n or len(cand_values) != n:
+        raise ValueError(f"pair_block: block has {n} items but {len(base_values)} baseline and {len(cand_values)} candidate values")
     pairs: list[PairResult] = []
-    for item, base, cand in zip(block, baseline, candidate):
-        for name, value in (("baseline", base), ("candidate", cand)):
+    for item, base, cand, base_value, cand_value in zip(block, baseline, candidate, base_values, cand_values):
+        for name, value, metric in (("baseline", base, base_value), ("candidate", cand, cand_value)):
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"pair_block: {name} outcome of {item.qid!r} must be bool or None, got {value!r}")
+            if metric is not None and (value is None or isinstance(metric, bool) or not isinstance(metric, float)
+                                       or not 0.0 <= metric <= 1.0):
+                raise ValueError(f"pair_block: {name} value of {item.qid!r} must be a float in [0, 1] next to an outcome, "
+                                 f"got {metric!r} (outcome {value!r})")
         if informing_samples is not None and item.sample_index in informing_samples.get(item.qid, ()):
             raise LeakError(
                 f"pair_block: sample {item.sample_index} of {item.qid!r} informed the ladder's p_hat; "
                 "a gate pair needs a fresh sample (no-leak rule 2)"
             )
         pairs.append(PairResult(item.qid, base, cand, sample_index=item.sample_index, anchor=item.anchor, weight=item.weight,
-                                    weight_bound=item.weight_bound))
+                                    weight_bound=item.weight_bound, baseline_value=base_value, candidate_value=cand_value))
     return pairs
 
 

@@ -42,6 +42,10 @@ class PairResult:
     anchor: bool = False  # drawn from the anchor stratum
     weight: float = 1.0  # importance weight of its slot (BlockItem.weight)
     weight_bound: float = 1.0  # BlockItem.weight_bound
+    # gate.metric soft / mixed under a weighted rule: the metric's value in [0, 1] of which `baseline` / `candidate`
+    # is the randomized rounding (None: the outcome is the value, as for hard outcomes and infra failures)
+    baseline_value: Optional[float] = None
+    candidate_value: Optional[float] = None
 
     @property
     def infra(self) -> bool:
@@ -59,7 +63,8 @@ class PairResult:
 class GateParams:
     rule: str = "betting"  # kernel/rules.RULES
     # what a pair's outcome is: hard (correct), soft or mixed ((hard + soft) / 2) rounded at random to {0, 1} with
-    # that probability at the loop level (harness/bench/soft.metric_outcome): pair differences stay in [-1, 1]
+    # that probability at the loop level (harness/loop/validate.gate_outcomes); a weighted rule bets on the value
+    # itself (PairResult.baseline_value / candidate_value): pair differences stay in [-1, 1]
     metric: str = "hard"
     lambda_accept: float = 3.0
     lambda_dir: float = -1.56

@@ -46,7 +46,7 @@ from harness.kernel.rules import rule_for
 from harness.kernel.screen import ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
-from harness.loop.validate import GateRequest, RolloutFn, ValidationOutcome, validate_skill_local
+from harness.loop.validate import GateRequest, GateRolloutFn, ValidationOutcome, gate_outcomes, validate_skill_local
 from harness.questions import Question
 from harness.store import read_version_tree
 from harness.tree import HarnessTree
@@ -84,7 +84,7 @@ class GateContext:
     params: GateParams
     questions: Mapping[str, Question]
     validation_by_type: Mapping[str, Sequence[str]]
-    rollout: RolloutFn
+    rollout: GateRolloutFn
     workspace_dir: Path
     runlog_path: Path
     cooldown_steps: int
@@ -297,10 +297,11 @@ def _screen(gc: GateContext, cand: Candidate, candidate_view: HarnessTree, prefi
     cand_dir = materialize_candidate(gc.workspace_dir, candidate_view, f"{cand.task_type}-screen")
     try:
         view = HarnessTree.load(cand_dir)
-        got = asyncio.run(gc.rollout(view, [(gc.questions[q], start + i) for i, q in enumerate(qids)], run_id))
+        requests = [(q, start + i) for i, q in enumerate(qids)]
+        got = asyncio.run(gc.rollout(view, [(gc.questions[q], i) for q, i in requests], run_id))
     finally:
         shutil.rmtree(cand_dir, ignore_errors=True)
-    return screen_verdict([bool(gc.batch_outcomes[q]) for q in qids], list(got), margin=gc.params.screen_margin)
+    return screen_verdict([bool(gc.batch_outcomes[q]) for q in qids], gate_outcomes(got, requests), margin=gc.params.screen_margin)
 
 
 def _install(gc: GateContext, state: Any, cand: Candidate, outcome: ValidationOutcome, skills_tree: HarnessTree, *,

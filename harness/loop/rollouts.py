@@ -11,17 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.bench.soft import mean_soft_score, metric_outcome
+from harness.bench.soft import gate_value, mean_soft_score, metric_outcome
 from harness.config.schema import max_tokens_for
 from harness.identity import run_kind
-from harness.inference import run_inference
+from harness.inference import InferenceResult, run_inference
 from harness.kernel.types import CaseSample, ToolCasePack
 from harness.log import RunLogReader
-from harness.loop.validate import RolloutFn
+from harness.loop.validate import GateRolloutFn, RolloutFn
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -48,10 +48,24 @@ def soft_score_fn(log: Any) -> Callable[[str], Optional[float]]:
     return soft
 
 
-def gate_rollout_fn(ctx: Any, log: Any) -> RolloutFn:
-    """The gate's `RolloutFn`: per request the outcome of `gate.metric` (bench/soft.metric_outcome): the hard outcome
-    for `hard`, a randomized rounding of the soft or mixed score otherwise; None for an infrastructure failure."""
-    return rollout_fn(ctx, log, metric=str(ctx.cfg.gate.metric))
+def gate_rollout_fn(ctx: Any, log: Any) -> GateRolloutFn:
+    """The gate's `GateRolloutFn`: per request the value of `gate.metric` (bench/soft.gate_value): the hard outcome (a
+    bool) for `hard`, the soft or mixed score (a float in [0, 1]) otherwise; None for an infrastructure failure. The
+    gate rounds a float where it needs an outcome in {0, 1} (validate.gate_outcomes); a weighted rule bets on it."""
+    metric = str(ctx.cfg.gate.metric)
+    run = _inference_fn(ctx, log)
+
+    async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[float]]:
+        if not requests:
+            return []
+        result = await run(tree, requests, run_id)
+        out: list[Optional[float]] = []
+        for q, i in requests:
+            correct = result.correctness_by_sample[(q.qid, i)]
+            out.append(None if correct is None else gate_value(metric, correct, result.soft_by_sample[(q.qid, i)], qid=q.qid))
+        return out
+
+    return rollout
 
 
 def metric_batch_outcomes(ctx: Any, runlog: Path, run_id: str, sample_index: Optional[int],
@@ -67,28 +81,31 @@ def metric_batch_outcomes(ctx: Any, runlog: Path, run_id: str, sample_index: Opt
             for qid, value in outcomes.items()}
 
 
-def rollout_fn(ctx: Any, log: Any, *, metric: str = "hard") -> RolloutFn:
-    """Outcomes per request: correct / wrong (`metric="hard"`), or the gate metric's outcome (`gate_rollout_fn`)."""
+def _inference_fn(ctx: Any, log: Any) -> Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, InferenceResult]]:
+    """`run_inference` with the benchmark's tools and scorer, the configured solver params and the stage's run log."""
     bench, llm, cfg = ctx.bench(), ctx.llm(), ctx.cfg
     params = solver_params(cfg.llm)
 
-    async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[bool]]:
-        if not requests:
-            return []
-        result = await run_inference(
+    async def run(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> InferenceResult:
+        return await run_inference(
             [q for q, _ in requests], harness_tree_for=tree, llm=llm, tool_dispatch_fn=bench.tool_dispatch, scorer=bench.score,
             log=log, run_id=run_id, concurrency=int(cfg.llm.concurrency), max_steps=int(cfg.llm.max_agent_steps),
             sample_indices=[i for _, i in requests], params=params, run_kind=run_kind(run_id), keep_traces=False,
             answer_parsing=str(cfg.benchmark.answer_parsing),
         )
-        if metric == "hard":
-            return [result.correctness_by_sample[(q.qid, i)] for q, i in requests]
-        out: list[Optional[bool]] = []
-        for q, i in requests:
-            correct = result.correctness_by_sample[(q.qid, i)]
-            soft = result.soft_by_sample[(q.qid, i)]
-            out.append(None if correct is None else metric_outcome(metric, correct, soft, qid=q.qid, sample_index=i))
-        return out
+
+    return run
+
+
+def rollout_fn(ctx: Any, log: Any) -> RolloutFn:
+    """Outcomes per request: correct / wrong, None for an infrastructure failure."""
+    run = _inference_fn(ctx, log)
+
+    async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[bool]]:
+        if not requests:
+            return []
+        result = await run(tree, requests, run_id)
+        return [result.correctness_by_sample[(q.qid, i)] for q, i in requests]
 
     return rollout
 

@@ -41,6 +41,12 @@ the follow-up false-accept rate under reuse. `gates` serves every cached
 sample, including those of gates that installed (not valid after a
 rollback: fdr.md section 2).
 
+Soft gates (`gate.metric` soft / mixed): the rollout reports the metric's value v in [0, 1]. Wherever the gate needs
+an outcome in {0, 1} (the pairs' outcomes, the planners, the evidence rows, the candidate's correctness) v is
+rounded with the seeded uniform of (qid, sample index), the same for both arms of a pair; a weighted rule (the
+betting e-process) also gets v itself on the pair and bets on v_C - v_B, which has the same mean with less
+variance (reports/benchmarks/soft_gate.md). The baseline cache stores v.
+
 Only the rows of the terminal block carry a stop reason in the evidence.
 """
 
@@ -54,10 +60,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
+from harness.bench.soft import round_gate_value
 from harness.identity import GATE_MARK
 from harness.kernel.baseline_cache import BaselineRow
 from harness.kernel.gate import InfraRule, gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
+from harness.kernel.rules import rule_for
 from harness.kernel.types import GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
@@ -65,12 +73,28 @@ from harness.tree import HarnessTree
 # (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure); an async def, so
 # synchronous callers can asyncio.run it
 RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, list[Optional[bool]]]]
+# the gate's: per request the value of gate.metric (rollouts.gate_rollout_fn): the hard outcome (bool), or a soft /
+# mixed score (float in [0, 1]); None = infra failure
+GateRolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, list[Optional[float]]]]
+
+
+def gate_outcomes(values: Sequence[Optional[float]], requests: Sequence[tuple[str, int]]) -> list[Optional[bool]]:
+    """The gate values of `requests` ((qid, sample index) each) as outcomes in {0, 1}: a bool is itself, a float is
+    rounded at random with the seeded uniform of its qid and sample index (bench/soft.round_gate_value, the same
+    uniform for both arms of a pair); None stays None."""
+    return [None if v is None else round_gate_value(v, qid=q, sample_index=i) for v, (q, i) in zip(values, requests, strict=True)]
+
+
+def soft_values(values: Sequence[Optional[float]]) -> list[Optional[float]]:
+    """The float (soft / mixed) values as they are; None for a hard outcome (a bool: the outcome is the value) and
+    for an infra failure."""
+    return [v if isinstance(v, float) else None for v in values]
 
 
 class BaselineStore(Protocol):
     """harness.kernel.baseline_cache.BaselineCache: (task_type, skill_hash, prompts_version, qid, sample_index) -> outcome."""
 
-    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool]: ...
+    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool | float]: ...
 
     def put_many(self, rows: Iterable[BaselineRow]) -> None: ...
 
@@ -134,7 +158,7 @@ class GateRequest:
     candidate_tree: HarnessTree
     plan: BlockPlanner
     questions: Mapping[str, Question]
-    rollout: RolloutFn
+    rollout: GateRolloutFn
     params: GateParams
     gate_run_prefix: str  # must contain GATE_MARK: the ladder never absorbs these rollouts
     workspace_dir: Path
@@ -166,6 +190,7 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
     planner = plan
     seen_idx: set[int] = set()
     baseline_so_far: list[Optional[bool]] = []
+    bets_on_values = rule_for(params).weighted  # the betting e-process uses a soft value itself, the others its rounding
 
     base_hash = skill_hash(baseline_tree.get(skill_file, ""))
     cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
@@ -196,13 +221,14 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                 informing[q] = frozenset(informing.get(q, ())) | frozenset(v)
             # -- 1. baseline (cache first, run only the misses); each slot has its own fresh sample index
             indices = [item.sample_index for item in block]
-            baseline: list[Optional[bool]] = [None] * len(block)
+            slots = [(item.qid, item.sample_index) for item in block]
+            baseline: list[Optional[float]] = [None] * len(block)
             misses: list[int] = []
             for i, item in enumerate(block):
                 first_ask = item.qid not in asked
                 asked.add(item.qid)
                 taken = used.setdefault(item.qid, set())
-                hit: Optional[bool] = None
+                hit: Optional[float] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
                 elif baseline_cache is not None and params.baseline_reuse in ("gates", "unaccepted"):
@@ -223,20 +249,23 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                 for i, value in zip(misses, got):
                     baseline[i] = value
                     used[block[i].qid].add(indices[i])
-                if baseline_cache is not None:  # one append + fsync per block
-                    baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], bool(value))
+                if baseline_cache is not None:  # one append + fsync per block; the value itself (rounding is replayable)
+                    baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], value)
                                             for i, value in zip(misses, got) if value is not None)
                 out.rollouts += len(misses)
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
             out.rollouts += len(block)
             # -- 3. pairing, INFRA guard across all blocks so far (inside gate_decision), decision
-            baseline_so_far.extend(baseline)  # the adaptive ladder re-ranks on baseline outcomes only
-            block_pairs = pair_block(block, baseline, cand, informing_samples=informing)
+            base_out, cand_out = gate_outcomes(baseline, slots), gate_outcomes(cand, slots)
+            baseline_so_far.extend(base_out)  # the adaptive ladder re-ranks on baseline outcomes only
+            block_pairs = pair_block(block, base_out, cand_out, informing_samples=informing,
+                                     baseline_values=soft_values(baseline) if bets_on_values else None,
+                                     candidate_values=soft_values(cand) if bets_on_values else None)
             out.pairs.extend(block_pairs)
-            for item, value in zip(block, cand):
-                if value is not None:
-                    out.candidate_correctness[item.qid] = bool(value)
+            for item, outcome in zip(block, cand_out):
+                if outcome is not None:
+                    out.candidate_correctness[item.qid] = outcome
             # -- 4. the decision sees every whole block so far; the last block's decision is terminal
             verdict = gate_decision(out.pairs, params, final=final)
             terminal = verdict.action != "continue"

@@ -27,3 +27,20 @@ def test_row_format_round_trips_and_rejects_non_bool():
         decode_row(line.replace("true", "1"))
     with pytest.raises(KeyError):
         decode_row('{"qid": "q"}')
+
+
+def test_a_soft_gates_value_is_cached_as_it_is_and_checked():
+    """gate.metric soft / mixed: the cache stores the metric's value in [0, 1] (its rounding is replayed from qid and
+    sample index), and refuses anything else, naming the qid."""
+    key = BaselineKey("t", "h", "v1", "q", 7)
+    assert decode_row(encode_row(key, 0.3125)) == (key, 0.3125)
+    cache = BaselineCache()
+    cache.put("t", "h", "v1", "q", 7, 0.3125)
+    assert cache.samples("t", "h", "v1", "q") == {7: 0.3125}
+    with pytest.raises(ValueError, match="conflicting outcome"):
+        cache.put("t", "h", "v1", "q", 7, 0.5)
+    for bad in (1.5, -0.1, float("nan"), "0.3"):
+        with pytest.raises(ValueError, match=r"'q9' must be a bool or a float in \[0, 1\]"):
+            cache.put("t", "h", "v1", "q9", 1, bad)
+    with pytest.raises(ValueError, match="float in"):
+        decode_row(encode_row(key, 0.5).replace("0.5", "2.5"))

@@ -142,3 +142,50 @@ def test_pair_never_reuses_informing_sample(tmp_path):
         _gate(tmp_path, "better", plan, [], informing_samples={"q0": {start}})
     with pytest.raises(ValueError, match="reuses a sample index"):
         _gate(tmp_path, "better", [[BlockItem("q1", 5), BlockItem("q2", 5)]], [])
+
+
+def make_soft_rollout(calls: list):
+    """A soft metric's values: the baseline's and the candidate's ('better' in the tree) scores, deterministic in
+    (tree, qid, sample index), floats in [0, 1]; about one request in ten an infrastructure failure (by qid and index)."""
+
+    async def rollout(tree, requests, run_id):
+        calls.append(run_id)
+        shift = 0.3 if "better" in tree[SKILL] else 0.0
+        return [None if _u("infra", tree[SKILL], q.qid, idx) < 0.1 else min(1.0, 0.4 * _u("soft", q.qid, idx) + shift)
+                for q, idx in requests]
+
+    return rollout
+
+
+@pytest.mark.parametrize("rule", ["betting", "sequential"])
+def test_a_soft_gate_rounds_each_value_with_its_pairs_uniform_and_the_betting_rule_also_gets_the_value(tmp_path, rule):
+    """gate.metric soft / mixed: pair outcomes are the values rounded by (qid, sample index), the same uniform for both
+    arms; only a weighted rule (betting) carries the values on its pairs; the cache stores the values."""
+    import json
+
+    from harness.bench.soft import round_gate_value
+    from harness.loop.persistence import DurableBaselineCache
+
+    calls: list = []
+    base = HarnessTree({SKILL: "base skill", "system_prompt.md": "sys"})
+    rollout = make_soft_rollout(calls)
+    cache = DurableBaselineCache(tmp_path / "baseline.jsonl")
+    params = GateParams(rule=rule, block_size=10, max_pairs=60, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2,
+                        undecided="reject", ladder="static" if rule == "sequential" else "importance")
+    plan = [[BlockItem(f"q{i}", GATE_SAMPLE_BASE + k * 10 + i) for i in range(10)] for k in range(6)]
+    out = run(validate_skill_local(GateRequest(
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
+        plan=FixedBlocks(plan), questions=QS, rollout=rollout, params=params, gate_run_prefix="r_e1_s1_gate_t",
+        workspace_dir=tmp_path, baseline_cache=cache, prompts_version="v0")))
+    base_values = run(rollout(base, [(QS[p.qid], p.sample_index) for p in out.pairs], "replay"))
+    cand_values = run(rollout(base.with_files({SKILL: "better skill"}), [(QS[p.qid], p.sample_index) for p in out.pairs], "replay"))
+    assert out.pairs and any(p.infra for p in out.pairs)
+    for pair, vb, vc in zip(out.pairs, base_values, cand_values):
+        for outcome, value, carried in ((pair.baseline, vb, pair.baseline_value), (pair.candidate, vc, pair.candidate_value)):
+            assert outcome == (None if value is None else round_gate_value(value, qid=pair.qid, sample_index=pair.sample_index))
+            assert carried == (value if rule == "betting" else None)
+    assert out.candidate_correctness == {p.qid: p.candidate for p in out.pairs if p.candidate is not None}
+    rows = [json.loads(line) for line in (tmp_path / "baseline.jsonl").read_text().splitlines()]
+    stored = {(r["qid"], r["sample_index"]): r["correct"] for r in rows}
+    assert stored == {(p.qid, p.sample_index): vb for p, vb in zip(out.pairs, base_values) if vb is not None}
+    assert all(isinstance(v, float) for v in stored.values())
