@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.." && A=reports/benchmarks/e2e_ablations && python benchmar
  --compare "gate.futility=bound=$A/betting_futility_bound.json" \
  --compare "gate.futility=power (the default before cf1ef2f)=$A/betting_futility_power.json" \
  --compare "gate.futility_gain=0.05=$A/betting_futility_power_gain05.json" \
- --compare "gate.metric=soft (tests the soft-score mean: the accuracy only when calibrated, as in the simulator; soft_gate.md)=$A/betting_metric_soft.json" \
+ --compare "gate.metric=soft (bets on the soft scores; tests their mean: the accuracy only when calibrated, as in the simulator; soft_gate.md)=$A/betting_metric_soft.json" \
+ --compare "gate.metric=mixed (bets on (hard + soft) / 2)=$A/betting_metric_mixed.json" \
  --compare "gate.baseline_reuse=unaccepted (opt-in; fdr.md section 2b)=$A/betting_reuse_unaccepted.json" \
  --compare "gate.baseline_reuse=unaccepted gate.futility_min_pairs=60=$A/betting_reuse_unaccepted_futility60.json" \
  --compare "gate.baseline_reuse=gates (not valid after a rolled-back accept, fdr.md section 2)=$A/betting_reuse_gates.json" \

@@ -1,4 +1,4 @@
-"""What a gate on the soft score could save, and what it would test (a study for a next step of issue 13 item 7).
+"""What a gate on the soft score saves, and what it tests (issue 13 item 7: cost).
 
     python benchmarks/soft_gate.py            # reports/benchmarks/soft_gate.md
     python benchmarks/soft_gate.py --quick    # fewer runs, reports/benchmarks/soft_gate_quick.md
@@ -14,11 +14,12 @@ small k: v is near 0 or 1 and carries little more than the hard outcome.
 Three pair statistics, each bet on by the product's accept e-process
 (`kernel/betting.accept_bets`, `log_wealth_path`; uniform random order, weight 1):
 - `hard`: C - B of the hard outcomes (gate.metric=hard, the default);
-- `soft, rounded`: what gate.metric=soft does today (bench/soft.metric_outcome):
-  each arm's v rounded to {0, 1} with ONE uniform per (question, sample index),
-  shared by the two arms of a pair;
-- `soft, continuous`: v_C - v_B itself, in [-1, 1] (NOT implemented: the loop's
-  pairs, baseline cache and run-log rows carry booleans).
+- `soft, rounded`: each arm's v rounded to {0, 1} with ONE uniform per (question,
+  sample index), shared by the two arms of a pair (bench/soft.round_gate_value):
+  what gate.metric=soft gives every rule that counts outcomes, and gave the
+  betting rule before f630499;
+- `soft, continuous`: v_C - v_B itself, in [-1, 1]: what the betting rule (the
+  default) bets on under gate.metric=soft since f630499.
 
 The accept e-process tests H0: E[Z] <= 0 for whichever Z it is fed. For the two
 soft statistics that is the soft score's pool mean; it is the ACCURACY only when
@@ -154,7 +155,7 @@ def _se(p: float, n: int) -> float:
 
 def render(rows: list[dict], cmd: str, wall: float) -> str:
     lines = [
-        "# Soft-score gate statistics (a study; `soft, continuous` is not implemented)", "",
+        "# Soft-score gate statistics", "",
         f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall:.0f} s.", "",
         (__doc__ or "").split("\n\n", 1)[1].split("Writes a Markdown")[0].strip(), "",
         f"Accept e-process alone (no reject side, no futility), bets {', '.join(f'{b:g}' for b in accept_bets(1.0))}, "
