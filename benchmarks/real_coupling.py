@@ -19,7 +19,12 @@ sample indices, C once with B's sample indices (same seeds, as the gate runs)
 and once with indices shifted by 10,000 (different seeds); temperature 0.7,
 48 tokens, lenient parsing, through `run_inference` as the loop runs it.
 Prints P(C != B), P(C = B = right), accuracies, and the pairs ratio implied
-(discordance same / different). Writes the block between
+(discordance same / different). The rollouts ask for the answer's token
+log-probabilities (top 5), so the same run also measures the soft score on this
+model (harness/bench/soft.py): whether it is calibrated (mean soft score against
+accuracy over the same rollouts, paired), and the second moment of the pair
+statistic the betting gate uses under gate.metric=soft (v_C - v_B) against
+hard outcomes (C - B) on the same-seed pairs. Writes the block between
 `<!-- begin:coupling -->` and `<!-- end:coupling -->` of reports/benchmarks/real.md.
 """
 
@@ -51,20 +56,55 @@ EXTRA = "Check each choice against the question before you answer."
 SHIFT = 10_000
 
 
-async def arm(provider, questions, tree, bench, indices, log_dir: Path, run_id: str) -> dict[tuple[str, int], bool | None]:
+PARAMS = {"temperature": 0.7, "max_tokens": 48, "logprobs": True, "top_logprobs": 5}
+
+
+async def arm(provider, questions, tree, bench, indices, log_dir: Path, run_id: str) -> dict[tuple[str, int], tuple[bool | None, float | None]]:
+    """(qid, sample index) -> (correct, soft score); None = infra / no soft score."""
     log = HarnessLog(log_dir / f"{run_id}.sqlite")
     asked = [q for q in questions for _ in indices]
     idx = [i for _ in questions for i in indices]
     try:
         result = await run_inference(asked, harness_tree_for=tree, llm=provider, tool_dispatch_fn=bench.tool_dispatch,
                                      scorer=bench.score, log=log, run_id=run_id, concurrency=1, max_steps=2,
-                                     sample_indices=idx, params={"temperature": 0.7, "max_tokens": 48}, answer_parsing="lenient")
+                                     sample_indices=idx, params=PARAMS, answer_parsing="lenient")
     finally:
         log.close()
-    return {(r.qid, r.sample_index): r.correct for r in result.records.values()}
+    return {(r.qid, r.sample_index): (r.correct, r.soft_score) for r in result.records.values()}
+
+
+def _hard(outcomes: dict) -> dict:
+    return {k: v[0] for k, v in outcomes.items()}
+
+
+def calibration(outcomes: dict) -> dict:
+    """Mean soft score against accuracy over the judged rollouts that have a soft score, paired: gap = mean(v - correct),
+    its SE over the rollouts; the share of judged rollouts with a soft score."""
+    judged = [(c, v) for c, v in outcomes.values() if c is not None]
+    both = [(float(c), v) for c, v in judged if v is not None]
+    n = len(both)
+    if n < 2:
+        return {"n": n, "judged": len(judged)}
+    diffs = [v - c for c, v in both]
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    return {"n": n, "judged": len(judged), "acc": sum(c for c, _ in both) / n, "soft": sum(v for _, v in both) / n,
+            "gap": mean, "gap_se": sd / math.sqrt(n)}
+
+
+def soft_pairs(base: dict, cand: dict) -> dict:
+    """Same-seed pairs with both soft scores: E[(C - B)^2] of hard outcomes and of soft values (v_C - v_B)."""
+    pairs = [(base[k], cand[k]) for k in base if k in cand and None not in (base[k][0], base[k][1], cand[k][0], cand[k][1])]
+    n = len(pairs)
+    if not n:
+        return {"n": 0}
+    return {"n": n, "m2_hard": sum((float(c[0]) - float(b[0])) ** 2 for b, c in pairs) / n,
+            "m2_soft": sum((c[1] - b[1]) ** 2 for b, c in pairs) / n,
+            "gain_hard": sum(float(c[0]) - float(b[0]) for b, c in pairs) / n, "gain_soft": sum(c[1] - b[1] for b, c in pairs) / n}
 
 
 def stats(base: dict, cand: dict, shift: int) -> dict:
+    base, cand = _hard(base), _hard(cand)
     pairs = [(b, cand.get((q, s + shift))) for (q, s), b in base.items()]
     pairs = [(b, c) for b, c in pairs if b is not None and c is not None]
     n = len(pairs)
@@ -91,7 +131,8 @@ async def measure(args, base_url: str, model: str) -> dict:
             other = await arm(provider, questions, cand_tree, bench, [i + SHIFT for i in indices], Path(tmp), "coupling_cand_shifted")
     finally:
         await provider.aclose()
-    return {"same": stats(base, same, 0), "different": stats(base, other, SHIFT), "questions": len(questions), "samples": args.samples}
+    return {"same": stats(base, same, 0), "different": stats(base, other, SHIFT), "questions": len(questions), "samples": args.samples,
+            "calibration": {"B": calibration(base), "C": calibration(same)}, "soft_pairs": soft_pairs(base, same)}
 
 
 def render(res: dict, cmd: str, wall: float, server: str) -> str:
@@ -109,6 +150,23 @@ def render(res: dict, cmd: str, wall: float, server: str) -> str:
     L += ["", f"Discordance ratio same / different: {ratio:.2f}. The pairs a gate needs for a given gain scale roughly with the "
           "discordance, so on this server the gate's same-seed pairs cost about that fraction of what independent arms "
           "would (the simulated solver's arms are independent)."]
+    L += ["", "### The soft score on this model (gate.metric=soft)", "",
+          "The same rollouts asked for the answer's token log-probabilities (top 5). Soft score v = the probability the "
+          "model gave the right letter at its answer position (harness/bench/soft.py). A soft gate tests the mean of v; "
+          "it tests the accuracy only if mean(v) = accuracy (calibrated).", "",
+          "| harness | judged rollouts | with a soft score | accuracy | mean soft score | gap mean(v - correct) ± SE |",
+          "|---|---|---|---|---|---|"]
+    for label, c in (("B (base)", res["calibration"]["B"]), ("C (same seeds)", res["calibration"]["C"])):
+        if "gap" in c:
+            L.append(f"| {label} | {c['judged']} | {c['n']} | {c['acc']:.3f} | {c['soft']:.3f} | {c['gap']:+.3f} ± {c['gap_se']:.3f} |")
+        else:
+            L.append(f"| {label} | {c['judged']} | {c['n']} | – | – | – |")
+    sp = res["soft_pairs"]
+    if sp.get("n"):
+        ratio_m2 = sp["m2_soft"] / sp["m2_hard"] if sp["m2_hard"] else float("nan")
+        L += ["", f"Same-seed pairs with both soft scores: {sp['n']}. E[(C - B)^2] = {sp['m2_hard']:.4f} for hard outcomes, "
+              f"E[(v_C - v_B)^2] = {sp['m2_soft']:.4f} for soft values (ratio {ratio_m2:.2f}; the pairs a betting gate needs "
+              f"scale with it); mean gain {sp['gain_hard']:+.4f} hard, {sp['gain_soft']:+.4f} soft."]
     return "\n".join(L) + "\n"
 
 

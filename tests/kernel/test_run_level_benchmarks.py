@@ -202,3 +202,20 @@ def test_soft_gate_populations_have_their_stated_gain_and_statistics_their_means
     # the continuous statistic has the smallest second moment: fewer pairs for the same mean
     z = soft_gate.draw_z(np.random.default_rng(3), calibrated, 4.0, 200, 2000)
     assert np.mean(z["soft, continuous"] ** 2) < np.mean(z["soft, rounded"] ** 2) < np.mean(z["hard"] ** 2)
+
+
+def test_real_coupling_soft_score_calibration_and_pair_moments():
+    """benchmarks/real_coupling.py: the calibration gap is mean(v - correct) over rollouts with a soft score (infra and
+    missing soft scores left out); the pair moments are over same-seed pairs with both soft scores."""
+    rc = _load("real_coupling")
+    base = {("q1", 0): (True, 0.75), ("q1", 1): (False, 0.25), ("q2", 0): (None, None), ("q2", 1): (True, None)}
+    cal = rc.calibration(base)
+    assert (cal["judged"], cal["n"]) == (3, 2)
+    assert cal["acc"] == pytest.approx(0.5) and cal["soft"] == pytest.approx(0.5) and cal["gap"] == pytest.approx(0.0)
+    assert cal["gap_se"] == pytest.approx(0.25)  # diffs -0.25, +0.25: sd 0.354, over sqrt(2)
+    cand = {("q1", 0): (True, 1.0), ("q1", 1): (True, 0.75), ("q2", 0): (True, 0.5)}
+    sp = rc.soft_pairs(base, cand)
+    assert sp["n"] == 2
+    assert sp["m2_hard"] == pytest.approx(0.5) and sp["m2_soft"] == pytest.approx((0.25**2 + 0.5**2) / 2)
+    assert sp["gain_hard"] == pytest.approx(0.5) and sp["gain_soft"] == pytest.approx(0.375)
+    assert rc.calibration({("q", 0): (True, 0.5)}) == {"n": 1, "judged": 1}
