@@ -12,6 +12,7 @@ available, is consulted here (reports may; the loop never does).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,26 @@ def parse_mode_counts(layout: RunLayout, fragments: list[Path] | None = None) ->
     return counts
 
 
+def soft_calibration(fragments: list[Path]) -> tuple[int, float, float] | None:
+    """(n, mean(soft - correct), SE) over the judged rollouts of `fragments` that have a soft score (every stage's, gate
+    pairs included: calibration is a property of each rollout); None when fewer than 2 have one."""
+    from harness.log import RunLogReader
+
+    if not fragments:
+        return None
+    rows = RunLogReader(fragments).query(
+        "SELECT COUNT(*) AS n, SUM(soft_score - correct) AS s, SUM((soft_score - correct) * (soft_score - correct)) AS s2 "
+        "FROM predictions WHERE correct IS NOT NULL AND soft_score IS NOT NULL")
+    n = sum(int(r["n"] or 0) for r in rows)
+    if n < 2:
+        return None
+    total = math.fsum(float(r["s"] or 0.0) for r in rows)
+    squares = math.fsum(float(r["s2"] or 0.0) for r in rows)
+    mean = total / n
+    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
+    return n, mean, math.sqrt(variance / n)
+
+
 def _merged(counts: list[dict[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for modes in counts:
@@ -326,6 +347,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         usd_by_role={role: round(s.usd, 6) for role, s in sorted(run_spend.roles.items())},
         rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
         parse_modes=_merged(list(modes_by_run.values())),
+        soft_calibration=soft_calibration(layout.fragments()),
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
         summary = _with_oracle(cfg, layout, summary)

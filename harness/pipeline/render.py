@@ -270,6 +270,9 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         ("rollouts", _fmt(m["rollouts"])),
         ("USD", _fmt(m["usd"])),
     ]
+    if summary.soft_calibration is not None:  # what a soft gate (gate.metric=soft) tests is the accuracy only if this is ~0
+        n, gap, se = summary.soft_calibration
+        items.append(("soft score minus accuracy (calibration gap)", f"{gap:+.4f} ± {se:.4f} over {n} judged rollouts"))
     if summary.usd_by_role:  # every role's calls, replayed ones at their original price
         items.append(("USD by role", ", ".join(f"{role} {_fmt(usd)}" for role, usd in sorted(summary.usd_by_role.items()))))
     if summary.delivered:

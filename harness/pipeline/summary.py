@@ -87,6 +87,9 @@ class RunSummary:
     # epoch -> {purpose: rollouts} (harness.identity.run_purpose: training batch, gate screen, gate, ...)
     rollouts_by_purpose: dict[int, dict[str, int]] = field(default_factory=dict)
     parse_modes: dict[str, int] = field(default_factory=dict)  # answer parse mode -> judged rollouts of the whole run
+    # the soft score against the hard outcome over the run's judged rollouts that have one: (n, mean(soft - correct),
+    # its SE); None without soft scores. A soft gate (gate.metric=soft) tests the accuracy only where the gap is ~0.
+    soft_calibration: tuple[int, float, float] | None = None
 
     def final_metrics(self) -> dict[str, float | int | None]:
         """The flat metrics of reports/metrics.json (deterministic: no timings, no cache counters)."""
@@ -108,6 +111,8 @@ class RunSummary:
             "fdr_level_spent": max((g.fdr_spent for g in self.gates if g.fdr_spent is not None), default=None),
             "fdr_tests": max((g.fdr_test for g in self.gates if g.fdr_test is not None), default=None),
             **parse_shares(self.parse_modes),  # parse_share_<mode>, parse_failure_rate (contracts/answers.py)
+            "soft_calibration_gap": round(self.soft_calibration[1], 6) if self.soft_calibration else None,
+            "soft_calibration_se": round(self.soft_calibration[2], 6) if self.soft_calibration else None,
         }
         for role, usd in sorted(self.usd_by_role.items()):
             metrics[f"usd_{role}"] = usd

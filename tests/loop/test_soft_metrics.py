@@ -110,3 +110,24 @@ def test_gate_metric_soft_without_a_soft_score_is_refused_at_load():
         tiny_cfg("gate.metric=soft", "llm.top_logprobs=0")
     with pytest.raises(ConfigError, match=r"gate.metric.*must be one of hard, soft, mixed"):
         tiny_cfg("gate.metric=fuzzy")
+
+
+def test_the_run_reports_its_soft_score_calibration_gap(tiny_run):
+    """metrics.json's soft_calibration_gap / _se: mean(soft - correct) over every judged rollout with a soft score, as
+    the predictions say; the simulator's soft score is calibrated by construction, so the gap is within 4 SE of 0."""
+    import math
+
+    from harness.log import RunLogReader
+    from harness.pipeline.collect import collect_run
+
+    layout = RunLayout.from_config(tiny_run["cfg"], tiny_run["root"])
+    rows = RunLogReader(layout.fragments()).query(
+        "SELECT soft_score, correct FROM predictions WHERE correct IS NOT NULL AND soft_score IS NOT NULL")
+    diffs = [float(r["soft_score"]) - float(r["correct"]) for r in rows]
+    n = len(diffs)
+    mean = math.fsum(diffs) / n
+    se = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+    metrics = collect_run(tiny_run["cfg"], layout).final_metrics()
+    assert metrics["soft_calibration_gap"] == pytest.approx(mean, abs=1e-6)
+    assert metrics["soft_calibration_se"] == pytest.approx(se, abs=1e-6)
+    assert n >= 50 and abs(mean) <= 4 * se
