@@ -1,9 +1,10 @@
 """The loop's port to inference and to the run log: rollouts, case samples, tool packs, traces.
 
-`rollout_fn(ctx, log)` returns the `RolloutFn` every part of the loop uses
-(step rollouts, gate blocks, R/R2, held-out): `run_inference` with the
-benchmark's tools and scorer, the configured solver params, the stage's run
-log. Outcomes are per request, None for an infrastructure failure.
+`rollout_fn(ctx, log)` returns the `RolloutFn` of step rollouts, R/R2 and
+held-out, `gate_rollout_fn(ctx, log)` the gate's (the values of
+`gate.metric`): `run_inference` with the benchmark's tools and scorer, the
+configured solver params, the stage's run log. Outcomes are per request, None
+for an infrastructure failure.
 """
 
 from __future__ import annotations
