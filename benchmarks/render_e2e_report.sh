@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.." && A=reports/benchmarks/e2e_ablations && python benchmar
  --compare "gate.futility=none=$A/betting_futility_none.json" \
  --compare "gate.futility=bound=$A/betting_futility_bound.json" \
  --compare "gate.futility=power (the default before cf1ef2f)=$A/betting_futility_power.json" \
+ --compare "gate.futility=soft_estimate (the gain bound from the soft scores; opt-in)=$A/betting_futility_soft_estimate.json" \
  --compare "gate.futility_gain=0.05=$A/betting_futility_power_gain05.json" \
  --compare "gate.metric=soft (bets on the soft scores; tests their mean: the accuracy only when calibrated, as in the simulator; soft_gate.md)=$A/betting_metric_soft.json" \
  --compare "gate.metric=mixed (bets on (hard + soft) / 2)=$A/betting_metric_mixed.json" \

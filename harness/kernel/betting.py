@@ -176,6 +176,9 @@ class BettingLook:
     accept_bets: tuple[float, ...] = ()  # the accept bets lam_k
     accept_log_wealth: tuple[float, ...] = ()  # log W_k of each accept bet at the last pair (futility reads them)
     z: tuple[float, ...] = ()  # the weighted differences (infra imputed against the candidate)
+    # the same with each arm's soft score in place of its outcome (infra imputed as in z); () unless every judged pair
+    # has both soft scores. Futility may read it, the e-processes never do.
+    z_soft: tuple[float, ...] = ()
 
 
 def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
@@ -200,6 +203,7 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
     baseline = [p.baseline if p.baseline_value is None else p.baseline_value for p in pairs]
     candidate = [p.candidate if p.candidate_value is None else p.candidate_value for p in pairs]
     z = weighted_differences(baseline, candidate, [p.weight for p in pairs], bound)
+    z_soft = soft_differences(pairs, z)
     bets = accept_bets(bound, params.bet_low, params.bet_high, params.bet_points)
     per_bet = log_wealth_per_bet(z, bets, 0.0, bound)  # (T, K)
     accept = mixture_of(per_bet)
@@ -219,7 +223,22 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
         accept_bets=tuple(float(b) for b in bets),
         accept_log_wealth=tuple(float(v) for v in (per_bet[-1] if len(z) else np.zeros(len(bets)))),
         z=tuple(float(v) for v in z),
+        z_soft=z_soft,
     )
+
+
+def soft_differences(pairs: Sequence[PairResult], z: np.ndarray) -> tuple[float, ...]:
+    """(C_soft - B_soft) * w per pair, an infra pair keeping its z (imputed against the candidate); () unless every
+    pair with both outcomes has both soft scores."""
+    out = []
+    for pair, zi in zip(pairs, z):
+        if pair.infra:
+            out.append(float(zi))
+        elif pair.baseline_soft is None or pair.candidate_soft is None:
+            return ()
+        else:
+            out.append((pair.candidate_soft - pair.baseline_soft) * pair.weight)
+    return tuple(out)
 
 
 def log_wealth_final(z, bets, null_mean: float = 0.0) -> float:
@@ -267,7 +286,7 @@ def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> Bet
     futile = None
     if params.undecided == "reject":
         view = FutilityView(look.accept_bets, look.accept_log_wealth, look.z, look.bound, max(params.max_pairs - len(pairs), 0),
-                            params.lambda_accept)
+                            params.lambda_accept, z_soft=look.z_soft)
         futile = FUTILITY_RULES.get(params.futility).stop(view, params)
     if futile is not None:
         return BettingDecision("reject", f"{futile} (weighted mean gain {look.mean_difference:+.4f})", look.log_e, -look.log_e_reject, look)

@@ -40,6 +40,14 @@ stopping it early would change that decision.
   worth +10 points?"; a null edit's pairs say early that +10 is not plausible,
   so `estimate` stops it sooner. It needs `futility_min_n` pairs before the
   bound replaces futility_gain. Like every rule here it only rejects.
+- `soft_estimate` (`estimate` whose upper bound comes from the soft scores):
+  where every pair's two rollouts have a soft score (the probability the model
+  gave the right letter), the bound is computed from (C_soft - B_soft) w instead
+  of (C - B) w. The soft differences have the same mean when the score is
+  calibrated and a smaller variance, so a null edit's bound falls below +10
+  points in fewer pairs. A miscalibrated score can only cost power (a real edit
+  stopped), never validity: the accept e-process still bets on the outcomes,
+  and this rule only rejects. Without soft scores it is `estimate`.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ class FutilityView:
     bound: float  # the plan's weight bound: |Z| <= bound
     remaining: int  # pairs left in the budget (max_pairs - pairs so far)
     lambda_accept: float  # the gate's accept threshold on log E
+    z_soft: Sequence[float] = ()  # z with each arm's soft score for its outcome (BettingLook.z_soft); () when unknown
 
 
 def reachable_log_e(log_wealth: Sequence[float], bets: Sequence[float], bound: float, remaining: int) -> float:
@@ -172,25 +181,32 @@ class PowerFutility:
 
 @dataclass(frozen=True)
 class EstimateFutility:
-    """`bound`, then stop when the conditional power at min(futility_gain, UCB of the gain so far) is below futility_power."""
+    """`bound`, then stop when the conditional power at min(futility_gain, UCB of the gain so far) is below futility_power.
+
+    `soft_evidence`: the UCB comes from the soft differences (`FutilityView.z_soft`) when the gate has them for every
+    pair, else from z."""
 
     name: str = "estimate"
+    soft_evidence: bool = False
 
     def stop(self, view: FutilityView, params) -> Optional[str]:
         exact = BoundFutility().stop(view, params)
         if exact is not None:
             return exact
         gain, source = float(params.futility_gain), "futility_gain"
-        if len(view.z) >= max(int(params.futility_min_n), 2):
-            ucb = gain_upper_bound(view.z, float(params.futility_z))
+        evidence, what = view.z, "pairs"
+        if self.soft_evidence and view.z_soft and len(view.z_soft) == len(view.z):
+            evidence, what = view.z_soft, "pairs' soft scores"
+        if len(evidence) >= max(int(params.futility_min_n), 2):
+            ucb = gain_upper_bound(evidence, float(params.futility_z))
             if ucb < gain:
-                gain, source = ucb, f"UCB of the gain so far (z {params.futility_z}, {len(view.z)} pairs)"
+                gain, source = ucb, f"UCB of the gain so far (z {params.futility_z}, {len(evidence)} {what})"
         if gain <= 0:
-            return (f"futility (estimate): the {source} is {gain:+.4f} <= 0: no gain left to accept in the "
+            return (f"futility ({self.name}): the {source} is {gain:+.4f} <= 0: no gain left to accept in the "
                     f"{view.remaining} pairs left")
         power = conditional_power(view, gain)
         if power < params.futility_power:
-            return (f"futility (estimate): P(accept in the {view.remaining} pairs left | gain {gain:.4f}, the {source}) <= "
+            return (f"futility ({self.name}): P(accept in the {view.remaining} pairs left | gain {gain:.4f}, the {source}) <= "
                     f"{power:.4f} < futility_power {params.futility_power}")
         return None
 
@@ -200,4 +216,5 @@ FUTILITY_RULES: Registry[FutilityRule] = Registry("gate.futility", {
     "bound": BoundFutility(),
     "power": PowerFutility(),
     "estimate": EstimateFutility(),
+    "soft_estimate": EstimateFutility("soft_estimate", soft_evidence=True),
 })

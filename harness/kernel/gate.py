@@ -86,6 +86,8 @@ def pair_block(
     informing_samples: Mapping[str, Collection[int]] | None = None,
     baseline_values: Sequence[Optional[float]] | None = None,
     candidate_values: Sequence[Optional[float]] | None = None,
+    baseline_soft: Sequence[Optional[float]] | None = None,
+    candidate_soft: Sequence[Optional[float]] | None = None,
 ) -> list[PairResult]:
     """Pair the baseline and candidate outcomes of one block, position by position.
 
@@ -93,7 +95,9 @@ def pair_block(
     same sample index; None = infrastructure failure). `baseline_values` /
     `candidate_values` (optional, soft gates): the metric's value in [0, 1] of
     which the outcome is the rounding, None where the outcome is its own value;
-    a value needs an outcome (ValueError otherwise). `informing_samples`
+    a value needs an outcome (ValueError otherwise). `baseline_soft` /
+    `candidate_soft` (optional): each arm's soft score in [0, 1] where its
+    rollout has one, under the same check. `informing_samples`
     (qid -> sample indices that fed the ladder's p_hat, from
     `GatePools.informing_samples`) enforces no-leak rule 2: a pair may never
     use a sample that placed its question on the ladder -> LeakError.
@@ -104,26 +108,35 @@ def pair_block(
             f"and candidate has {len(candidate)} outcomes"
         )
     n = len(block)
-    base_values: list[Optional[float]] = [None] * n if baseline_values is None else list(baseline_values)
-    cand_values: list[Optional[float]] = [None] * n if candidate_values is None else list(candidate_values)
-    if len(base_values) != n or len(cand_values) != n:
-        raise ValueError(f"pair_block: block has {n} items but {len(base_values)} baseline and {len(cand_values)} candidate values")
+    def column(values: Sequence[Optional[float]] | None, what: str) -> list[Optional[float]]:
+        out: list[Optional[float]] = [None] * n if values is None else list(values)
+        if len(out) != n:
+            raise ValueError(f"pair_block: block has {n} items but {len(out)} {what}")
+        return out
+
+    n = len(block)
+    base_values, cand_values = column(baseline_values, "baseline values"), column(candidate_values, "candidate values")
+    base_soft, cand_soft = column(baseline_soft, "baseline soft scores"), column(candidate_soft, "candidate soft scores")
     pairs: list[PairResult] = []
-    for item, base, cand, base_value, cand_value in zip(block, baseline, candidate, base_values, cand_values):
-        for name, value, metric in (("baseline", base, base_value), ("candidate", cand, cand_value)):
+    for item, base, cand, base_value, cand_value, b_soft, c_soft in zip(block, baseline, candidate, base_values, cand_values,
+                                                                         base_soft, cand_soft):
+        for name, value, extras in (("baseline", base, (("value", base_value), ("soft score", b_soft))),
+                                    ("candidate", cand, (("value", cand_value), ("soft score", c_soft)))):
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"pair_block: {name} outcome of {item.qid!r} must be bool or None, got {value!r}")
-            if metric is not None and (value is None or isinstance(metric, bool) or not isinstance(metric, float)
-                                       or not 0.0 <= metric <= 1.0):
-                raise ValueError(f"pair_block: {name} value of {item.qid!r} must be a float in [0, 1] next to an outcome, "
-                                 f"got {metric!r} (outcome {value!r})")
+            for label, metric in extras:
+                if metric is not None and (value is None or isinstance(metric, bool) or not isinstance(metric, float)
+                                           or not 0.0 <= metric <= 1.0):
+                    raise ValueError(f"pair_block: {name} {label} of {item.qid!r} must be a float in [0, 1] next to an outcome, "
+                                     f"got {metric!r} (outcome {value!r})")
         if informing_samples is not None and item.sample_index in informing_samples.get(item.qid, ()):
             raise LeakError(
                 f"pair_block: sample {item.sample_index} of {item.qid!r} informed the ladder's p_hat; "
                 "a gate pair needs a fresh sample (no-leak rule 2)"
             )
         pairs.append(PairResult(item.qid, base, cand, sample_index=item.sample_index, anchor=item.anchor, weight=item.weight,
-                                    weight_bound=item.weight_bound, baseline_value=base_value, candidate_value=cand_value))
+                                    weight_bound=item.weight_bound, baseline_value=base_value, candidate_value=cand_value,
+                                    baseline_soft=b_soft, candidate_soft=c_soft))
     return pairs
 
 

@@ -46,6 +46,10 @@ class PairResult:
     # is the randomized rounding (None: the outcome is the value, as for hard outcomes and infra failures)
     baseline_value: Optional[float] = None
     candidate_value: Optional[float] = None
+    # each arm's soft score when its rollout has one (any gate.metric): evidence a futility rule may read, never the
+    # accept statistic
+    baseline_soft: Optional[float] = None
+    candidate_soft: Optional[float] = None
 
     @property
     def infra(self) -> bool:

@@ -22,7 +22,7 @@ from harness.identity import run_kind
 from harness.inference import InferenceResult, run_inference
 from harness.kernel.types import CaseSample, ToolCasePack
 from harness.log import RunLogReader
-from harness.loop.validate import GateRolloutFn, RolloutFn
+from harness.loop.validate import GateRolloutFn, GateSample, GateValue, RolloutFn
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -50,20 +50,21 @@ def soft_score_fn(log: Any) -> Callable[[str], Optional[float]]:
 
 
 def gate_rollout_fn(ctx: Any, log: Any) -> GateRolloutFn:
-    """The gate's `GateRolloutFn`: per request the value of `gate.metric` (bench/soft.gate_value): the hard outcome (a
-    bool) for `hard`, the soft or mixed score (a float in [0, 1]) otherwise; None for an infrastructure failure. The
-    gate rounds a float where it needs an outcome in {0, 1} (validate.gate_outcomes); a weighted rule bets on it."""
+    """The gate's `GateRolloutFn`: per request a `GateSample` of the value of `gate.metric` (bench/soft.gate_value: the
+    hard outcome, a bool, for `hard`; the soft or mixed score, a float in [0, 1], otherwise) and the rollout's soft
+    score (None without one); None for an infrastructure failure. The gate rounds a float where it needs an outcome
+    in {0, 1} (validate.gate_outcomes); a weighted rule bets on it; the `soft_estimate` futility reads the soft score."""
     metric = str(ctx.cfg.gate.metric)
     run = _inference_fn(ctx, log)
 
-    async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[float]]:
+    async def rollout(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[GateValue]]:
         if not requests:
             return []
         result = await run(tree, requests, run_id)
-        out: list[Optional[float]] = []
+        out: list[Optional[GateValue]] = []
         for q, i in requests:
-            correct = result.correctness_by_sample[(q.qid, i)]
-            out.append(None if correct is None else gate_value(metric, correct, result.soft_by_sample[(q.qid, i)], qid=q.qid))
+            correct, soft = result.correctness_by_sample[(q.qid, i)], result.soft_by_sample[(q.qid, i)]
+            out.append(None if correct is None else GateSample(gate_value(metric, correct, soft, qid=q.qid), soft))
         return out
 
     return rollout

@@ -73,22 +73,45 @@ from harness.tree import HarnessTree
 # (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure); an async def, so
 # synchronous callers can asyncio.run it
 RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, list[Optional[bool]]]]
-# the gate's: per request the value of gate.metric (rollouts.gate_rollout_fn): the hard outcome (bool), or a soft /
-# mixed score (float in [0, 1]); None = infra failure
-GateRolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, list[Optional[float]]]]
+@dataclass(frozen=True)
+class GateSample:
+    """One gate rollout: `value` = gate.metric's value (the hard outcome, a bool, for `hard`; a float in [0, 1] for
+    soft / mixed) and `soft` = the rollout's soft score when it has one (a futility rule may read it)."""
+
+    value: bool | float
+    soft: Optional[float] = None
 
 
-def gate_outcomes(values: Sequence[Optional[float]], requests: Sequence[tuple[str, int]]) -> list[Optional[bool]]:
+# per request of a gate rollout: a GateSample, or its value alone (bool or float); None = infra failure
+GateValue = bool | float | GateSample
+# the gate's: per request the value of gate.metric (rollouts.gate_rollout_fn); None = infra failure
+GateRolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, Sequence[Optional[GateValue]]]]
+
+
+def _value(v: Optional[GateValue]) -> Optional[float]:
+    return v.value if isinstance(v, GateSample) else v
+
+
+def gate_outcomes(values: Sequence[Optional[GateValue]], requests: Sequence[tuple[str, int]]) -> list[Optional[bool]]:
     """The gate values of `requests` ((qid, sample index) each) as outcomes in {0, 1}: a bool is itself, a float is
     rounded at random with the seeded uniform of its qid and sample index (bench/soft.round_gate_value, the same
     uniform for both arms of a pair); None stays None."""
-    return [None if v is None else round_gate_value(v, qid=q, sample_index=i) for v, (q, i) in zip(values, requests, strict=True)]
+    out: list[Optional[bool]] = []
+    for v, (q, i) in zip(values, requests, strict=True):
+        value = _value(v)
+        out.append(None if value is None else round_gate_value(value, qid=q, sample_index=i))
+    return out
 
 
-def soft_values(values: Sequence[Optional[float]]) -> list[Optional[float]]:
+def soft_values(values: Sequence[Optional[GateValue]]) -> list[Optional[float]]:
     """The float (soft / mixed) values as they are; None for a hard outcome (a bool: the outcome is the value) and
     for an infra failure."""
-    return [v if isinstance(v, float) else None for v in values]
+    return [value if isinstance(value := _value(v), float) and not isinstance(value, bool) else None for v in values]
+
+
+def soft_scores(values: Sequence[Optional[GateValue]]) -> list[Optional[float]]:
+    """The rollouts' soft scores where known (GateSample.soft), else None."""
+    return [v.soft if isinstance(v, GateSample) else None for v in values]
 
 
 class BaselineStore(Protocol):
@@ -222,13 +245,13 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             # -- 1. baseline (cache first, run only the misses); each slot has its own fresh sample index
             indices = [item.sample_index for item in block]
             slots = [(item.qid, item.sample_index) for item in block]
-            baseline: list[Optional[float]] = [None] * len(block)
+            baseline: list[Optional[GateValue]] = [None] * len(block)
             misses: list[int] = []
             for i, item in enumerate(block):
                 first_ask = item.qid not in asked
                 asked.add(item.qid)
                 taken = used.setdefault(item.qid, set())
-                hit: Optional[float] = None
+                hit: Optional[GateValue] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
                 elif baseline_cache is not None and params.baseline_reuse in ("gates", "unaccepted"):
@@ -250,8 +273,8 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                     baseline[i] = value
                     used[block[i].qid].add(indices[i])
                 if baseline_cache is not None:  # one append + fsync per block; the value itself (rounding is replayable)
-                    baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], value)
-                                            for i, value in zip(misses, got) if value is not None)
+                    baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], stored)
+                                            for i, value in zip(misses, got) if (stored := _value(value)) is not None)
                 out.rollouts += len(misses)
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
@@ -261,7 +284,8 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             baseline_so_far.extend(base_out)  # the adaptive ladder re-ranks on baseline outcomes only
             block_pairs = pair_block(block, base_out, cand_out, informing_samples=informing,
                                      baseline_values=soft_values(baseline) if bets_on_values else None,
-                                     candidate_values=soft_values(cand) if bets_on_values else None)
+                                     candidate_values=soft_values(cand) if bets_on_values else None,
+                                     baseline_soft=soft_scores(baseline), candidate_soft=soft_scores(cand))
             out.pairs.extend(block_pairs)
             for item, outcome in zip(block, cand_out):
                 if outcome is not None:

@@ -189,3 +189,41 @@ def test_a_soft_gate_rounds_each_value_with_its_pairs_uniform_and_the_betting_ru
     stored = {(r["qid"], r["sample_index"]): r["correct"] for r in rows}
     assert stored == {(p.qid, p.sample_index): vb for p, vb in zip(out.pairs, base_values) if vb is not None}
     assert all(isinstance(v, float) for v in stored.values())
+
+
+def test_a_hard_gate_keeps_each_rollouts_soft_score_on_its_pairs_for_futility(tmp_path):
+    """gate.metric=hard with soft scores (GateSample): outcomes are the hard values, the pairs carry both arms' soft
+    scores (what `gate.futility=soft_estimate` reads), the e-process bets on the outcomes only, the cache stores them."""
+    import json
+
+    from harness.kernel.betting import betting_look
+    from harness.loop.validate import GateSample
+
+    async def rollout(tree, requests, run_id):
+        better = "better" in tree[SKILL]
+        out = []
+        for q, idx in requests:
+            soft = min(1.0, 0.5 * _u("soft", q.qid, idx) + (0.3 if better else 0.1))
+            out.append(None if _u("infra", tree[SKILL], q.qid, idx) < 0.1 else GateSample(_u("hard", q.qid, idx) < soft, soft))
+        return out
+
+    base = HarnessTree({SKILL: "base skill", "system_prompt.md": "sys"})
+    plan = [[BlockItem(f"q{i}", GATE_SAMPLE_BASE + k * 10 + i) for i in range(10)] for k in range(4)]
+    params = GateParams(block_size=10, max_pairs=40, undecided="reject")
+    from harness.loop.persistence import DurableBaselineCache
+
+    out = run(validate_skill_local(GateRequest(
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
+        plan=FixedBlocks(plan), questions=QS, rollout=rollout, params=params, gate_run_prefix="r_e1_s1_gate_t",
+        workspace_dir=tmp_path, baseline_cache=DurableBaselineCache(tmp_path / "b.jsonl"), prompts_version="v0")))
+    replay_b = run(rollout(base, [(QS[p.qid], p.sample_index) for p in out.pairs], "replay"))
+    replay_c = run(rollout(base.with_files({SKILL: "better skill"}), [(QS[p.qid], p.sample_index) for p in out.pairs], "replay"))
+    assert any(p.infra for p in out.pairs) and any(not p.infra for p in out.pairs)
+    for pair, b, c in zip(out.pairs, replay_b, replay_c):
+        assert pair.baseline == (None if b is None else b.value) and pair.candidate == (None if c is None else c.value)
+        assert pair.baseline_soft == (None if b is None else b.soft) and pair.candidate_soft == (None if c is None else c.soft)
+        assert pair.baseline_value is None and pair.candidate_value is None  # hard: the betting statistic is the outcome
+    look = betting_look(out.pairs, params)
+    assert len(look.z_soft) == len(look.z) and any(a != b for a, b in zip(look.z, look.z_soft))
+    rows = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert rows and all(isinstance(r["correct"], bool) for r in rows)
