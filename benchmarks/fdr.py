@@ -140,13 +140,17 @@ def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL, p: n
 
 
 def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
-             cached: dict[str, list[bool]] | None = None):
+             cached: dict[str, list[bool]] | None = None, soft_k: float | None = None):
     """One gate, as `validate_skill_local` runs it: the configured plan hands out blocks, `pair_block` pairs them
     (leak guard on), `gate_decision` decides after every block. Returns (terminal GateVerdict, n_pairs, fresh baseline outcomes by qid).
 
     `cached`: qid -> earlier gates' baseline outcomes, served first (each once per gate), like the BaselineCache
-    under `gate.baseline_reuse=gates`.
+    under `gate.baseline_reuse=gates`. `soft_k`: every rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and
+    is right with probability v (the simulator's model, k = 4 there); the pairs carry both arms' soft scores (not
+    with `cached`). None: the outcomes alone, drawn exactly as before.
     """
+    if soft_k is not None and cached is not None:
+        raise ValueError("run_gate_verdict: soft_k and cached do not go together")
     request = PlanRequest(pools=world.pools, task_types=["t"], params=params, seed=seed, first_sample_index=FIRST_SAMPLE, warm=True)
     planner = SAMPLING_PLANS.get(params.ladder).planner(request)
     informing = planner.informing_samples()
@@ -156,8 +160,15 @@ def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, 
     served: dict[str, int] = {}
     while (block := planner.next_block(baseline_so_far)) is not None:
         rows = np.array([world.index[item.qid] for item in block])
-        fresh_base = rng.random(rows.size) < world.p[rows]
-        cand = [bool(c) for c in rng.random(rows.size) < p_cand[rows]]
+        soft: dict = {}
+        if soft_k is None:
+            fresh_base = rng.random(rows.size) < world.p[rows]
+            cand = [bool(c) for c in rng.random(rows.size) < p_cand[rows]]
+        else:
+            vb, vc = (rng.beta(np.maximum(soft_k * a, 1e-9), np.maximum(soft_k * (1 - a), 1e-9)) for a in (world.p[rows], p_cand[rows]))
+            fresh_base = rng.random(rows.size) < vb
+            cand = [bool(c) for c in rng.random(rows.size) < vc]
+            soft = {"baseline_soft": [float(v) for v in vb], "candidate_soft": [float(v) for v in vc]}
         base: list = []
         for item, b in zip(block, fresh_base):
             k = served.get(item.qid, 0)
@@ -169,7 +180,7 @@ def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, 
                 seen.setdefault(item.qid, []).append(value)
             base.append(value)
         baseline_so_far.extend(base)
-        pairs.extend(pair_block(block, base, cand, informing_samples=informing))
+        pairs.extend(pair_block(block, base, cand, informing_samples=informing, **soft))
         verdict = gate_decision(pairs, params, final=planner.final)
         if verdict.action != "continue":
             return verdict, len(pairs), seen

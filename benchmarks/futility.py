@@ -39,21 +39,26 @@ from harness.kernel.types import GateParams  # noqa: E402
 POOLS = {"mixed pool (discordance ~0.15)": "mixed", "mid-difficulty pool (discordance ~0.4)": "mid"}
 EFFECTS = (0.0, 5.0, 10.0)
 ELOND_FIRST_LEVEL = 0.0012
+SOFT_K = 4.0  # the simulator's soft_concentration: the soft-score world of the last sections
+SOFT_RULES = ("none", "estimate", "soft_estimate")
+HARD_WORLD, SOFT_WORLD = "outcomes only", f"rollouts with soft scores (k = {SOFT_K:g})"
 
 
 def pool_p(rng: np.random.Generator, kind: str) -> np.ndarray:
     return fdr.make_pool(rng) if kind == "mixed" else rng.beta(2, 2, size=fdr.POOL)
 
 
-def cell(seed: int, gates: int, kind: str, points: float, params: GateParams, futility: str) -> dict:
-    """`gates` paired gates (gate g: generator [seed, g]) under `futility`."""
+def cell(seed: int, gates: int, kind: str, points: float, params: GateParams, futility: str, soft_k: float | None = None) -> dict:
+    """`gates` paired gates (gate g: generator [seed, g]) under `futility`; `soft_k`: rollouts with soft scores
+    (fdr.run_gate_verdict)."""
     acc = rej = early = futile = 0
     pairs: list[int] = []
     for g in range(gates):
         rng = np.random.default_rng([seed, g])
         world = fdr.make_world(rng, params, p=pool_p(rng, kind))
         gate_rng = np.random.default_rng([seed, g, 1])
-        verdict, n, _ = fdr.run_gate_verdict(gate_rng, world, fdr.shifted(world.p, points), dataclasses.replace(params, futility=futility), seed=g)
+        verdict, n, _ = fdr.run_gate_verdict(gate_rng, world, fdr.shifted(world.p, points), dataclasses.replace(params, futility=futility),
+                                             seed=g, soft_k=soft_k)
         action = verdict.action
         acc += action == "accept"
         rej += action != "accept"
@@ -76,13 +81,19 @@ def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: 
          "hardly, in the pairs left: a budget decision, installed no more than an undecided gate at the cap); "
          "every other gate ran to the cap. A futility rule only turns 'continue' into 'reject', so its accepts are a subset "
          "of `none`'s on the same outcomes: it cannot raise the false-accept rate (the 0-point rows).", ""]
-    for level_label in dict.fromkeys(r["level_label"] for r in rows):
-        L += [f"## Accept level {level_label}", "",
+    for world, level_label in dict.fromkeys((r["world"], r["level_label"]) for r in rows):
+        title = f"## Accept level {level_label}" + ("" if world == HARD_WORLD else f", {world}")
+        intro = [] if world == HARD_WORLD else [
+            "Each rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and is right with probability v (the simulator's "
+            "model), and the pairs carry both arms' soft scores: what `soft_estimate` reads (in the sections above, without "
+            "soft scores, it is `estimate` exactly, so it is left out there). Same seeds as above, different draws.", ""]
+        L += [title, "", *intro,
               "| pool | edit (pool points) | futility | P(accept) | reject side | futile | mean pairs | pairs saved vs none |",
               "|---|---|---|---|---|---|---|---|"]
-        base = {(r["pool"], r["points"]): r for r in rows if r["level_label"] == level_label and r["futility"] == "none"}
+        base = {(r["pool"], r["points"]): r for r in rows
+                if r["world"] == world and r["level_label"] == level_label and r["futility"] == "none"}
         for r in rows:
-            if r["level_label"] != level_label:
+            if r["world"] != world or r["level_label"] != level_label:
                 continue
             ref = base[(r["pool"], r["points"])]
             saved = 1 - r["mean_pairs"] / ref["mean_pairs"] if ref["mean_pairs"] else 0.0
@@ -107,15 +118,17 @@ def main(argv: list[str] | None = None) -> int:
               (f"{ELOND_FIRST_LEVEL} (e-LOND's first gates)", -math.log(ELOND_FIRST_LEVEL))]
     started = time.monotonic()
     rows = []
-    for li, (level_label, lam) in enumerate(levels):
-        p_level = dataclasses.replace(params, lambda_accept=lam)
-        for pi, (pool_label, kind) in enumerate(POOLS.items()):
-            for ei, points in enumerate(EFFECTS):
-                for futility in FUTILITY_RULES.names():
-                    res = cell(1000 * li + 100 * pi + ei, gates, kind, points, p_level, futility)
-                    rows.append(dict(level_label=level_label, pool=pool_label, points=points, futility=futility, **res))
-                    print(f"[futility] {level_label} | {pool_label} | {points:+.0f} | {futility}: accept {res['accept']:.3f}, "
-                          f"pairs {res['mean_pairs']:.0f}", flush=True)
+    hard_rules = [name for name in FUTILITY_RULES.names() if not getattr(FUTILITY_RULES.get(name), "soft_evidence", False)]
+    for world, soft_k, rules in ((HARD_WORLD, None, hard_rules), (SOFT_WORLD, SOFT_K, list(SOFT_RULES))):
+        for li, (level_label, lam) in enumerate(levels):
+            p_level = dataclasses.replace(params, lambda_accept=lam)
+            for pi, (pool_label, kind) in enumerate(POOLS.items()):
+                for ei, points in enumerate(EFFECTS):
+                    for futility in rules:
+                        res = cell(1000 * li + 100 * pi + ei, gates, kind, points, p_level, futility, soft_k)
+                        rows.append(dict(world=world, level_label=level_label, pool=pool_label, points=points, futility=futility, **res))
+                        print(f"[futility] {world} | {level_label} | {pool_label} | {points:+.0f} | {futility}: "
+                              f"accept {res['accept']:.3f}, pairs {res['mean_pairs']:.0f}", flush=True)
     cmd = ("python benchmarks/futility.py" + (" --quick" if args.quick else "") + (f" --gates {args.gates}" if args.gates else "")
            + "".join(f" --override {o}" for o in args.override))
     fdr.publish(out, render(rows, params, args.quick, time.monotonic() - started, cmd))
