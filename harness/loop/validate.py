@@ -62,7 +62,7 @@ from typing import Any, Optional, Protocol
 
 from harness.bench.soft import round_gate_value
 from harness.identity import GATE_MARK
-from harness.kernel.baseline_cache import BaselineRow
+from harness.kernel.baseline_cache import BaselineRow, BaselineValue
 from harness.kernel.gate import InfraRule, gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
 from harness.kernel.rules import rule_for
@@ -73,6 +73,8 @@ from harness.tree import HarnessTree
 # (tree, [(question, sample_index)], run_id) -> correct per request (None = infra failure); an async def, so
 # synchronous callers can asyncio.run it
 RolloutFn = Callable[[HarnessTree, Sequence[tuple[Question, int]], str], Coroutine[Any, Any, list[Optional[bool]]]]
+
+
 @dataclass(frozen=True)
 class GateSample:
     """One gate rollout: `value` = gate.metric's value (the hard outcome, a bool, for `hard`; a float in [0, 1] for
@@ -106,7 +108,7 @@ def gate_outcomes(values: Sequence[Optional[GateValue]], requests: Sequence[tupl
 def soft_values(values: Sequence[Optional[GateValue]]) -> list[Optional[float]]:
     """The float (soft / mixed) values as they are; None for a hard outcome (a bool: the outcome is the value) and
     for an infra failure."""
-    return [value if isinstance(value := _value(v), float) and not isinstance(value, bool) else None for v in values]
+    return [value if isinstance(value := _value(v), float) else None for v in values]  # a bool is not a float
 
 
 def soft_scores(values: Sequence[Optional[GateValue]]) -> list[Optional[float]]:
@@ -117,7 +119,7 @@ def soft_scores(values: Sequence[Optional[GateValue]]) -> list[Optional[float]]:
 class BaselineStore(Protocol):
     """harness.kernel.baseline_cache.BaselineCache: (task_type, skill_hash, prompts_version, qid, sample_index) -> outcome."""
 
-    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, bool | float]: ...
+    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, BaselineValue]: ...
 
     def put_many(self, rows: Iterable[BaselineRow]) -> None: ...
 

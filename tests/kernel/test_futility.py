@@ -151,30 +151,37 @@ def test_conditional_power_reads_the_evidence() -> None:
     assert conditional_power(FutilityView(bets, np.array([3.1, 3.1, 3.1]), [1.0], 2.0, 10, 3.0), 0.05) == 1.0
 
 
+def _only_rejects_and_saves_null_pairs(gate, futility: str, cheaper_than: str, ratio: float) -> None:
+    """`futility` accepts only where `none` accepts on the same draws (200 strong nulls, 25 seeds at +5 and +10 points),
+    never spends more pairs than `none`, keeps false accepts <= alpha (2 SE), and on the nulls spends less than
+    `ratio` times the pairs of `cheaper_than`. `gate(params, seed, points)` -> (action, pairs, reason)."""
+    none = GateParams(futility="none")
+    rule = dataclasses.replace(none, futility=futility)
+    reference = dataclasses.replace(none, futility=cheaper_than)
+    pairs_reference = pairs_rule = false_accepts = 0
+    for seed in range(200):
+        a_none, n_none, _ = gate(none, seed, 0.0)
+        _, n_reference, _ = gate(reference, seed, 0.0)
+        a_rule, n_rule, _ = gate(rule, seed, 0.0)
+        assert a_rule != "accept" or a_none == "accept", seed
+        assert n_rule <= n_none, seed
+        false_accepts += a_rule == "accept"
+        pairs_reference += n_reference
+        pairs_rule += n_rule
+    alpha = math.exp(-none.lambda_accept)
+    assert false_accepts / 200 <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / 200)
+    assert pairs_rule < ratio * pairs_reference, (pairs_rule, pairs_reference)
+    for seed in range(25):
+        for points in (5.0, 10.0):
+            a_none, _, _ = gate(none, 2000 + seed, points)
+            a_rule, _, _ = gate(rule, 2000 + seed, points)
+            assert a_rule != "accept" or a_none == "accept"
+
+
 def test_estimate_futility_accepts_only_where_none_accepts_and_stops_null_edits_sooner_than_power() -> None:
     """Pathwise subset property for `estimate` (null, +5, +10 points), and on 200 strong-null gates it spends fewer
     pairs than `power` (the bound on the gain replaces the fixed +10 points) with no more false accepts."""
-    none = GateParams(futility="none")
-    power = dataclasses.replace(none, futility="power")
-    estimate = dataclasses.replace(none, futility="estimate")
-    pairs_power = pairs_estimate = fa_estimate = 0
-    for seed in range(200):
-        a_none, n_none, _ = _gate(none, seed, 0.0)
-        a_power, n_power, _ = _gate(power, seed, 0.0)
-        a_est, n_est, _ = _gate(estimate, seed, 0.0)
-        assert a_est != "accept" or a_none == "accept", seed
-        assert n_est <= n_none, seed
-        fa_estimate += a_est == "accept"
-        pairs_power += n_power
-        pairs_estimate += n_est
-    alpha = math.exp(-none.lambda_accept)
-    assert fa_estimate / 200 <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / 200)
-    assert pairs_estimate < 0.9 * pairs_power, (pairs_estimate, pairs_power)
-    for seed in range(25):
-        for points in (5.0, 10.0):
-            a_none, _, _ = _gate(none, 2000 + seed, points)
-            a_est, _, _ = _gate(estimate, 2000 + seed, points)
-            assert a_est != "accept" or a_none == "accept"
+    _only_rejects_and_saves_null_pairs(_gate, "estimate", cheaper_than="power", ratio=0.9)
 
 
 def test_estimate_futility_is_power_until_futility_min_n_pairs() -> None:
@@ -220,27 +227,9 @@ def test_soft_estimate_accepts_only_where_none_accepts_and_stops_null_edits_soon
                                              seed=seed, soft_k=4.0)
         return verdict.action, n, verdict.reason
 
-    none = GateParams(futility="none")
-    estimate = dataclasses.replace(none, futility="estimate")
-    soft = dataclasses.replace(none, futility="soft_estimate")
-    pairs_estimate = pairs_soft = fa_soft = 0
-    for seed in range(200):
-        a_none, n_none, _ = soft_gate(none, seed, 0.0)
-        a_est, n_est, _ = soft_gate(estimate, seed, 0.0)
-        a_soft, n_soft, _ = soft_gate(soft, seed, 0.0)
-        assert a_soft != "accept" or a_none == "accept", seed
-        assert n_soft <= n_none, seed
-        fa_soft += a_soft == "accept"
-        pairs_estimate += n_est
-        pairs_soft += n_soft
-    alpha = math.exp(-none.lambda_accept)
-    assert fa_soft / 200 <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / 200)
-    assert pairs_soft < 0.85 * pairs_estimate, (pairs_soft, pairs_estimate)
-    for seed in range(25):
-        for points in (5.0, 10.0):
-            a_none, _, _ = soft_gate(none, 2000 + seed, points)
-            a_soft, _, _ = soft_gate(soft, 2000 + seed, points)
-            assert a_soft != "accept" or a_none == "accept"
+    _only_rejects_and_saves_null_pairs(soft_gate, "soft_estimate", cheaper_than="estimate", ratio=0.85)
+    estimate = GateParams(futility="estimate")
+    soft = dataclasses.replace(estimate, futility="soft_estimate")
     for seed in range(20):  # no soft scores: the same gate as `estimate`
         got_est, got_soft = _gate(estimate, seed, 0.0), _gate(soft, seed, 0.0)
         assert got_est[:2] == got_soft[:2] and got_soft[2].replace("soft_estimate", "estimate") == got_est[2]
