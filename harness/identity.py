@@ -9,6 +9,8 @@ Run ids of training (`<run_name>` is `train.run_name`):
   <run_name>_e<E>_<task_type>_slowA         probation anchor re-run
   <run_name>_e<E>_holdout_<sv>_<pv>         per-epoch held-out evaluation
   <run_name>_holdout_<which>                final held-out evaluation
+  <run_name>_certify_<arm>                  the delivery certificate's rollouts (arm: base, or a candidate's label)
+  compare_<tag>_<arm>                       `stages.compare`'s rollouts
   <run_name>_eval_<pool>_<sv>_<pv>          an evaluation of one pool
 
 No leak (seed 000 §10): the ladder's p̂ is never fed by a run id containing
@@ -33,6 +35,8 @@ SLOW_R_INDEX = 2000  # slow update R: SLOW_R_INDEX * E (R2: + 1)
 HOLDOUT_INDEX = 3_000_000
 PROBATION_ANCHOR_INDEX = 4_000_000  # + E: the anchor version's fresh sample for an e-process settlement
 EVAL_INDEX = 4_000_000  # Runner.eval of a pool
+CERTIFY_INDEX = 5_000_000  # the delivery certificate: + pair number (fresh samples, never the held-out's)
+COMPARE_INDEX = 6_000_000  # stages.compare: + 10**6 * (--seed) + pair number
 GATE_SAMPLE_BASE = 10_000_000  # gates: GATE_SAMPLE_BASE + hash(run id) % 10**6 * 100, ~1e7..1.1e8
 PROBE_INDEX_BASE = 1 << 40  # Harness² probes inside training: far above every range above
 
@@ -88,6 +92,10 @@ def eval_run_id(run_name: str, pool: str, skills_version: str, prompts_version: 
     return f"{run_name}_eval_{pool}_{skills_version}_{prompts_version}"
 
 
+def certify_run_id(run_name: str, arm: str) -> str:
+    return f"{run_name}_certify_{arm}"
+
+
 def is_gate_run(run_id: str) -> bool:
     return GATE_MARK in run_id
 
@@ -98,9 +106,11 @@ def is_step_run(run_id: str, run_name: str, epoch: int) -> bool:
 
 
 def run_kind(run_id: str) -> str:
-    """gate | slow_r2 | slow_r0 | slow_r | slow_anchor | holdout | step."""
+    """gate | slow_r2 | slow_r0 | slow_r | slow_anchor | holdout | certify | step."""
     if is_gate_run(run_id):
         return "gate"
+    if "_certify_" in run_id:
+        return "certify"
     for suffix, kind in (("_slowR2", "slow_r2"), ("_slowR0", "slow_r0"), ("_slowR", "slow_r"), ("_slowA", "slow_anchor")):
         if run_id.endswith(suffix):
             return kind
@@ -115,7 +125,7 @@ def epoch_of_run(run_id: str) -> int | None:
 
 # What a training run's rollouts were for, in the order reports stack them (`run_purpose`).
 PURPOSES = ("training batch", "gate screen", "gate", "Harness² probe", "slow-update validation", "per-epoch held-out",
-            "other")
+            "certificate", "other")
 _SLOW_RUN = re.compile(r"_e\d+_(slowR\d?|[^_].*_slowA)$")
 _STEP_RUN = re.compile(r"_e\d+_s\d+$")
 
@@ -126,6 +136,8 @@ def run_purpose(run_id: str) -> str:
         return "gate screen" if run_id.endswith("_screen") else "gate"
     if "_h2_" in run_id:
         return "Harness² probe"
+    if "_certify_" in run_id:
+        return "certificate"
     if _SLOW_RUN.search(run_id):
         return "slow-update validation"
     if re.search(r"_e\d+_holdout_", run_id):

@@ -1,6 +1,6 @@
-"""holdout: deliver the best harness and evaluate it on the test pool (four-way held-out).
+"""holdout: deliver what the certify stage chose, with its certificate, and evaluate it on the test pool.
 
-    python -m stages.holdout --final state/e3/slow --pools data/pools.json --out state/holdout
+    python -m stages.holdout --final state/e3/slow --certify state/certify --pools data/pools.json --out state/holdout
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ LOCATIONS = ()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser("holdout", "Deliver the best harness and evaluate it on the test pool.")
+    parser = stage_parser("holdout", "Deliver the certified harness and evaluate it on the test pool.")
     parser.add_argument("--final", required=True, type=Path, help="state after the last epoch")
+    parser.add_argument("--certify", required=True, type=Path, help="the certify stage's output (what is delivered)")
     parser.add_argument("--pools", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     def call(ctx, cfg) -> None:
         from harness.loop.stages.holdout import stage_holdout
 
-        stage_holdout(ctx, args.final, args.pools, args.out)
+        stage_holdout(ctx, args.final, args.pools, args.out, args.certify)
 
     return run_stage("holdout", args, call, params=PARAMS, locations=LOCATIONS, out=args.out)
 

@@ -215,6 +215,22 @@ class ImproveConfig:
 
 
 @dataclass
+class CertifyConfig:
+    """The delivery certificate (harness/kernel/certificate.py; docs/kernel.md "Two kinds of evidence")."""
+
+    alpha: float = 0.05  # P(certified and truly not better than the reference) <= alpha
+    max_pairs: int = 300  # pair budget of one attempt (2 rollouts a pair)
+    block_size: int = 20  # pairs between looks
+    margin: float = 0.0  # 0: certify "better"; > 0: "not worse by more than margin" (non-inferiority)
+    useful_fraction: float = 0.5  # after certifying, sample on until the lower bound >= this share of the estimate
+    flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
+    min_type_pairs: int = 5  # ... with at least this many pairs
+    fallbacks: int = 2  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start
+    fallback_share: float = 0.2  # share of alpha the fallbacks split (the final harness gets the rest)
+    reference: Optional[str] = None  # a harness directory to certify against instead of the starting harness
+
+
+@dataclass
 class RootConfig:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -225,6 +241,7 @@ class RootConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     improve: ImproveConfig = field(default_factory=ImproveConfig)
+    certify: CertifyConfig = field(default_factory=CertifyConfig)
     quiet: bool = False
 
 

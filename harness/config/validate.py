@@ -451,10 +451,31 @@ def _validate_data_sizes(cfg: DictConfig) -> list[Violation]:
     return []
 
 
+def _validate_certify(cfg: DictConfig) -> list[Violation]:
+    """The certificate's own checks (kernel CertifyParams.check) plus the keys the stage adds."""
+    from harness.kernel.certificate import CertifyParams
+
+    c = _Checker(cfg)
+    if _get(cfg, "certify") is _UNSET:
+        return []
+    keys = ("alpha", "max_pairs", "block_size", "margin", "useful_fraction", "flag_drop", "min_type_pairs")
+    values = {k: _get(cfg, f"certify.{k}") for k in keys}
+    if all(v is not _UNSET for v in values.values()):
+        for key, value, rule in CertifyParams(**values).check():  # type: ignore[arg-type]
+            c.add(key, value, rule)
+    c.check("certify.fallbacks", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10,
+            "must be an integer in [0, 10]")
+    c.check("certify.fallback_share", lambda v: _is_number(v) and 0 < v < 1, "must be a number in (0, 1)")
+    c.check("certify.reference", lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
+            "must be null or a harness directory")
+    return c.violations
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Run the four layers of seed 000 §3 (plus the unknown-key check and, for benchmark=jsonl, the sizes
     against the questions file); raise one ConfigError listing all."""
     violations = unknown_keys(cfg) + _validate(cfg) + _validate_edit_budget(cfg) + _validate_minibatch(cfg) + _validate_gate(cfg)
+    violations += _validate_certify(cfg)
     violations += location_violations(cfg)  # output paths and the tracking URI
     if not violations:
         violations = _validate_data_sizes(cfg)

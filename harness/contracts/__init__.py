@@ -12,4 +12,5 @@ plain data types (harness.tree, harness.kernel.types).
 - evolution.py    diagnoser, editor and momentum reply formats (`FORMAT:` names, headings, parsers)
 - harness2.py     Harness² editor file blocks, selector / reflector / judge replies, rollout blocks
 - answers.py      the solver's answer extractor (real-model answers)
+- certificate.py  the certificate file of training's delivery and of `stages.compare` (one format, one writer)
 """

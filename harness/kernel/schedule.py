@@ -6,7 +6,7 @@ in-process runner (harness/loop/runner.py), `StatePaths` and the telemetry
 all call these functions. Pure: paths are strings relative to the project
 root, built from `state_dir`.
 
-    prepare → pools → [batches@e → (rollout@e.s → evolve@e.s → gate@e.s)* → slow@e]* → holdout
+    prepare → pools → [batches@e → (rollout@e.s → evolve@e.s → gate@e.s)* → slow@e]* → certify → holdout
 
 Step 1 of epoch 1 starts from `<state>/init`, step S>1 from the previous
 step's gate output, step 1 of epoch E>1 from the previous epoch's slow update.
@@ -32,7 +32,7 @@ def steps_per_epoch(diagnosis_size: int, batch_size: int) -> int:
 class StageItem:
     """One stage invocation of the unrolled loop."""
 
-    kind: str  # prepare | pools | batches | rollout | evolve | gate | slow | holdout
+    kind: str  # prepare | pools | batches | rollout | evolve | gate | slow | certify | holdout
     epoch: int = 0
     step: int = 0
 
@@ -58,6 +58,7 @@ def full_schedule(epochs: int, n_steps: int) -> list[StageItem]:
         for step in range(1, n_steps + 1):
             items += [StageItem(kind, epoch, step) for kind in STEP_KINDS]
         items.append(StageItem("slow", epoch))
+    items.append(StageItem("certify"))
     items.append(StageItem("holdout"))
     return items
 
@@ -78,6 +79,10 @@ class StateLayout:
     @property
     def init(self) -> str:
         return self._at("init")
+
+    @property
+    def certify(self) -> str:
+        return self._at("certify")
 
     @property
     def holdout(self) -> str:

@@ -27,6 +27,7 @@ from harness.loop.checkpoint import check_resume, config_fingerprint, load_check
 from harness.loop.context import StageContext, make_context
 from harness.loop.documents import to_json
 from harness.loop.stages.batches import stage_batches
+from harness.loop.stages.certify import stage_certify
 from harness.loop.stages.evolve import stage_evolve
 from harness.loop.stages.gate import stage_gate
 from harness.loop.stages.holdout import read_holdout, stage_holdout
@@ -72,8 +73,10 @@ def run_stage_item(ctx: StageContext, item: StageItem) -> None:
         stage_gate(ctx, e, s, paths.prev_of_step(e, s), paths.rollout(e, s), paths.evolve(e, s), paths.gate(e, s))
     elif item.kind == "slow":
         stage_slow(ctx, e, paths.gate(e, n_steps), [paths.rollout(e, k) for k in range(1, n_steps + 1)], paths.slow(e))
+    elif item.kind == "certify":
+        stage_certify(ctx, paths.slow(int(ctx.cfg.train.epochs)), paths.pools, paths.certify)
     elif item.kind == "holdout":
-        stage_holdout(ctx, paths.slow(int(ctx.cfg.train.epochs)), paths.pools, paths.holdout)
+        stage_holdout(ctx, paths.slow(int(ctx.cfg.train.epochs)), paths.pools, paths.holdout, paths.certify)
     else:
         raise ValueError(f"unknown stage kind {item.kind!r}")
 

@@ -251,6 +251,10 @@ class StatePaths:
         return self.root / self.layout.slow(epoch)
 
     @property
+    def certify(self) -> Path:
+        return self.root / self.layout.certify
+
+    @property
     def holdout(self) -> Path:
         return self.root / self.layout.holdout
 
@@ -272,6 +276,8 @@ class StatePaths:
             return self.root / self.layout.of_step(item.kind, item.epoch, item.step)
         if item.kind == "slow":
             return self.slow(item.epoch)
+        if item.kind == "certify":
+            return self.certify
         if item.kind == "holdout":
             return self.holdout
         raise ValueError(f"unknown stage kind {item.kind!r}")

@@ -63,10 +63,11 @@ from typing import Any, Optional, Protocol
 from harness.bench.soft import round_gate_value
 from harness.identity import GATE_MARK
 from harness.kernel.baseline_cache import BaselineRow, BaselineValue
+from harness.kernel.engine import run_gate
 from harness.kernel.gate import InfraRule, gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
 from harness.kernel.rules import rule_for
-from harness.kernel.types import GateParams, GateVerdict, PairResult
+from harness.kernel.types import BlockItem, GateParams, GateVerdict, PairResult
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -213,8 +214,6 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
     gate_run_prefix, workspace_dir, baseline_cache, prompts_version = r.gate_run_prefix, r.workspace_dir, r.baseline_cache, r.prompts_version
     epoch, step, known_baseline, informing_samples = r.epoch, r.step, r.known_baseline, r.informing_samples
     planner = plan
-    seen_idx: set[int] = set()
-    baseline_so_far: list[Optional[bool]] = []
     bets_on_values = rule_for(params).weighted  # the betting e-process uses a soft value itself, the others its rounding
 
     base_hash = skill_hash(baseline_tree.get(skill_file, ""))
@@ -228,19 +227,13 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
         cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
         if cand_view != candidate_tree:
             raise RuntimeError(f"gate {gate_run_prefix}: candidate tree changed on its way through {cand_dir}")
-        b = -1
-        while True:
-            block = planner.next_block(baseline_so_far)
-            if block is None:
-                raise RuntimeError(f"gate {gate_run_prefix}: the plan ran out before a terminal decision")
-            b += 1
-            final = planner.final
+        def decide(pairs: Sequence[PairResult], final: bool) -> GateVerdict:
+            return gate_decision(pairs, params, final=final)
+
+        async def sample_block(block: list[BlockItem], b: int) -> list[PairResult]:
             missing = sorted({it.qid for it in block} - set(questions))
             if missing:
                 raise KeyError(f"gate {gate_run_prefix}: plan names unknown qids {missing[:5]}")
-            if seen_idx & {it.sample_index for it in block}:
-                raise ValueError(f"gate {gate_run_prefix}: the plan reuses a sample index; every slot needs a fresh sample")
-            seen_idx |= {it.sample_index for it in block}
             informing = {**(informing_samples or {})}
             for q, v in planner.informing_samples().items():
                 informing[q] = frozenset(informing.get(q, ())) | frozenset(v)
@@ -281,22 +274,20 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)
             out.rollouts += len(block)
-            # -- 3. pairing, INFRA guard across all blocks so far (inside gate_decision), decision
+            # -- 3. pairing (the INFRA guard and the decision run in `decide`, over all blocks so far)
             base_out, cand_out = gate_outcomes(baseline, slots), gate_outcomes(cand, slots)
-            baseline_so_far.extend(base_out)  # the adaptive ladder re-ranks on baseline outcomes only
             block_pairs = pair_block(block, base_out, cand_out, informing_samples=informing,
                                      baseline_values=soft_values(baseline) if bets_on_values else None,
                                      candidate_values=soft_values(cand) if bets_on_values else None,
                                      baseline_soft=soft_scores(baseline), candidate_soft=soft_scores(cand))
-            out.pairs.extend(block_pairs)
             for item, outcome in zip(block, cand_out):
                 if outcome is not None:
                     out.candidate_correctness[item.qid] = outcome
-            # -- 4. the decision sees every whole block so far; the last block's decision is terminal
-            verdict = gate_decision(out.pairs, params, final=final)
+            return block_pairs
+
+        def on_block(b: int, block_pairs: Sequence[PairResult], verdict: GateVerdict) -> None:
+            # -- 4. evidence rows; only the terminal block's rows carry a stop reason
             terminal = verdict.action != "continue"
-            if final and not terminal:
-                raise RuntimeError(f"gate rule returned 'continue' on the final block of {gate_run_prefix}")
             seq0 = len(out.evidence)
             for k, p in enumerate(block_pairs):
                 out.evidence.append(dict(
@@ -305,11 +296,12 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                     sign=p.sign, log_e=verdict.log_e, log_lr_dir=verdict.log_lr_dir, action=verdict.action,
                     stop_reason=(verdict.reason or verdict.action) if terminal else None,
                 ))
+            out.pairs.extend(block_pairs)
             out.blocks = b + 1
             out.verdict = verdict
-            if terminal:
-                out.action = verdict.action
-                break
+
+        run = await run_gate(planner, sample_block, decide, on_block=on_block, label=f"gate {gate_run_prefix}")
+        out.action = run.decision.action
         if baseline_cache is not None and params.baseline_reuse == "unaccepted" and out.action != "reject":
             baseline_cache.retire(task_type, base_hash, prompts_version)  # an installing gate looked at them
         return out

@@ -1,4 +1,4 @@
-"""holdout: deliver the best harness and evaluate base and delivered on the test pool -> HoldoutDoc (holdout.json)."""
+"""holdout: deliver what the certify stage chose and evaluate base and delivered on the test pool -> HoldoutDoc (holdout.json)."""
 
 from __future__ import annotations
 
@@ -16,21 +16,27 @@ from harness.loop.context import StageContext
 from harness.loop.documents import HOLDOUT, DeliveredDoc, HoldoutDoc, read_document, to_json, write_document
 from harness.loop.observation import write_holdout_eval
 from harness.loop.persistence import read_pools
-from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, mark_done, read_lineage, require_done
+from harness.contracts.certificate import write_certificate
+from harness.loop.stages.certify import DELIVERED, read_delivery
+from harness.loop.state import RUNLOG, WORKSPACE, StateError, fresh_output, mark_done, read_lineage, require_done
+from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
 
 
-def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) -> None:
-    """Deliver best (its tree under out/delivered) and evaluate base and delivered on the test pool."""
+def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, certify: Path) -> None:
+    """Deliver what `certify` chose (its tree under out/delivered, its certificate beside it) and evaluate base and
+    delivered on the test pool."""
     prev = require_done(Path(final_state), "final state")
+    certificate, sv, pv = read_delivery(Path(certify))
     out_dir = fresh_output(Path(out))
     ws = prev / WORKSPACE
     best = wsp.read_best(ws)
-    m = wsp.read_manifest(ws)
-    sv, pv = (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version)
     delivered = wsp.harness_view(ws, sv, pv)
+    if delivered.fingerprint != HarnessTree.load(Path(certify) / DELIVERED).fingerprint:
+        raise StateError(f"{certify}/{DELIVERED} is not the workspace's {sv}/{pv}: re-run the certify stage")
     delivered.save(out_dir / "delivered")
+    write_certificate(out_dir, certificate)
     p = read_pools(Path(pools))
     qs = ctx.questions()
     log = HarnessLog(out_dir / RUNLOG)
@@ -53,7 +59,8 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
     lineage = read_lineage(prev)
     result = HoldoutDoc(
         delivered=DeliveredDoc(skills_version=sv, prompts_version=pv, fingerprint=delivered.fingerprint,
-                               val_acc=best.val_acc if best else None, best_epoch=best.epoch if best else None),
+                               val_acc=best.val_acc if best and (best.skills, best.prompts) == (sv, pv) else None,
+                               best_epoch=best.epoch if best and (best.skills, best.prompts) == (sv, pv) else None),
         test={r["which"]: r["hard_acc"] for r in rows}, n_test=len(p["test"]),
         stopped_early=lineage.stopped, stop_reason=lineage.stop_reason)
     write_document(out_dir / HOLDOUT, result)

@@ -1,0 +1,255 @@
+"""The delivery certificate: an anytime-valid paired test that one harness beats another on a population.
+
+The second kind of evidence (DESIGN §5 "Two kinds of evidence"): per-edit decisions are cheap, what ships is
+certified. Each slot t asks a question I_t drawn uniformly at random, with replacement, from the certified
+population (the test pool: no selection ever looked at it), with a fresh sample index, of both harnesses:
+
+    Z_t = C_t - B_t in [-1, 1],    E[Z_t | past] = Delta,
+
+Delta = the candidate's expected accuracy gain on the population (infra failures imputed against the candidate:
+Z only gets smaller, so the certificate stays valid whatever causes them).
+
+For a null mean m, K_t(m) = mean_k prod_{s <= t} (1 + lam_k (Z_s - m)) with fixed bets 0 < lam_k <= BET_MAX is a
+nonnegative supermartingale whenever Delta <= m (Ville: P(sup_t K_t(Delta) >= 1 / alpha) <= alpha, under any
+stopping rule). Hence, at level alpha:
+
+- **certified** when K_t(-margin) >= 1 / alpha at some look: P(certified | Delta <= -margin) <= alpha
+  (margin 0: "better"; margin > 0: non-inferiority, "not worse by more than margin");
+- **lower confidence bound**: K_t(m) decreases in m, so {m : K_t(m) < 1 / alpha} = (L_t, M_MAX]; the running
+  maximum LCB_t = max_{s <= t} L_s satisfies P(exists t: Delta < LCB_t) <= alpha, so sampling may go on after the
+  crossing until the bound is useful (`useful_fraction`) without losing validity;
+- **upper confidence bound** (the mirror bets, lam < 0) for the stop "cannot certify": once UCB_t <= -margin the
+  test ends not certified (stopping only ever refuses, so it cannot raise the false-certification rate).
+
+L_t is found on a grid of m (step GRID_STEP) and rounded DOWN to it (the UCB up): the reported bounds are never
+tighter than the exact ones. Per-task-type estimates are fixed-n means with a normal interval: indicative, not
+anytime-valid; a type whose estimate is below -flag_drop is flagged.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from harness.kernel.types import BlockItem, PairResult
+
+__all__ = [
+    "BETS",
+    "UniformDraws",
+    "CertifyParams",
+    "CertifyLook",
+    "TypeEstimate",
+    "certify_decision",
+    "certify_look",
+    "confidence_bounds",
+    "per_type_estimates",
+]
+
+# fixed bets of the mixture (the same for every m: K_t(m) is then monotone in m). 0.5 is the Kelly bet of a +15-point
+# gain at discordance 0.3 (a delivered harness); 0.1 keeps the lower bound tight once m nears the estimate
+BETS = (0.1, 0.2, 0.5)
+M_MAX = 0.9  # largest null mean on the grid: 1 + lam (z - m) >= 1 - 0.5 * 1.9 > 0 for every z in [-1, 1]
+GRID_STEP = 0.0025  # bounds are reported on this grid (a quarter of a point), rounded outward
+_GRID = np.round(np.arange(-M_MAX, M_MAX + GRID_STEP / 2, GRID_STEP), 6)
+
+
+@dataclass(frozen=True)
+class CertifyParams:
+    """The certificate's settings (`certify.*`)."""
+
+    alpha: float = 0.05  # level: P(certified and truly not better) <= alpha
+    max_pairs: int = 300  # pair budget (2 rollouts a pair)
+    block_size: int = 20  # pairs between looks
+    margin: float = 0.0  # 0: superiority; > 0: non-inferiority by this much (accuracy scale)
+    useful_fraction: float = 0.5  # after certifying, keep sampling until LCB >= this share of the estimate
+    flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
+    min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
+
+    def check(self) -> list[tuple[str, object, str]]:
+        """(key, value, rule) of every broken rule; empty when valid."""
+        bad: list[tuple[str, object, str]] = []
+        if not (isinstance(self.alpha, float) and 0.0 < self.alpha < 0.5):
+            bad.append(("certify.alpha", self.alpha, "must be a float in (0, 0.5)"))
+        if isinstance(self.max_pairs, bool) or not isinstance(self.max_pairs, int) or self.max_pairs < 1:
+            bad.append(("certify.max_pairs", self.max_pairs, "must be an integer >= 1"))
+        if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
+            bad.append(("certify.block_size", self.block_size, "must be an integer >= 1"))
+        elif isinstance(self.max_pairs, int) and self.block_size > self.max_pairs:
+            bad.append(("certify.block_size", self.block_size, f"must be <= certify.max_pairs = {self.max_pairs}"))
+        if not (isinstance(self.margin, (int, float)) and 0.0 <= self.margin < M_MAX):
+            bad.append(("certify.margin", self.margin, f"must be a number in [0, {M_MAX})"))
+        if not (isinstance(self.useful_fraction, (int, float)) and 0.0 <= self.useful_fraction < 1.0):
+            bad.append(("certify.useful_fraction", self.useful_fraction, "must be a number in [0, 1)"))
+        if not (isinstance(self.flag_drop, (int, float)) and self.flag_drop >= 0.0):
+            bad.append(("certify.flag_drop", self.flag_drop, "must be a number >= 0"))
+        if isinstance(self.min_type_pairs, bool) or not isinstance(self.min_type_pairs, int) or self.min_type_pairs < 1:
+            bad.append(("certify.min_type_pairs", self.min_type_pairs, "must be an integer >= 1"))
+        return bad
+
+
+class UniformDraws:
+    """The certificate's plan (a `BlockPlanner`): every slot an independent uniform draw from `qids` (with
+    replacement) with the fresh sample index `first_index + t`, blocks of `block_size`, `max_pairs` slots in all.
+    Seeded: the same (qids, seed, first_index) give the same slots."""
+
+    def __init__(self, qids: Sequence[str], *, max_pairs: int, block_size: int, seed: int, first_index: int):
+        if not qids:
+            raise ValueError("certificate: empty population")
+        self._qids = sorted(set(qids))
+        self._rng = random.Random(f"certify|{seed}|{first_index}")
+        self._max, self._block, self._first = int(max_pairs), int(block_size), int(first_index)
+        self._issued = 0
+
+    @property
+    def final(self) -> bool:
+        return self._issued >= self._max
+
+    def next_block(self, baseline_outcomes_so_far: Sequence[Optional[bool]] = ()) -> Optional[list[BlockItem]]:
+        if self._issued >= self._max:
+            return None
+        n = min(self._block, self._max - self._issued)
+        block = [BlockItem(self._rng.choice(self._qids), self._first + self._issued + k) for k in range(n)]
+        self._issued += n
+        return block
+
+    def informing_samples(self) -> dict[str, frozenset[int]]:
+        return {}
+
+
+def differences(pairs: Sequence[PairResult]) -> np.ndarray:
+    """Z_t = C_t - B_t per pair, an infra pair imputed against the candidate (-1)."""
+    return np.array([-1.0 if p.infra else float(bool(p.candidate)) - float(bool(p.baseline)) for p in pairs], dtype=float)
+
+
+def _log_wealth(z: np.ndarray, m: np.ndarray, bets: np.ndarray) -> np.ndarray:
+    """log mean_k prod_{s <= t} (1 + bets_k (z_s - m_j)): shape (len(m), T)."""
+    x = z[None, :, None] - m[:, None, None]  # (M, T, 1)
+    logs = np.cumsum(np.log1p(x * bets[None, None, :]), axis=1)  # (M, T, K)
+    top = logs.max(axis=2)
+    return top + np.log(np.mean(np.exp(logs - top[..., None]), axis=2))
+
+
+def confidence_bounds(z: Sequence[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(LCB_t, UCB_t) after every pair: running-intersection anytime-valid bounds on Delta at level alpha each,
+    on the grid (rounded outward); -1 / +1 before any evidence."""
+    zz = np.asarray(z, dtype=float)
+    if zz.size == 0:
+        return np.zeros(0), np.zeros(0)
+    if np.any(np.abs(zz) > 1.0):
+        raise ValueError("certificate: paired differences must lie in [-1, 1]")
+    threshold = math.log(1.0 / alpha)
+    bets = np.asarray(BETS, dtype=float)
+    lower = _log_wealth(zz, _GRID, bets) >= threshold  # (M, T): m rejected from below
+    upper = _log_wealth(zz, _GRID, -bets) >= threshold  # m rejected from above
+    # L_t = the largest grid m rejected from below such that all smaller m are too (monotone: the count of rejected m)
+    n_low = lower.sum(axis=0)  # rejected m are a prefix of the grid
+    lcb = np.where(n_low > 0, _GRID[np.maximum(n_low - 1, 0)], -1.0)
+    n_up = upper.sum(axis=0)  # rejected m are a suffix of the grid
+    ucb = np.where(n_up > 0, _GRID[np.minimum(len(_GRID) - n_up, len(_GRID) - 1)], 1.0)
+    return np.maximum.accumulate(lcb), np.minimum.accumulate(ucb)
+
+
+@dataclass(frozen=True)
+class TypeEstimate:
+    task_type: str
+    pairs: int
+    estimate: float
+    ci_low: float  # normal 95 % interval, fixed-n: indicative only
+    ci_high: float
+    flagged: bool
+
+
+def per_type_estimates(pairs: Sequence[PairResult], task_type_of: Mapping[str, str], params: CertifyParams) -> list[TypeEstimate]:
+    """Mean paired difference per task type (infra against the candidate), sorted by task type."""
+    by_type: dict[str, list[float]] = {}
+    for p, zi in zip(pairs, differences(pairs)):
+        by_type.setdefault(task_type_of[p.qid], []).append(float(zi))
+    out = []
+    for task_type in sorted(by_type):
+        values = np.asarray(by_type[task_type])
+        n = len(values)
+        mean = float(values.mean())
+        half = 1.96 * float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else 2.0
+        out.append(TypeEstimate(task_type, n, mean, max(-1.0, mean - half), min(1.0, mean + half),
+                                flagged=n >= params.min_type_pairs and mean < -params.flag_drop))
+    return out
+
+
+@dataclass(frozen=True)
+class CertifyLook:
+    """The certificate's statistics after the pairs so far."""
+
+    pairs: int
+    wins: int
+    losses: int
+    ties: int
+    infra: int
+    estimate: float  # mean of Z (unbiased for Delta)
+    lower_bound: float  # anytime-valid LCB at level alpha
+    upper_bound: float  # anytime-valid UCB at level alpha
+    log_e: float  # log K_t(-margin) at the last pair
+    log_e_max: float  # its running maximum (certified iff >= threshold)
+    threshold: float  # log(1 / alpha)
+    certified: bool
+    crossed_at: Optional[int]  # pairs at the first crossing
+
+
+def certify_look(pairs: Sequence[PairResult], params: CertifyParams) -> CertifyLook:
+    z = differences(pairs)
+    threshold = math.log(1.0 / params.alpha)
+    wins = sum(p.sign > 0 for p in pairs)
+    losses = sum(p.sign < 0 for p in pairs)
+    infra = sum(p.infra for p in pairs)
+    if z.size == 0:
+        return CertifyLook(0, 0, 0, 0, 0, 0.0, -1.0, 1.0, 0.0, 0.0, threshold, False, None)
+    path = _log_wealth(z, np.array([-float(params.margin)]), np.asarray(BETS, dtype=float))[0]
+    crossed = np.flatnonzero(path >= threshold)
+    lcb, ucb = confidence_bounds(z, params.alpha)
+    return CertifyLook(
+        pairs=len(pairs), wins=wins, losses=losses, ties=len(pairs) - wins - losses - infra, infra=infra,
+        estimate=float(z.mean()), lower_bound=float(lcb[-1]), upper_bound=float(ucb[-1]),
+        log_e=float(path[-1]), log_e_max=float(path.max()), threshold=threshold,
+        certified=bool(crossed.size), crossed_at=int(crossed[0]) + 1 if crossed.size else None,
+    )
+
+
+@dataclass(frozen=True)
+class CertifyDecision:
+    """`action`: continue | certified | not_certified; `reason` says why it stopped."""
+
+    action: str
+    reason: str
+    look: CertifyLook = field(repr=False)
+
+
+def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, final: bool) -> CertifyDecision:
+    """The certificate's stop rule at a look (every rule only decides when to stop; validity is Ville's).
+
+    - certified and LCB >= useful_fraction x estimate (the bound is useful) -> certified;
+    - UCB <= -margin (the candidate cannot be certified at this level) -> not_certified;
+    - the pair budget is spent (`final`, or max_pairs reached) -> certified iff the e-process crossed.
+    """
+    look = certify_look(pairs, params)
+    final = final or look.pairs >= params.max_pairs
+    what = "not worse by more than %.3f" % params.margin if params.margin > 0 else "better"
+    if look.certified and look.lower_bound >= params.useful_fraction * look.estimate:
+        return CertifyDecision("certified", f"certified {what}: log E reached {look.log_e_max:.2f} >= {look.threshold:.2f} "
+                                            f"after {look.crossed_at} pairs; lower bound {look.lower_bound:+.4f} is "
+                                            f">= {params.useful_fraction:g} x estimate {look.estimate:+.4f}", look)
+    if not look.certified and look.upper_bound <= -params.margin:
+        return CertifyDecision("not_certified", f"not certified: the upper bound {look.upper_bound:+.4f} on the gain is "
+                                                f"<= {-params.margin:+.4f} after {look.pairs} pairs", look)
+    if final:
+        if look.certified:
+            return CertifyDecision("certified", f"certified {what}: log E reached {look.log_e_max:.2f} >= "
+                                                f"{look.threshold:.2f} after {look.crossed_at} pairs; budget of "
+                                                f"{look.pairs} pairs spent (lower bound {look.lower_bound:+.4f})", look)
+        return CertifyDecision("not_certified", f"not certified: log E peaked at {look.log_e_max:.2f} < {look.threshold:.2f} "
+                                                f"in the budget of {look.pairs} pairs (estimate {look.estimate:+.4f}, "
+                                                f"bounds [{look.lower_bound:+.4f}, {look.upper_bound:+.4f}])", look)
+    return CertifyDecision("continue", "no stop", look)

@@ -1,0 +1,116 @@
+"""certify: the delivery certificate (DESIGN §5 "Two kinds of evidence") -> certificate.json + delivered/.
+
+The training's best pointer ("final") is certified against the starting harness (or `certify.reference`) on the
+test pool, with fresh sample indices: no selection ever looked at those questions. Not certified -> the best
+pointers of earlier epochs are tried (up to `certify.fallbacks`, each at its share of alpha), else the starting
+harness is delivered. The choice and its evidence are the certificate; holdout evaluates what is delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from harness import workspace as wsp
+from harness.contracts.certificate import Certificate, write_certificate
+from harness.identity import CERTIFY_INDEX, certify_run_id
+from harness.kernel.certificate import CertifyParams
+from harness.log import HarnessLog
+from harness.loop import rollouts as ro
+from harness.loop.certify import Contender, arm_slug, run_certificate
+from harness.loop.context import StageContext
+from harness.loop.persistence import read_pools
+from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, is_done, mark_done, require_done
+from harness.tree import HarnessTree
+
+progress = logging.getLogger("harness.progress")
+DELIVERED = "delivered"
+BASE = "base"
+
+
+def certify_params(cfg: Any) -> CertifyParams:
+    """CertifyParams from the `certify` config group (checked at config load, harness/config/validate.py)."""
+    c = cfg.certify
+    return CertifyParams(alpha=float(c.alpha), max_pairs=int(c.max_pairs), block_size=int(c.block_size), margin=float(c.margin),
+                         useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs))
+
+
+def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
+    """The best pointer of the last epoch ("final"), then those of earlier epochs, newest first, each distinct from
+    the ones before it and from the starting harness, up to `n_fallbacks` of them."""
+    ws = final_state / WORKSPACE
+    seen = {("v0", "v0")}
+    out: list[Contender] = []
+    m = wsp.read_manifest(ws)
+    best = wsp.read_best(ws)
+    sv, pv = (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version)
+    out.append(Contender("final", wsp.harness_view(ws, sv, pv), sv, pv))
+    seen.add((sv, pv))
+    epochs = int(ctx.cfg.train.epochs)
+    for e in range(epochs - 1, 0, -1):
+        if len(out) > n_fallbacks:
+            break
+        earlier = ctx.paths.slow(e)
+        if not is_done(earlier):
+            continue
+        b = wsp.read_best(earlier / WORKSPACE)
+        if b is None or (b.skills, b.prompts) in seen:
+            continue
+        seen.add((b.skills, b.prompts))
+        out.append(Contender(f"epoch {e}", wsp.harness_view(ws, b.skills, b.prompts), b.skills, b.prompts))
+    return out
+
+
+def stage_certify(ctx: StageContext, final_state: Path, pools: Path, out: Path) -> Certificate:
+    """Certify the training's delivery (see the module doc); writes out/certificate.json and out/delivered/."""
+    prev = require_done(Path(final_state), "final state")
+    out_dir = fresh_output(Path(out))
+    ws = prev / WORKSPACE
+    params = certify_params(ctx.cfg)
+    start = Contender(BASE, wsp.harness_view(ws, "v0", "v0"), "v0", "v0")
+    reference = ctx.cfg.certify.reference
+    baseline = start
+    if reference is not None:
+        path = Path(str(reference))
+        path = path if path.is_absolute() else ctx.root / path
+        baseline = Contender("reference", HarnessTree.load(path), path=str(reference))
+    candidates = training_candidates(ctx, prev, int(ctx.cfg.certify.fallbacks))
+    test = read_pools(Path(pools))["test"]
+    log = HarnessLog(out_dir / RUNLOG)
+    try:
+        for arm in [BASE] + [c.label for c in candidates]:
+            log.record_run(certify_run_id(ctx.run_name, arm_slug(arm)), "certify")
+        certificate = asyncio.run(run_certificate(
+            candidates, baseline, qids=test, questions=ctx.questions(), rollout=ro.rollout_fn(ctx, log), params=params,
+            fallback_share=float(ctx.cfg.certify.fallback_share), run_id=lambda arm: certify_run_id(ctx.run_name, arm),
+            seed=int(ctx.cfg.train.seed), first_index=CERTIFY_INDEX, pool="test", otherwise=start))
+    finally:
+        log.close()
+    chosen = certificate.chosen
+    delivered = next(c for c in candidates if c.label == chosen.label) if chosen else start
+    delivered.tree.save(out_dir / DELIVERED)
+    write_certificate(out_dir, certificate)
+    mark_done(out_dir, {"stage": "certify", "certified": certificate.certified, "delivered": certificate.delivered,
+                        "skills_version": delivered.skills_version, "prompts_version": delivered.prompts_version},
+              spend=ctx.take_spend())
+    (progress.info if certificate.certified else progress.warning)("[certify] %s", certificate.summary)
+    for row in (chosen.per_task_type if chosen else []):
+        if row.flagged:
+            progress.warning("[certify] task type %r: estimate %+.1f pts on %d pairs (below -%.1f): check its skill file",
+                             row.task_type, 100 * row.estimate, row.pairs, 100 * params.flag_drop)
+    return certificate
+
+
+def read_delivery(certify_dir: Path) -> tuple[Certificate, str, str]:
+    """(certificate, skills version, prompts version) of what a finished certify stage delivers."""
+    from harness.contracts.certificate import read_certificate
+
+    certificate = read_certificate(require_done(Path(certify_dir), "certify"))
+    chosen = certificate.chosen
+    if chosen is None:
+        return certificate, "v0", "v0"
+    if chosen.skills_version is None or chosen.prompts_version is None:
+        raise ValueError(f"{certify_dir}: the delivered attempt {chosen.label!r} names no workspace versions")
+    return certificate, chosen.skills_version, chosen.prompts_version
