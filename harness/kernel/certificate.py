@@ -75,11 +75,12 @@ class CertifyParams:
         bad: list[tuple[str, object, str]] = []
         if not (isinstance(self.alpha, float) and 0.0 < self.alpha < 0.5):
             bad.append(("certify.alpha", self.alpha, "must be a float in (0, 0.5)"))
-        if isinstance(self.max_pairs, bool) or not isinstance(self.max_pairs, int) or self.max_pairs < 1:
+        pairs_ok = not isinstance(self.max_pairs, bool) and isinstance(self.max_pairs, int) and self.max_pairs >= 1
+        if not pairs_ok:
             bad.append(("certify.max_pairs", self.max_pairs, "must be an integer >= 1"))
         if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
             bad.append(("certify.block_size", self.block_size, "must be an integer >= 1"))
-        elif isinstance(self.max_pairs, int) and self.block_size > self.max_pairs:
+        elif pairs_ok and self.block_size > self.max_pairs:
             bad.append(("certify.block_size", self.block_size, f"must be <= certify.max_pairs = {self.max_pairs}"))
         if not (isinstance(self.margin, (int, float)) and 0.0 <= self.margin < M_MAX):
             bad.append(("certify.margin", self.margin, f"must be a number in [0, {M_MAX})"))

@@ -9,8 +9,8 @@ from harness.kernel.schedule import StageItem, StateLayout, epoch_items, full_sc
 def test_full_schedule_order_and_names():
     names = [i.name for i in full_schedule(2, 2)]
     assert names[:6] == ["prepare", "pools", "batches@e1", "rollout@e1.s1", "evolve@e1.s1", "gate@e1.s1"]
-    assert names[-3:] == ["gate@e2.s2", "slow@e2", "holdout"]
-    assert len(names) == 2 + 2 * (1 + 2 * 3 + 1) + 1
+    assert names[-4:] == ["gate@e2.s2", "slow@e2", "certify", "holdout"]
+    assert len(names) == 2 + 2 * (1 + 2 * 3 + 1) + 2
     with pytest.raises(ValueError, match="train.epochs"):
         full_schedule(0, 2)
     with pytest.raises(ValueError, match="steps_per_epoch"):

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness import workspace as wsp
 from harness.bench.soft import mixed_score
+from harness.contracts.certificate import write_certificate
 from harness.identity import HOLDOUT_INDEX, holdout_run_id
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
@@ -16,7 +17,6 @@ from harness.loop.context import StageContext
 from harness.loop.documents import HOLDOUT, DeliveredDoc, HoldoutDoc, read_document, to_json, write_document
 from harness.loop.observation import write_holdout_eval
 from harness.loop.persistence import read_pools
-from harness.contracts.certificate import write_certificate
 from harness.loop.stages.certify import DELIVERED, read_delivery
 from harness.loop.state import RUNLOG, WORKSPACE, StateError, fresh_output, mark_done, read_lineage, require_done
 from harness.tree import HarnessTree

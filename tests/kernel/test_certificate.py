@@ -1,0 +1,207 @@
+"""The delivery certificate (harness/kernel/certificate.py): validity in worlds it was not tuned on, bounds, stop rule.
+
+Tolerances: rates are checked against alpha + 3 standard errors of the simulated rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.kernel.certificate import (
+    BETS,
+    GRID_STEP,
+    CertifyParams,
+    UniformDraws,
+    _log_wealth,
+    certify_decision,
+    confidence_bounds,
+    differences,
+    per_type_estimates,
+)
+from harness.kernel.types import PairResult
+
+
+def _world(rng: np.random.Generator, n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-question accuracies (p baseline, q candidate) of a population of n questions."""
+    p = rng.beta(2, 2, size=n)
+    if kind == "strong_null":  # same harness
+        return p, p.copy()
+    if kind == "tradeoff_null":  # helps hard questions, hurts easy ones, population gain exactly 0
+        up = np.where(p < 0.5, 0.3 * (1 - p), 0.0)
+        down = np.where(p >= 0.5, p, 0.0)
+        q = p + up - down * (up.sum() / down.sum())
+        return p, np.clip(q, 0, 1)
+    if kind == "harmful":
+        return p, np.clip(p - 0.03, 0, 1)
+    if kind == "few_types_skewed":  # 3 strata of very different size and accuracy, zero total gain
+        p = np.concatenate([np.full(n // 10, 0.9), np.full(n // 3, 0.2), np.full(n - n // 10 - n // 3, 0.6)])
+        q = p.copy()
+        q[: n // 10] -= 0.2
+        q[n // 10: n // 10 + n // 3] += 0.2 * (n // 10) / (n // 3)
+        return p, q
+    raise ValueError(kind)
+
+
+def _draw(rng: np.random.Generator, p: np.ndarray, q: np.ndarray, t: int, coupling: float) -> np.ndarray:
+    """t paired differences C - B on uniform draws; with probability `coupling` the two arms share their uniform."""
+    idx = rng.integers(0, len(p), size=t)
+    u_b, u_c = rng.random(t), rng.random(t)
+    shared = rng.random(t) < coupling
+    u_c = np.where(shared, u_b, u_c)
+    return (u_c < q[idx]).astype(float) - (u_b < p[idx]).astype(float)
+
+
+@pytest.mark.parametrize("kind,n,coupling", [
+    ("strong_null", 60, 0.0), ("tradeoff_null", 120, 0.0), ("tradeoff_null", 40, 0.74), ("harmful", 200, 0.5),
+    ("few_types_skewed", 90, 0.0),
+])
+def test_false_certification_rate_is_at_most_alpha_under_optional_stopping(kind, n, coupling):
+    rng = np.random.default_rng(hash((kind, n, coupling)) % 2**32)
+    alpha, runs, horizon = 0.05, 3000, 400
+    p, q = _world(rng, n, kind)
+    assert q.mean() - p.mean() <= 1e-9  # every world here is a null: the candidate is not better
+    z = np.stack([_draw(rng, p, q, horizon, coupling) for _ in range(runs)])
+    # the e-process at m = 0, looked at after EVERY pair (a superset of any block schedule); vectorised over runs,
+    # cross-checked against the production function on a few of them
+    bets = np.asarray(BETS)
+    logs = np.cumsum(np.log1p(z[..., None] * bets), axis=1)
+    log_k = np.log(np.mean(np.exp(logs), axis=2))
+    for row in (0, 1, runs - 1):
+        assert np.allclose(log_k[row], _log_wealth(z[row], np.array([0.0]), bets)[0])
+    rate = float(np.mean(log_k.max(axis=1) >= math.log(1 / alpha)))
+    se = math.sqrt(alpha * (1 - alpha) / runs)
+    assert rate <= alpha + 3 * se, f"{kind}: false certification {rate:.4f} > {alpha} + 3 SE"
+
+
+@pytest.mark.parametrize("gain,coupling", [(0.0, 0.0), (0.08, 0.0), (0.2, 0.5), (-0.1, 0.0)])
+def test_lower_and_upper_bounds_cover_the_true_gain_at_every_time(gain, coupling):
+    """The bounds miss Delta at some time iff the e-process at the grid point next to Delta crossed (K_t(m) is monotone
+    in m): the rate is measured on that path over many runs, and the equivalence on the production bounds of a few."""
+    rng = np.random.default_rng(int(1000 * gain) % 97 + 5)
+    alpha, runs, horizon = 0.05, 3000, 300
+    p = rng.beta(2, 2, size=150)
+    q = np.clip(p + gain, 0, 1)
+    delta = float(q.mean() - p.mean())
+    grid = np.round(np.arange(-0.9, 0.9 + GRID_STEP / 2, GRID_STEP), 6)
+    g_up, g_down = grid[grid >= delta - 1e-12].min(), grid[grid <= delta + 1e-12].max()
+    z = np.stack([_draw(rng, p, q, horizon, coupling) for _ in range(runs)])
+    bets, threshold = np.asarray(BETS), math.log(1 / alpha)
+    low = np.log(np.mean(np.exp(np.cumsum(np.log1p((z[..., None] - g_up) * bets), axis=1)), axis=2)) >= threshold
+    high = np.log(np.mean(np.exp(np.cumsum(np.log1p(-(z[..., None] - g_down) * bets), axis=1)), axis=2)) >= threshold
+    for row in range(25):  # the production bounds miss exactly when these paths cross
+        lcb, ucb = confidence_bounds(z[row], alpha)
+        assert bool(np.any(lcb >= g_up)) == bool(low[row].any())
+        assert bool(np.any(ucb <= g_down)) == bool(high[row].any())
+        assert np.all(np.diff(lcb) >= 0) and np.all(np.diff(ucb) <= 0)  # running intersection
+    se = math.sqrt(alpha * (1 - alpha) / runs)
+    assert low.any(axis=1).mean() <= alpha + 3 * se
+    assert high.any(axis=1).mean() <= alpha + 3 * se
+
+
+def test_grid_bound_is_never_tighter_than_the_exact_inversion():
+    rng = np.random.default_rng(3)
+    z = _draw(rng, np.full(50, 0.5), np.full(50, 0.7), 200, 0.0)
+    lcb, ucb = confidence_bounds(z, 0.05)
+    threshold = math.log(20)
+    for t in (19, 99, 199):
+        lo, hi = -0.9, 0.9  # bisection on the exact (monotone) wealth at time t
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if _log_wealth(z[: t + 1], np.array([mid]), np.asarray(BETS))[0][-1] >= threshold:
+                lo = mid
+            else:
+                hi = mid
+        exact = lo
+        assert lcb[t] <= max(exact, lcb[max(t - 1, 0)]) + 1e-9  # the running max may carry an earlier, larger L_s
+        assert exact - lcb[t] <= GRID_STEP + 1e-9 or lcb[t] >= exact - GRID_STEP  # at most one grid step looser
+    assert ucb[-1] >= lcb[-1]
+
+
+def _pairs(z: np.ndarray, qids: list[str]) -> list[PairResult]:
+    out = []
+    for k, zi in enumerate(z):
+        base, cand = {1.0: (False, True), -1.0: (True, False), 0.0: (True, True)}[float(zi)]
+        out.append(PairResult(qids[k % len(qids)], base, cand, sample_index=k))
+    return out
+
+
+def test_decision_certifies_a_large_gain_then_samples_on_until_the_bound_is_useful():
+    rng = np.random.default_rng(11)
+    params = CertifyParams(alpha=0.05, max_pairs=600, block_size=20, useful_fraction=0.5)
+    z = _draw(rng, np.full(100, 0.5), np.full(100, 0.75), 600, 0.0)
+    pairs = _pairs(z, [f"q{i}" for i in range(100)])
+    first_cross = None
+    for n in range(20, 601, 20):
+        d = certify_decision(pairs[:n], params, final=n == 600)
+        if d.look.certified and first_cross is None:
+            first_cross = n
+        if d.action != "continue":
+            break
+    assert d.action == "certified"
+    assert d.look.lower_bound >= 0.5 * d.look.estimate > 0
+    assert first_cross is not None and n >= first_cross
+
+
+def test_decision_stops_not_certified_when_the_upper_bound_falls_below_zero():
+    rng = np.random.default_rng(12)
+    params = CertifyParams(alpha=0.05, max_pairs=2000, block_size=20)
+    z = _draw(rng, np.full(100, 0.6), np.full(100, 0.35), 2000, 0.0)
+    pairs = _pairs(z, [f"q{i}" for i in range(100)])
+    for n in range(20, 2001, 20):
+        d = certify_decision(pairs[:n], params, final=n == 2000)
+        if d.action != "continue":
+            break
+    assert d.action == "not_certified" and n < 2000 and d.look.upper_bound <= 0
+    assert "upper bound" in d.reason
+
+
+def test_budget_end_gives_a_terminal_decision_and_infra_counts_against_the_candidate():
+    params = CertifyParams(alpha=0.05, max_pairs=40, block_size=20)
+    pairs = [PairResult(f"q{k}", True, None, sample_index=k) for k in range(40)]
+    assert differences(pairs).tolist() == [-1.0] * 40
+    d = certify_decision(pairs, params, final=False)  # max_pairs reached: final whatever the caller says
+    assert d.action == "not_certified"
+
+
+def test_non_inferiority_certifies_an_equal_harness_that_superiority_refuses():
+    rng = np.random.default_rng(5)
+    z = _draw(rng, np.full(80, 0.6), np.full(80, 0.6), 300, 0.9)  # same accuracy, strongly coupled arms
+    pairs = _pairs(z, [f"q{i}" for i in range(80)])
+    sup = certify_decision(pairs, CertifyParams(max_pairs=300), final=True)
+    noninf = certify_decision(pairs, CertifyParams(max_pairs=300, margin=0.05), final=True)
+    assert sup.action == "not_certified" and noninf.action == "certified"
+
+
+def test_uniform_draws_are_seeded_fresh_and_cover_the_population():
+    qids = [f"q{i}" for i in range(30)]
+    a = UniformDraws(qids, max_pairs=50, block_size=20, seed=1, first_index=5_000_000)
+    b = UniformDraws(list(reversed(qids)), max_pairs=50, block_size=20, seed=1, first_index=5_000_000)
+    blocks_a = [a.next_block() for _ in range(3)]
+    assert a.final and a.next_block() is None
+    assert [len(x) for x in blocks_a] == [20, 20, 10]
+    assert blocks_a == [b.next_block() for _ in range(3)]
+    indices = [it.sample_index for blk in blocks_a for it in blk]
+    assert indices == list(range(5_000_000, 5_000_050))
+    c = UniformDraws(qids, max_pairs=50, block_size=20, seed=2, first_index=5_000_000)
+    assert [it.qid for it in c.next_block()] != [it.qid for it in blocks_a[0]]
+
+
+def test_per_type_estimates_flag_a_type_that_lost_more_than_the_drop():
+    params = CertifyParams(flag_drop=0.02, min_type_pairs=5)
+    pairs = ([PairResult("a1", False, True, sample_index=k) for k in range(10)]
+             + [PairResult("b1", True, False, sample_index=100 + k) for k in range(3)]
+             + [PairResult("b2", True, True, sample_index=200 + k) for k in range(7)]
+             + [PairResult("c1", True, False, sample_index=300 + k) for k in range(2)])
+    rows = {r.task_type: r for r in per_type_estimates(pairs, {"a1": "A", "b1": "B", "b2": "B", "c1": "C"}, params)}
+    assert rows["A"].estimate == 1.0 and not rows["A"].flagged
+    assert rows["B"].estimate == pytest.approx(-0.3) and rows["B"].flagged and rows["B"].pairs == 10
+    assert rows["C"].estimate == -1.0 and not rows["C"].flagged  # 2 pairs: too few to flag
+
+
+def test_params_check_names_each_bad_key():
+    bad = CertifyParams(alpha=0.7, max_pairs=0, block_size=5, margin=-0.1, useful_fraction=1.0).check()
+    assert {k for k, _, _ in bad} == {"certify.alpha", "certify.max_pairs", "certify.margin", "certify.useful_fraction"}
+    assert CertifyParams().check() == []
