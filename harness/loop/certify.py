@@ -25,7 +25,7 @@ from harness.kernel.certificate import CertifyDecision, CertifyParams, UniformDr
 from harness.kernel.engine import run_gate
 from harness.kernel.gate import pair_block
 from harness.kernel.types import BlockItem, PairResult
-from harness.loop.validate import RolloutFn
+from harness.loop.validate import InfraFailureError, RolloutFn
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -35,7 +35,7 @@ INFRA_MAX_SHARE = 0.2  # more failed pairs than this share: the server, not the 
 INFRA_MIN_PAIRS = 20
 
 
-class CertifyInfraError(RuntimeError):
+class CertifyInfraError(InfraFailureError):
     """Too many infrastructure failures for the certificate to be evidence about the harnesses."""
 
 
@@ -163,9 +163,33 @@ async def run_certificate(
     elif all(a.decision == "skipped" for a in attempts):
         summary = f"not certified: nothing to certify (no candidate differs from {baseline.label}); delivering {fallback}"
     else:
-        summary = f"not certified at alpha {params.alpha:g}: {attempts[0].reason}; delivering {fallback}"
+        tried = [a for a in attempts if a.decision != "skipped"]
+        why = tried[0].reason.removeprefix("not certified: ")
+        more = f" ({len(tried) - 1} earlier checkpoint(s) not certified either)" if len(tried) > 1 else ""
+        summary = f"not certified at alpha {params.alpha:g}: {why}{more}; delivering {fallback}"
     flagged = sorted({t.task_type for t in (chosen.per_task_type if chosen else []) if t.flagged})
     return Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
                        kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population_of(pool, qids),
                        baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
                        attempts=attempts, rollouts=total, flagged_task_types=flagged)
+
+
+def certificate_metrics(certificate: Certificate) -> dict[str, float | None]:
+    """The certificate as MLflow metrics (`certify_*`, `certify/<task type>` estimates); None where unknown."""
+    chosen = certificate.chosen or (certificate.attempts[0] if certificate.attempts else None)
+    out: dict[str, float | None] = {
+        "certify_certified": float(certificate.certified), "certify_alpha": certificate.alpha,
+        "certify_rollouts": float(certificate.rollouts), "certify_attempts": float(len(certificate.attempts)),
+        "certify_flagged_task_types": float(len(certificate.flagged_task_types)),
+    }
+    if chosen is not None:
+        out.update({"certify_pairs": float(chosen.pairs), "certify_estimate": chosen.estimate,
+                    "certify_lower_bound": chosen.lower_bound, "certify_upper_bound": chosen.upper_bound,
+                    "certify_width": chosen.width, "certify_log_e": chosen.log_e})
+        out.update({f"certify_type/{row.task_type}": row.estimate for row in chosen.per_task_type})
+    return out
+
+
+def certificate_tags(certificate: Certificate) -> dict[str, str]:
+    return {"harness.certified": str(certificate.certified).lower(), "harness.delivered": certificate.delivered,
+            "harness.certificate": certificate.summary[:4000]}
