@@ -27,6 +27,8 @@ logger = logging.getLogger("harness.tree")
 # Files that are never part of a harness (editor caches, OS litter).
 IGNORED_PARTS = frozenset({"__pycache__", ".DS_Store", ".pytest_cache", ".ipynb_checkpoints"})
 IGNORED_SUFFIXES = (".pyc", ".pyo", ".tmp")
+# the certificate exported beside a harness (harness/contracts/certificate.py) is evidence about it, never part of it
+CERTIFICATE_NAME = "certificate.json"
 
 
 class TreePathError(ValueError):
@@ -55,7 +57,7 @@ def check_relative_path(path: str) -> str:
 
 def is_ignored(path: str) -> bool:
     parts = path.split("/")
-    return any(p in IGNORED_PARTS for p in parts) or path.endswith(IGNORED_SUFFIXES)
+    return any(p in IGNORED_PARTS for p in parts) or path.endswith(IGNORED_SUFFIXES) or path == CERTIFICATE_NAME
 
 
 @dataclass(frozen=True)

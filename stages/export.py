@@ -3,6 +3,8 @@
     python -m stages.export --to DIR [--surface native|codex|opencode] [--from DELIVERED] [--force]
     python -m stages.export --seed DIR [--from DELIVERED]     # a seed: the next run starts there (train.init_seed=DIR)
 
+The certificate the run delivered the harness with (`certificate.json` beside `--from`) is copied into the
+exported directory (`--to`); a harness tree never reads it as one of its files.
 `--from` is the holdout stage's delivered tree (default: `<train.state_dir>/holdout/delivered` of
 params.yaml, i.e. the `dvc repro` run; after `python -m stages.train` pass
 `runs/<run_name>/<time>/state/holdout/delivered`). `--surface` defaults to `benchmark.harness_surface`
@@ -57,6 +59,24 @@ def _write_seed(source: Path, seed_dir: Path) -> int:
     return 0
 
 
+def _copy_certificate(source: Path, target: Path) -> None:
+    """Copy the certificate beside `source` (the holdout stage's) into `target`, saying what it certifies."""
+    from harness.atomic import atomic_write_bytes
+    from harness.contracts.certificate import CERTIFICATE_FILE, CertificateError, read_certificate
+
+    path = source.parent / CERTIFICATE_FILE
+    if not path.is_file():
+        print(f"note: no {CERTIFICATE_FILE} beside {source}: exported without a certificate")
+        return
+    try:
+        certificate = read_certificate(path)
+    except CertificateError as exc:
+        sys.stderr.write(f"warning: {exc}; exported without a certificate\n")
+        return
+    atomic_write_bytes(target / CERTIFICATE_FILE, path.read_bytes())
+    print(f"certificate: {certificate.summary} -> {target / CERTIFICATE_FILE}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stages.export", description=__doc__.splitlines()[0])
     target = parser.add_mutually_exclusive_group(required=True)
@@ -92,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if verdict.ok and verdict.tree is not None:
         tree = verdict.tree  # with the auto-trigger lines the surface needs (e.g. skills listed in AGENTS.md)
     tree.save(args.to)
+    _copy_certificate(args.source, args.to)
     added = f"; {len(verdict.auto_added)} trigger line(s) added" if verdict.auto_added else ""
     print(f"exported {len(tree)} files of {args.source} as a {surface} harness ({surface_origin}) to {args.to}{added}")
     if not verdict.ok:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.atomic import atomic_write_text
+from harness.tree import CERTIFICATE_NAME
 
-CERTIFICATE_FILE = "certificate.json"
+CERTIFICATE_FILE = CERTIFICATE_NAME  # at a harness root it is ignored by HarnessTree.load
 CERTIFICATE_FORMAT = "harness-trainer/certificate@1"
 
 

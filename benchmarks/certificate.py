@@ -1,0 +1,240 @@
+"""The delivery certificate on the simulated world, through the product's code path (issue 26 item 3).
+
+    python benchmarks/certificate.py                  # ~300 certificates over 6 world shapes
+    python benchmarks/certificate.py --runs-per-cell 5 --jobs 2 --out /tmp/cert.md
+
+Each run: a world (seed, task types, questions per type), a population (a random subset of its questions, the
+size of a test pool), a candidate harness built from the world's own rules, and one `run_certificate` (the
+function training's certify stage and stages.compare call, sim provider, real prompts and parsers) of the
+candidate against the base harness. The oracle gives the true gain Delta on the population. Candidates:
+
+- null: neutral rules added to every skill file (Delta ~ 0, either sign);
+- harmful: a trap added to one task type's skill file;
+- hidden: an insight for one small task type and a trap for a larger one, Delta <= 0 (aggregates hide regressions);
+- helpful: insights added to every task type with one (Delta > 0: power, cost, bound coverage and width).
+
+Reported per world and overall: P(certified | Delta <= 0) (must be <= alpha), P(certified and Delta < 0), the
+share of runs whose lower bound exceeds Delta (must be <= alpha), power, pairs and rollouts, mean width
+(estimate - lower bound) and lower bound / Delta. Writes reports/benchmarks/certificate.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# (label, n_task_types, questions_per_type, population size): the default world, a small-data world of the size a
+# real user has, a 3-task-type world of ~120 questions, and skewed ones the product was not tuned on
+WORLDS = [
+    ("default 11x60, pop 330", 11, 60, 330),
+    ("quick 4x45, pop 60", 4, 45, 60),
+    ("3 types x40, pop 40", 3, 40, 40),
+    ("3 types x40, pop 120", 3, 40, 120),
+    ("6 types x30, pop 90", 6, 30, 90),
+    ("11 types x20, pop 220", 11, 20, 220),
+]
+KINDS = ("null", "harmful", "hidden", "helpful")
+
+
+def _config(n_types: int, per_type: int, seed: int) -> Any:
+    from harness.config.load import load_config
+
+    n = n_types * per_type
+    third = max(n // 3, n_types)
+    return load_config([f"benchmark.seed={seed}", f"benchmark.n_task_types={n_types}", f"benchmark.questions_per_type={per_type}",
+                        f"pools.test_size={third}", f"pools.val_size={third}", f"pools.diagnosis_size={n - 2 * third}",
+                        f"pools.eval_min_per_class={max(1, third // n_types)}", f"batching.batch_size={max(2, (n - 2 * third) // 2)}",
+                        "batching.min_class_per_batch=1", "tracking=none", "train.epochs=1"], env_file=None, environ={})
+
+
+def _candidate(world: Any, base: Any, kind: str, rng: random.Random) -> Any:
+    from harness.contracts.solver import resolve_skill_file
+    from harness.tree import HarnessTree
+
+    files = {p: base[p] for p in base}
+    types = list(world.task_type_names)
+
+    def add(task_type: str, text: str) -> None:
+        path = resolve_skill_file(base, task_type)
+        files[path] = files[path].rstrip("\n") + f"\n- {text}\n"
+
+    if kind == "null":
+        for t in types:
+            neutral = world.rules_of(t, "neutral")
+            if neutral:
+                add(t, rng.choice(neutral).text)
+    elif kind == "harmful":
+        t = rng.choice([t for t in types if world.rules_of(t, "trap")])
+        add(t, world.rules_of(t, "trap")[0].text)
+    elif kind == "hidden":
+        with_insight = [t for t in types if world.rules_of(t, "insight")]
+        small = rng.choice(with_insight)
+        add(small, world.rules_of(small, "insight")[0].text)
+        for t in rng.sample(types, k=max(1, len(types) // 2)):
+            if t != small and world.rules_of(t, "trap"):
+                add(t, world.rules_of(t, "trap")[0].text)
+    elif kind == "helpful":
+        for t in types:
+            insight = world.rules_of(t, "insight")
+            if insight:
+                add(t, rng.choice(insight).text)
+    else:
+        raise ValueError(kind)
+    return HarnessTree(files)
+
+
+def run_one(job: dict) -> dict:
+    from harness.compose import build_benchmark, build_provider
+    from harness.identity import CERTIFY_INDEX
+    from harness.log import HarnessLog
+    from harness.loop import rollouts as ro
+    from harness.loop.certify import Contender, run_certificate
+    from harness.loop.context import make_context
+    from harness.loop.stages.certify import certify_params
+    from harness.sim.oracle import Oracle
+
+    label, n_types, per_type, pop = job["world"]
+    seed, kind = job["seed"], job["kind"]
+    root = Path(tempfile.mkdtemp(prefix="cert_bench_"))
+    cfg = _config(n_types, per_type, seed)
+    bench = build_benchmark(cfg.benchmark, root)
+    world = bench.world
+    ctx = make_context(cfg, root, llm=build_provider(cfg.llm, world=world), bench=bench)
+    rng = random.Random(f"{seed}|{kind}|{label}")
+    base = world.base_harness()
+    candidate = _candidate(world, base, kind, rng)
+    qids = rng.sample(sorted(q.qid for q in world.questions), k=min(pop, len(world.questions)))
+    oracle = Oracle(world)
+    delta = oracle.expected_accuracy(candidate, qids) - oracle.expected_accuracy(base, qids)
+    types = {q: world.question(q).task_type for q in qids}
+    true_by_type = {}
+    for t in sorted(set(types.values())):
+        tq = [q for q in qids if types[q] == t]
+        true_by_type[t] = oracle.expected_accuracy(candidate, tq) - oracle.expected_accuracy(base, tq)
+    log = HarnessLog(root / "runlog.sqlite")
+    started = time.monotonic()
+    try:
+        for arm in ("base", "candidate"):
+            log.record_run(f"bench_certify_{arm}", "certify")
+        cert = asyncio.run(run_certificate([Contender("candidate", candidate)], Contender("base", base), qids=qids,
+                                           questions={q.qid: q for q in world.questions}, rollout=ro.rollout_fn(ctx, log),
+                                           params=certify_params(cfg), fallback_share=0.2,
+                                           run_id=lambda arm: f"bench_certify_{arm}", seed=seed, first_index=CERTIFY_INDEX,
+                                           pool="bench"))
+    finally:
+        log.close()
+    a = cert.attempts[0]
+    worst_type = min(true_by_type.values())
+    flagged = {r.task_type for r in a.per_task_type if r.flagged}
+    return {"world": label, "seed": seed, "kind": kind, "delta": delta, "certified": cert.certified, "pairs": a.pairs,
+            "rollouts": a.rollouts, "crossed_at": a.crossed_at, "estimate": a.estimate, "lower_bound": a.lower_bound, "upper_bound": a.upper_bound,
+            "worst_type_delta": worst_type, "types_worse_2pts": sorted(t for t, d in true_by_type.items() if d < -0.02),
+            "flagged": sorted(flagged), "wall_s": time.monotonic() - started}
+
+
+def _rate(hits: int, n: int) -> str:
+    if n == 0:
+        return "n/a"
+    p = hits / n
+    return f"{p:.3f} ± {math.sqrt(max(p * (1 - p), 1e-12) / n):.3f} ({hits}/{n})"
+
+
+def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[str, dict]:
+    lines = ["# Delivery certificate on the simulated world", "",
+             f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min. "
+             f"alpha = {alpha}; each run is one `run_certificate` (the certify stage's and stages.compare's engine) of a "
+             "candidate built from the world's rules against the base harness, on a random population of the world's "
+             "questions; Delta = the oracle's true gain on that population.", "",
+             "| world | candidates | runs | Delta <= 0 | certified given Delta <= 0 | certified and Delta < 0 | "
+             "LCB > Delta | power (Delta > +3 pts) | mean pairs | mean pairs to the crossing (certified runs) | mean rollouts | "
+             "mean width (pts) | mean LCB / Delta |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    summary: dict[str, Any] = {"alpha": alpha, "worlds": {}}
+    groups = [(w, [r for r in runs if r["world"] == w]) for w in dict.fromkeys(r["world"] for r in runs)]
+    groups.append(("all worlds", runs))
+    for name, rs in groups:
+        null = [r for r in rs if r["delta"] <= 0]
+        worse = [r for r in rs if r["delta"] < 0 and r["certified"]]
+        miss = [r for r in rs if r["lower_bound"] is not None and r["lower_bound"] > r["delta"]]
+        big = [r for r in rs if r["delta"] > 0.03]
+        cert = [r for r in rs if r["certified"] and r["delta"] > 0]
+        width = [100 * (r["estimate"] - r["lower_bound"]) for r in cert]
+        ratio = [r["lower_bound"] / r["delta"] for r in cert]
+        row = {"runs": len(rs), "null": len(null), "certified_null": sum(r["certified"] for r in null),
+               "certified_worse": len(worse), "lcb_above_delta": len(miss), "power_n": len(big),
+               "power_hits": sum(r["certified"] for r in big), "mean_pairs": statistics.mean(r["pairs"] for r in rs),
+               "mean_rollouts": statistics.mean(r["rollouts"] for r in rs),
+               "mean_width_pts": statistics.mean(width) if width else None,
+               "mean_lcb_over_delta": statistics.mean(ratio) if ratio else None}
+        summary["worlds"][name] = row
+        kinds = ", ".join(sorted({r["kind"] for r in rs}))
+        width_cell = "n/a" if not width else f"{statistics.mean(width):.1f}"
+        crossed = [r["crossed_at"] for r in rs if r["certified"] and r["crossed_at"] is not None]
+        crossed_cell = "n/a" if not crossed else f"{statistics.mean(crossed):.0f}"
+        ratio_cell = "n/a" if not ratio else f"{statistics.mean(ratio):.2f}"
+        lines.append(f"| {name} | {kinds} | {len(rs)} | {len(null)} | {_rate(row['certified_null'], len(null))} | "
+                     f"{_rate(len(worse), len(rs))} | {_rate(len(miss), len(rs))} | {_rate(row['power_hits'], len(big))} | "
+                     f"{row['mean_pairs']:.0f} | {crossed_cell} | {row['mean_rollouts']:.0f} | {width_cell} | {ratio_cell} |")
+    # per kind, all worlds
+    lines += ["", "## By candidate kind (all worlds)", "",
+              "| kind | runs | mean Delta (pts) | certified | mean pairs | runs with a task type truly worse by > 2 pts | of those, flagged |",
+              "|---|---|---|---|---|---|---|"]
+    for kind in KINDS:
+        rs = [r for r in runs if r["kind"] == kind]
+        if not rs:
+            continue
+        worse_type = [r for r in rs if r["types_worse_2pts"]]
+        caught = [r for r in worse_type if set(r["flagged"]) & set(r["types_worse_2pts"])]
+        lines.append(f"| {kind} | {len(rs)} | {100 * statistics.mean(r['delta'] for r in rs):+.1f} | "
+                     f"{_rate(sum(r['certified'] for r in rs), len(rs))} | {statistics.mean(r['pairs'] for r in rs):.0f} | "
+                     f"{len(worse_type)} | {len(caught)} |")
+    all_row = summary["worlds"]["all worlds"]
+    lines += ["", "## Targets (issue 26 item 3)", "",
+              f"- certified when Delta <= 0, over all worlds: {_rate(all_row['certified_null'], all_row['null'])} "
+              f"(target <= alpha = {alpha}; refuses in {1 - all_row['certified_null'] / max(all_row['null'], 1):.1%}, target >= 95 %)",
+              f"- lower bound above the true gain: {_rate(all_row['lcb_above_delta'], all_row['runs'])} (target <= alpha)",
+              f"- mean width of certified bounds (estimate - lower bound): {all_row['mean_width_pts']} pts; "
+              f"lower bound / true gain: {all_row['mean_lcb_over_delta']}"]
+    return "\n".join(lines) + "\n", summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs-per-cell", type=int, default=12, help="seeds per (world, candidate kind)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "certificate.md")
+    args = ap.parse_args(argv)
+    jobs = [{"world": w, "seed": 100 + s, "kind": k} for w in WORLDS for k in KINDS for s in range(args.runs_per_cell)]
+    started = time.monotonic()
+    with mp.get_context("spawn").Pool(args.jobs) as pool:
+        runs = []
+        for i, r in enumerate(pool.imap_unordered(run_one, jobs), 1):
+            runs.append(r)
+            if i % 20 == 0 or i == len(jobs):
+                print(f"[certificate] {i}/{len(jobs)} runs, {time.monotonic() - started:.0f} s", flush=True)
+    runs.sort(key=lambda r: (r["world"], r["kind"], r["seed"]))
+    cmd = "python benchmarks/certificate.py" + (f" --runs-per-cell {args.runs_per_cell}" if args.runs_per_cell != 12 else "")
+    text, summary = summarize(runs, 0.05, cmd, time.monotonic() - started)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=1) + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
