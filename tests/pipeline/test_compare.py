@@ -1,0 +1,105 @@
+"""`python -m stages.compare` end to end on the simulated world: exit codes, the certificate file, one MLflow run.
+
+The candidates are built from the world's own rules, so their true effect is known (the oracle): insights in every
+skill file help by ~+12 points, a trap per skill file hurts by ~-13. The engine's validity is tested in
+tests/kernel/test_certificate.py; here the command's contract.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.contracts.certificate import read_certificate
+from harness.contracts.solver import resolve_skill_file
+from harness.tree import HarnessTree
+from tests.pipeline.support import REPO_ROOT, env
+
+SMALL = ("benchmark.n_task_types=4", "benchmark.questions_per_type=30", "pools.test_size=30", "pools.val_size=40",
+         "pools.diagnosis_size=50", "pools.eval_min_per_class=10", "batching.batch_size=25")
+
+
+def _trees(tmp_path: Path) -> dict[str, Path]:
+    from harness.compose import build_benchmark
+    from harness.config.load import load_config
+    from harness.sim.oracle import Oracle
+
+    cfg = load_config(list(SMALL), env_file=None, environ={})
+    world = build_benchmark(cfg.benchmark, tmp_path).world
+    base = world.base_harness()
+    variants = {"good": dict(base.items()), "bad": dict(base.items())}
+    for t in world.task_type_names:
+        path = resolve_skill_file(base, t)
+        for name, kind in (("good", "insight"), ("bad", "trap")):
+            rules = world.rules_of(t, kind)
+            if rules and rules[0].text not in variants[name][path]:
+                variants[name][path] = variants[name][path].rstrip("\n") + f"\n- {rules[0].text}\n"
+    oracle = Oracle(world)
+    out = {"base": tmp_path / "base"}
+    base.save(out["base"])
+    for name, files in variants.items():
+        tree = HarnessTree(files)
+        tree.save(tmp_path / name)
+        out[name] = tmp_path / name
+        effect = oracle.expected_accuracy(tree) - oracle.expected_accuracy(base)
+        assert (effect > 0.05) if name == "good" else (effect < -0.05), (name, effect)
+    return out
+
+
+def _compare(tmp_path: Path, *args: str, tracking_uri: str | None = None) -> subprocess.CompletedProcess:
+    overrides = list(SMALL) + ([f"tracking.tracking_uri={tracking_uri}"] if tracking_uri else [])
+    return subprocess.run([sys.executable, "-m", "stages.compare", *args, *overrides], cwd=REPO_ROOT, env=env(),
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+def test_compare_certifies_a_helpful_change_and_refuses_a_harmful_one(tmp_path, mlflow_db):
+    trees = _trees(tmp_path)
+    uri = f"sqlite:///{mlflow_db}"
+    good = _compare(tmp_path, "--candidate", str(trees["good"]), "--baseline", str(trees["base"]), "--out", str(tmp_path / "g"),
+                    tracking_uri=uri)
+    assert good.returncode == 0, good.stderr[-3000:]
+    assert "certified better than baseline" in good.stdout
+    cert = read_certificate(tmp_path / "g")
+    attempt = cert.attempts[0]
+    assert cert.certified and cert.delivered == "candidate" and cert.population["pool"] == "all"
+    assert 0 < attempt.lower_bound <= attempt.estimate <= attempt.upper_bound
+    assert attempt.rollouts == 2 * attempt.pairs and attempt.pairs <= 300
+    assert "pairs" in good.stderr and "log E" in good.stderr  # the live progress lines
+
+    bad = _compare(tmp_path, "--candidate", str(trees["bad"]), "--baseline", str(trees["base"]), "--out", str(tmp_path / "b"),
+                   "--no-tracking")
+    assert bad.returncode == 1, bad.stderr[-3000:]
+    cert = read_certificate(tmp_path / "b")
+    assert not cert.certified and cert.delivered == "baseline"
+    assert cert.attempts[0].upper_bound is not None and cert.attempts[0].estimate < 0
+
+    # one MLflow run, for the tracked comparison only, FINISHED, with the certificate's metrics and file
+    conn = sqlite3.connect(mlflow_db)
+    try:
+        runs = conn.execute("SELECT run_uuid, status FROM runs").fetchall()
+        assert len(runs) == 1 and runs[0][1] == "FINISHED"
+        metrics = dict(conn.execute("SELECT key, value FROM latest_metrics WHERE run_uuid = ?", (runs[0][0],)).fetchall())
+        tags = dict(conn.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (runs[0][0],)).fetchall())
+    finally:
+        conn.close()
+    assert metrics["certify_certified"] == 1.0 and metrics["certify_lower_bound"] > 0
+    assert tags["harness.kind"] == "compare" and tags["harness.certified"] == "true"
+
+
+def test_compare_errors_exit_2_with_one_line(tmp_path):
+    missing = _compare(tmp_path, "--candidate", str(tmp_path / "nowhere"), "--no-tracking", "--out", str(tmp_path / "o"))
+    assert missing.returncode == 2
+    assert f"--candidate {tmp_path / 'nowhere'}: not a directory" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad_cfg = _compare(tmp_path, "--candidate", str(tmp_path), "--alpha", "0.9", "--no-tracking", "--out", str(tmp_path / "o"))
+    assert bad_cfg.returncode == 2 and "certify.alpha" in bad_cfg.stderr and "Traceback" not in bad_cfg.stderr
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "system_prompt.md").write_text("Answer with one letter.\n")
+    no_pools = _compare(tmp_path, "--candidate", str(tmp_path / "h"), "--pool", "test", "--no-tracking", "--out", str(tmp_path / "o"),
+                        "pools.path=" + str(tmp_path / "absent.json"))
+    assert no_pools.returncode == 2 and "--pool test" in no_pools.stderr
