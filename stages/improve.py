@@ -92,12 +92,19 @@ def settings_from(cfg: Any, args: argparse.Namespace, root: Path):
 
 
 def build_manifest(cfg: Any, args: argparse.Namespace, settings, ctx, root: Path):
-    from harness.h2.sweep import load_manifest, sim_manifest
+    from harness.h2.sweep import ManifestError, load_manifest, paths_outside, sim_manifest
 
     manifest_path = args.manifest or cfg.improve.manifest
     if manifest_path:
         p = Path(str(manifest_path))
-        manifest = load_manifest(p if p.is_absolute() else root / p)
+        p = p if p.is_absolute() else root / p
+        manifest = load_manifest(p)
+        # the files the tasks name must lie where dvc.yaml looks (improve.tasks_source: tasks_dir, else the manifest's dir)
+        tasks_dir = Path(str(cfg.improve.tasks_dir)) if cfg.improve.tasks_dir else p.parent
+        key = "improve.tasks_dir" if cfg.improve.tasks_dir else "the manifest's directory (improve.tasks_dir is null)"
+        outside = paths_outside(manifest, tasks_dir if tasks_dir.is_absolute() else root / tasks_dir, key)
+        if outside:
+            raise ManifestError("; ".join(outside))
     else:
         domains = args.domain or [str(d) for d in cfg.improve.domains]
         manifest = sim_manifest(ctx.bench().questions(), domains, int(cfg.improve.tasks_per_domain), int(cfg.improve.questions_per_task))

@@ -178,6 +178,21 @@ def load_manifest(path: str | Path) -> Manifest:
     return Manifest(tuple(tasks), str(path), surface)
 
 
+def paths_outside(manifest: Manifest, directory: Path, key: str = "improve.tasks_dir") -> list[str]:
+    """One problem per file a task names (prompt_file, source_dir, base_harness_dir) outside `directory`: the improve
+    stage's DVC dependency is that directory, so an edit to a file outside it would not re-run the stage."""
+    root = Path(directory).resolve()
+    problems: list[str] = []
+    for t in manifest.tasks:
+        for field_name in ("prompt_file", "source_dir", "base_harness_dir"):
+            value = getattr(t, field_name)
+            if value is not None and not Path(value).resolve().is_relative_to(root):
+                problems.append(f"{manifest.source}: task {t.task_id!r} {field_name} {value} lies outside {key}: {directory}; "
+                                "move it under that directory or set improve.tasks_dir to a directory holding every task file "
+                                "(dvc.yaml's improve@<domain> depends on that directory, and on nothing else of the tasks)")
+    return problems
+
+
 def sim_manifest(questions: Sequence[Question], domains: Sequence[str], tasks_per_domain: int, questions_per_task: int) -> Manifest:
     """Sim tasks: domain = task type; task i = questions [i*n, (i+1)*n) of that type in file order."""
     if tasks_per_domain < 1 or questions_per_task < 1:
