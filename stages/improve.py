@@ -235,6 +235,11 @@ def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) ->
             metrics[f"{prefix}/{key}"] = c[key]
         for pick, n in c["picks"].items():
             metrics[f"{prefix}/pick_{pick}"] = n
+    for c in report["comparison"]:
+        if c["domain"] == "all":
+            prefix = f"{c['mode']}_k{c['k']}"
+            for key in ("pairs", "base_mean", "improved_mean", "diff_mean", "ci_low", "ci_high"):
+                metrics[f"{prefix}/gain_{key}"] = c[key]
     if report.get("noise_floor"):
         metrics["k1_noise_floor_gap"] = report["noise_floor"]["gap"]
     metrics["warnings"] = len(report["warnings"])
@@ -258,6 +263,10 @@ def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) ->
     return log_tracked_run(run, tracking_uri=uri, experiment=str(cfg.tracking.improve_experiment), project_root=root)
 
 
+def _mean(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: list[dict], root: Path) -> dict:
     from harness.h2.sweep import SWEEP_REPORT, aggregate
 
@@ -268,6 +277,9 @@ def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: 
         score = "–" if c["score_mean"] is None else f"{c['score_mean']:.3f}"
         print(f"  {c['mode']} k={c['k']}: {c['tasks']} tasks, {c['crashed']} crashed, graded {c['graded']}, ungraded {c['ungraded']}, "
               f"score {score}, picks {c['picks']}, fallbacks {c['fallbacks']}, USD {c['usd']:.4f}")
+    for c in report["comparison"]:  # the only place the sweep calls anything a gain: base vs improved, same tasks
+        print(f"  base vs improved, {c['mode']} k={c['k']} {c['domain']}: base {_mean(c['base_mean'])}, improved "
+              f"{_mean(c['improved_mean'])}: {c['verdict']}")
     for w in report["warnings"][:20]:
         print(f"  warning: {w}")
     if bool(cfg.tracking.enabled) and not args.no_tracking:

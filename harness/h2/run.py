@@ -177,6 +177,7 @@ async def improve_task(
         "base_fingerprint": base.fingerprint,
         "base_validation": base_verdict.to_dict(),
         "base_rollout": {"label": base_rollout.label, "ok": base_rollout.ok, "paid_here": not base_paid},
+        "base_deliverable": base_rollout.deliverable,  # judged beside the delivered one: the base-vs-improved comparison
         "delivered_fingerprint": delivered.fingerprint,
         "delivered_is_base": delivered == base,
         "delivered_rollout": delivered_rollout.label if delivered_rollout else None,
