@@ -92,12 +92,19 @@ def settings_from(cfg: Any, args: argparse.Namespace, root: Path):
 
 
 def build_manifest(cfg: Any, args: argparse.Namespace, settings, ctx, root: Path):
-    from harness.h2.sweep import load_manifest, sim_manifest
+    from harness.h2.sweep import ManifestError, load_manifest, paths_outside, sim_manifest
 
     manifest_path = args.manifest or cfg.improve.manifest
     if manifest_path:
         p = Path(str(manifest_path))
-        manifest = load_manifest(p if p.is_absolute() else root / p)
+        p = p if p.is_absolute() else root / p
+        manifest = load_manifest(p)
+        # the files the tasks name must lie where dvc.yaml looks (improve.tasks_source: tasks_dir, else the manifest's dir)
+        tasks_dir = Path(str(cfg.improve.tasks_dir)) if cfg.improve.tasks_dir else p.parent
+        key = "improve.tasks_dir" if cfg.improve.tasks_dir else "the manifest's directory (improve.tasks_dir is null)"
+        outside = paths_outside(manifest, tasks_dir if tasks_dir.is_absolute() else root / tasks_dir, key)
+        if outside:
+            raise ManifestError("; ".join(outside))
     else:
         domains = args.domain or [str(d) for d in cfg.improve.domains]
         manifest = sim_manifest(ctx.bench().questions(), domains, int(cfg.improve.tasks_per_domain), int(cfg.improve.questions_per_task))
@@ -228,6 +235,11 @@ def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) ->
             metrics[f"{prefix}/{key}"] = c[key]
         for pick, n in c["picks"].items():
             metrics[f"{prefix}/pick_{pick}"] = n
+    for c in report["comparison"]:
+        if c["domain"] == "all":
+            prefix = f"{c['mode']}_k{c['k']}"
+            for key in ("pairs", "base_mean", "improved_mean", "diff_mean", "ci_low", "ci_high"):
+                metrics[f"{prefix}/gain_{key}"] = c[key]
     if report.get("noise_floor"):
         metrics["k1_noise_floor_gap"] = report["noise_floor"]["gap"]
     metrics["warnings"] = len(report["warnings"])
@@ -251,6 +263,10 @@ def log_sweep_to_mlflow(cfg: Any, report: dict, report_dir: Path, root: Path) ->
     return log_tracked_run(run, tracking_uri=uri, experiment=str(cfg.tracking.improve_experiment), project_root=root)
 
 
+def _mean(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: list[dict], root: Path) -> dict:
     from harness.h2.sweep import SWEEP_REPORT, aggregate
 
@@ -261,6 +277,9 @@ def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: 
         score = "–" if c["score_mean"] is None else f"{c['score_mean']:.3f}"
         print(f"  {c['mode']} k={c['k']}: {c['tasks']} tasks, {c['crashed']} crashed, graded {c['graded']}, ungraded {c['ungraded']}, "
               f"score {score}, picks {c['picks']}, fallbacks {c['fallbacks']}, USD {c['usd']:.4f}")
+    for c in report["comparison"]:  # the only place the sweep calls anything a gain: base vs improved, same tasks
+        print(f"  base vs improved, {c['mode']} k={c['k']} {c['domain']}: base {_mean(c['base_mean'])}, improved "
+              f"{_mean(c['improved_mean'])}: {c['verdict']}")
     for w in report["warnings"][:20]:
         print(f"  warning: {w}")
     if bool(cfg.tracking.enabled) and not args.no_tracking:

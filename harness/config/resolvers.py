@@ -30,6 +30,7 @@ derived from the questions file by `ht.fit` and `ht.fit_batch`
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, cast
 
@@ -145,6 +146,19 @@ def first(*values: Any) -> Any:
     raise ValueError("ht.first: every value is null")
 
 
+IMPROVE_CONF_FILE = "conf/improve/default.yaml"
+
+
+def improve_tasks_dir(tasks_dir: Any = None, manifest: Any = None) -> str:
+    """`improve.tasks_source`, a DVC dependency of improve@<domain>: `improve.tasks_dir`, else the manifest's directory
+    (its tasks' relative paths are relative to it), else the conf file (no manifest: the sim's tasks name no file)."""
+    if tasks_dir not in (None, ""):
+        return str(tasks_dir)
+    if manifest in (None, ""):
+        return IMPROVE_CONF_FILE
+    return os.path.dirname(str(manifest)) or "."
+
+
 _RESOLVERS = {
     f"{NAMESPACE}.ceil_div": ceil_div,
     f"{NAMESPACE}.schedule": _schedule,
@@ -153,6 +167,7 @@ _RESOLVERS = {
     f"{NAMESPACE}.fit_batch": fit_batch,
     f"{NAMESPACE}.improve_domains": improve_domains,
     f"{NAMESPACE}.first": first,
+    f"{NAMESPACE}.improve_tasks_dir": improve_tasks_dir,
 }
 
 

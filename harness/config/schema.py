@@ -151,6 +151,9 @@ class TrainConfig:
     # a seed directory (harness/store.py; `python -m stages.export --seed DIR` writes one) the run starts from
     # instead of the benchmark's base harness; null = the base harness
     init_seed: Optional[str] = None
+    # derived (conf/train/*.yaml): init_seed, else conf/train/default.yaml; the pools stage's DVC dependency, so a seed
+    # directory replaced at the same path re-runs pools
+    init_source: Optional[str] = None
     # derived in conf/config.yaml by the ${ht.ceil_div/schedule/epoch_schedule:...} resolvers
     # (harness/config/resolvers.py); validation requires them to match the loop
     steps_per_epoch: int = 5
@@ -196,6 +199,13 @@ class ImproveConfig:
     executor: str = "sim"  # "sim" | "command" | "service"
     backend: str = "inprocess"  # where command probes run: "inprocess" | "ray" | "auto"
     manifest: Optional[str] = None  # sweep manifest (YAML/JSON); None = tasks derived from the sim benchmark
+    # the directory holding every file the manifest's tasks name (prompt_file, source_dir, base_harness_dir); None = the
+    # manifest's directory. A task naming a path outside it is refused (DVC would not see that file change)
+    tasks_dir: Optional[str] = None
+    # derived (conf/improve/default.yaml): improve@<domain>'s DVC dependencies, the manifest file and tasks_dir (the conf
+    # file when there is no manifest)
+    manifest_source: Optional[str] = None
+    tasks_source: Optional[str] = None
     domains: list[str] = field(default_factory=list)  # the DVC foreach list; sim: task types
     tasks_per_domain: int = 2  # sim tasks per domain (stream order)
     questions_per_task: int = 4  # sim questions per task

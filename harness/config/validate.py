@@ -22,7 +22,7 @@ from harness.bench.soft import GATE_METRICS
 from harness.config.errors import ConfigError, Violation
 from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
-from harness.config.resolvers import epoch_schedule_items, step_schedule_items
+from harness.config.resolvers import IMPROVE_CONF_FILE, epoch_schedule_items, improve_tasks_dir, step_schedule_items
 from harness.config.schema import RootConfig
 from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
@@ -235,6 +235,10 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("train.early_stop_patience")
     c.check("train.init_seed", lambda v: v is None or (isinstance(v, str) and (Path(v) / "seed.json").is_file()),
             "must be null or a seed directory holding seed.json (write one with `python -m stages.export --seed DIR`)")
+    init_seed = c.value("train.init_seed")
+    c.check("train.init_source", lambda v: v == (init_seed or "conf/train/default.yaml"),
+            "must be ${ht.first:${train.init_seed},conf/train/default.yaml} (derived, do not set it): dvc.yaml's pools "
+            "stage depends on it, so a seed directory replaced at the same path re-runs pools")
     c.check("train.run_name", lambda v: _RUN_NAME.match(v) is not None and GATE_MARK not in f"_{v}_",
             "letters, digits, '.', '-', single '_' between parts; must not contain 'gate' as a part "
             f"(run ids with {GATE_MARK!r} are gate rollouts)")
@@ -255,6 +259,15 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             "must be an integer in [1, 3] (Harness² budget gate: k <= 3)")
     if c.value("improve.budget_usd") is not None:
         c.positive_number("improve.budget_usd")
+    manifest, tasks_dir = c.value("improve.manifest"), c.value("improve.tasks_dir")
+    c.check("improve.tasks_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
+            "must be null (the manifest's directory) or an existing directory holding every file the manifest's tasks name")
+    c.check("improve.manifest_source", lambda v: v == (manifest or IMPROVE_CONF_FILE),
+            f"must be ${{ht.first:${{improve.manifest}},{IMPROVE_CONF_FILE}}} (derived, do not set it): dvc.yaml's "
+            "improve@<domain> stages depend on it")
+    c.check("improve.tasks_source", lambda v: v == improve_tasks_dir(tasks_dir, manifest),
+            "must be ${ht.improve_tasks_dir:${improve.tasks_dir},${improve.manifest}} (derived, do not set it): dvc.yaml's "
+            "improve@<domain> stages depend on it, so an edit to a task's file re-runs them")
     return c.violations
 
 

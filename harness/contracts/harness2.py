@@ -30,6 +30,19 @@ caller retries once with the error as feedback, then records a fallback.
 
 Probe and base rollouts are quoted in composition prompts between
 ``ROLLOUT_BEGIN`` / ``ROLLOUT_END`` lines (kind BASE or PROBE).
+
+A probe's deliverable is its final reply plus its deliverable files, each as
+a block (`render_deliverable`; selector, judge and editor contexts read it)::
+
+    === DELIVERABLE FILE: relative/path ===
+    <content>
+    === END DELIVERABLE FILE ===
+
+An agent that cannot leave files in its working directory may put such
+blocks in its final reply (seed 002: every executor): `parse_deliverable_blocks`
+lifts them out as files. A malformed block (unclosed, unsafe path, a path
+given twice) is not a file: it stays in the reply as text and its error is
+recorded, and the round goes on.
 """
 
 from __future__ import annotations
@@ -186,6 +199,69 @@ def parse_editor_output(text: str, surface: EditableSurface | None = None) -> Ed
             )
         raise EditorFormatError("the reply has neither '=== HARNESS FILE: path ===' blocks nor a <no-change>reason</no-change> marker")
     return EditorOutput(changes=changes, notes=notes, no_change=None)
+
+
+# ---------------------------------------------------------------- deliverable files in a probe's reply
+
+DELIVERABLE_BEGIN_RE = re.compile(r"^=== DELIVERABLE FILE: (?P<path>.*?) ===[ \t]*$")
+DELIVERABLE_END_RE = re.compile(r"^=== END DELIVERABLE FILE ===[ \t]*$")
+DELIVERABLE_CONTRACT = (
+    "A file you cannot leave in the working directory can be delivered in your final message as\n"
+    "=== DELIVERABLE FILE: <relative path> ===\n<the complete content>\n=== END DELIVERABLE FILE ==="
+)
+
+
+def render_deliverable(text: str, files: Mapping[str, str]) -> str:
+    """The deliverable a selector/judge reads: the final reply, then every deliverable file whole."""
+    parts = [text.strip()]
+    for path in sorted(files):
+        body = files[path]
+        parts.append(f"=== DELIVERABLE FILE: {path} ===\n{body}{'' if body.endswith(chr(10)) or not body else chr(10)}=== END DELIVERABLE FILE ===")
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+@dataclass(frozen=True)
+class ReplyDeliverables:
+    text: str  # the reply without its well-formed blocks (malformed ones stay, as text)
+    files: Mapping[str, str]  # path -> content of every well-formed block
+    errors: tuple[str, ...] = ()  # one per malformed block: line and rule broken
+
+
+def parse_deliverable_blocks(reply: str) -> ReplyDeliverables:
+    """Lift `=== DELIVERABLE FILE: path ===` blocks out of a probe's final reply; never raises."""
+    lines = (reply or "").splitlines()
+    kept: list[str] = []
+    files: dict[str, str] = {}
+    errors: list[str] = []
+    i = 0
+    while i < len(lines):
+        begin = DELIVERABLE_BEGIN_RE.match(lines[i])
+        if not begin:
+            kept.append(lines[i])
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if DELIVERABLE_END_RE.match(lines[j]) or DELIVERABLE_BEGIN_RE.match(lines[j])), None)
+        if end is None or not DELIVERABLE_END_RE.match(lines[end]):
+            errors.append(f"line {i + 1}: deliverable block {begin.group('path').strip()!r} is never closed with '=== END DELIVERABLE FILE ==='")
+            kept.append(lines[i])
+            i += 1
+            continue
+        try:
+            path = check_relative_path(begin.group("path").strip())
+        except TreePathError as exc:
+            errors.append(f"line {i + 1}: unsafe path in deliverable block: {exc}")
+            kept.extend(lines[i:end + 1])
+            i = end + 1
+            continue
+        if path in files:
+            errors.append(f"line {i + 1}: deliverable file {path!r} is given twice; the first block is kept")
+            kept.extend(lines[i:end + 1])
+            i = end + 1
+            continue
+        body = lines[i + 1:end]
+        files[path] = "\n".join(body) + ("\n" if body else "")
+        i = end + 1
+    return ReplyDeliverables("\n".join(kept), files, tuple(errors))
 
 
 # ---------------------------------------------------------------- selector, reflector, judge replies

@@ -9,7 +9,9 @@
 - Sessions counted against `max_sessions` (seed 002): probes + editor stage
   attempts (first try and the validator revision). The format retry inside
   one edit (`.fmt2`), selection and reflection are recorded in the ledger
-  but not counted.
+  but not counted; they are paid all the same, so each asks the gate first
+  (`allow_session`): none is made once the gate has tripped or the spend has
+  reached the budget. No paid call of any role follows a trip.
 - Every ledger label is unique; duplicates are detected before any count
   is reported (a duplicate means the same work was booked twice).
 """
@@ -137,6 +139,18 @@ class BudgetGate:
             self.tripped = self._check()
         if self.tripped is None and execution and self._counted(ROLLOUT) >= self.max_executions:
             self.tripped = f"execution cap {self.max_executions} reached"
+        if self.tripped is not None:
+            self.refused.append(f"{what}: {self.tripped}")
+            return False
+        return True
+
+    def allow_session(self, what: str, pending_usd: float = 0.0) -> bool:
+        """May a paid session that does not count against `max_sessions` (selector, reflector, the format retry) be
+        made? No once the gate has tripped (sticky), or when the spend so far plus `pending_usd` (an edit's cost not
+        booked yet) has reached `budget_usd` (that trips it)."""
+        spent = self.ledger.total_usd + pending_usd
+        if self.tripped is None and self.budget_usd is not None and spent >= self.budget_usd:
+            self.tripped = f"budget_usd {self.budget_usd:.4f} reached (spent {spent:.4f})"
         if self.tripped is not None:
             self.refused.append(f"{what}: {self.tripped}")
             return False

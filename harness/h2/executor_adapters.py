@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from harness.contracts.harness2 import DELIVERABLE_CONTRACT, parse_deliverable_blocks, render_deliverable
 from harness.executors.remote import TaskServiceExecutor, make_bundle
 from harness.executors.types import ExecutionRequest, ExecutionResult
 from harness.h2.adapters import Observation, Rollout
@@ -52,7 +53,7 @@ MAX_SOURCE_FILE_BYTES = 256 * 1024
 DEFAULT_LEAK_GLOBS = ("*answer_key*", "*answers.*", "*grader*", "*grades*", "*rubric*", "*expected*", "*solution*")
 DELIVERY_NOTE = (
     "\n\n---\nWhen you are done, end with a short final message saying what you delivered. "
-    "Files you create or change in the working directory are collected as the deliverable."
+    "Files you create or change in the working directory are collected as the deliverable. " + DELIVERABLE_CONTRACT
 )
 EDITOR_EVIDENCE_NOTE = (
     "The evidence is in the files of this task's working directory under `context/` "
@@ -72,29 +73,29 @@ def split_key(key: str, run_tag: str) -> tuple[str, str]:
     return "probe", key
 
 
-def render_deliverable(text: str, files: Mapping[str, str]) -> str:
-    """The deliverable a selector/judge reads: the final reply, then every deliverable file whole."""
-    parts = [text.strip()]
-    for path in sorted(files):
-        body = files[path]
-        parts.append(f"=== DELIVERABLE FILE: {path} ===\n{body}{'' if body.endswith(chr(10)) or not body else chr(10)}=== END DELIVERABLE FILE ===")
-    return "\n\n".join(p for p in parts if p) + "\n"
-
-
 def result_to_rollout(key: str, harness: HarnessTree, result: ExecutionResult) -> Rollout:
+    """The rollout of one execution. Deliverable files: those the worktree / files endpoint returned, plus the
+    `DELIVERABLE FILE` blocks of the final reply (harness/contracts/harness2.py); on the same path the endpoint's
+    file wins (seed 002). A malformed block stays reply text, recorded in `meta["deliverable_blocks"]` and as an
+    error observation; the probe is not dead for it."""
     observations = [Observation("1", "output", result.transcript or result.text)]
     if result.error:
         observations.append(Observation("1", "error", result.error))
+    reply = parse_deliverable_blocks(result.text)
+    files = {**reply.files, **result.deliverable_files}
+    observations += [Observation("1", "error", f"deliverable block dropped: {e}") for e in reply.errors]
+    blocks = {"from_reply": sorted(reply.files), "endpoint_won": sorted(set(reply.files) & set(result.deliverable_files)),
+              "errors": list(reply.errors)}
     return Rollout(
         label=key,
         harness_fingerprint=harness.fingerprint,
         ok=result.ok,
-        deliverable=render_deliverable(result.text, result.deliverable_files) if result.ok else "",
+        deliverable=render_deliverable(reply.text, files) if result.ok else "",
         observations=tuple(observations),
-        deliverable_files=dict(result.deliverable_files),
+        deliverable_files=files,
         cost_usd=result.cost_usd,
         error=result.error or None,
-        meta={"status": result.status, "task_id": result.task_id, "duration_s": round(result.duration_s, 3)},
+        meta={"status": result.status, "task_id": result.task_id, "duration_s": round(result.duration_s, 3), "deliverable_blocks": blocks},
     )
 
 

@@ -30,7 +30,7 @@ from harness.h2.adapters import Rollout, TaskAdapter
 from harness.h2.budget import ROLLOUT, SESSION, BudgetGate, Ledger, check_k
 from harness.h2.context import ContextLeakError, PoolEntry, build_context
 from harness.h2.prompts import COMPOSE, DOM, INV, STAGE_MISSIONS
-from harness.h2.roles import Call, EditRequest, Roles
+from harness.h2.roles import FORMAT_RETRY_SUFFIX, RETRY_REFUSED, Call, EditRequest, Roles
 from harness.h2.selection import Final
 from harness.h2.surfaces import Surface, line_jaccard
 from harness.h2.validator import validate_tree
@@ -124,11 +124,14 @@ async def run_stage(env: RoundEnv, stage: str, label: str, current: HarnessTree,
         res = await env.roles.editor.edit(EditRequest(
             stage=stage, key=key, surface=env.surface, task_id=env.adapter.task_id, task_header=env.adapter.task_header(),
             prompt=env.adapter.prompt, current=current, context_dir=ctx, pool=tuple(pool), validator_feedback=feedback,
+            may_retry=lambda pending_usd: env.gate.allow_session(f"editor {label}{FORMAT_RETRY_SUFFIX}", pending_usd),
         ))
         env.book(res.calls)
         errors.extend(f"format: {e}" for e in res.format_errors)
         if res.output is None:
             errors.append(res.error or "editor gave no usable output")
+            if res.error == RETRY_REFUSED:
+                return done(current, "fallback", attempt, detail=f"{RETRY_REFUSED}: {env.gate.tripped}")
             return done(current, "fallback", attempt, detail="editor output unusable after the format retry" if res.format_errors else "editor call failed")
         if res.output.is_no_change:
             return done(current, "no-change", attempt, notes=res.output.no_change or "")

@@ -37,6 +37,34 @@ async def judge_delivered(results: Sequence[TaskResult], adapters: Mapping[str, 
     return out
 
 
+async def judge_base(results: Sequence[TaskResult], adapters: Mapping[str, TaskAdapter], judge: Judge, run_tag: str,
+                     delivered: Mapping[tuple[str, str, int], Score] | None = None,
+                     graded: dict[tuple[str, str], Score] | None = None) -> dict[tuple[str, str, int], Score]:
+    """Judge each task's base deliverable with the same judge, once per (task, base tree): the other half of the paired
+    base-vs-improved comparison. A round that delivered the base's own rollout takes its `delivered` grade (the pair is
+    equal, no second call); a summary without a base deliverable (written before it was recorded) is ungraded.
+    `graded` carries the base grades across calls (modes share a task's base rollout)."""
+    out: dict[tuple[str, str, int], Score] = {}
+    graded = {} if graded is None else graded
+    for r in results:
+        a = adapters[r.task_id]
+        key = (r.task_id, r.mode, r.k)
+        deliverable = r.summary.get("base_deliverable")
+        if deliverable is None:
+            out[key] = Score(None, "judge-grade", "no base deliverable recorded (an older run's summary)")
+            continue
+        if r.summary.get("delivered_rollout") == (r.summary.get("base_rollout") or {}).get("label") and key in (delivered or {}):
+            out[key] = (delivered or {})[key]
+            continue
+        label = f"{r.task_id}.base.{r.base_fingerprint}"
+        if (r.task_id, label) not in graded:
+            g = await judge.grade(key=idempotency_key(run_tag, "judge", label), task_id=a.task_id, task_header=a.task_header(),
+                                  prompt=a.prompt, deliverable=deliverable)
+            graded[(r.task_id, label)] = Score(g.grade, "judge-grade", g.error or g.why)
+        out[key] = graded[(r.task_id, label)]
+    return out
+
+
 def render_report(results: Sequence[TaskResult], scores: Mapping[tuple[str, str, int], Score] | None = None, *, title: str = "Harness² sweep") -> str:
     scores = scores or {}
     lines = [f"# {title}", "", "| task | mode | k | base | delivered | selection | fallbacks | dead probes | USD | score |", "|---|---|---|---|---|---|---|---|---|---|"]

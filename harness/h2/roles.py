@@ -106,6 +106,8 @@ class EditRequest:
     context_dir: Path
     pool: tuple[PoolEntry, ...] = ()
     validator_feedback: str | None = None
+    # asked before the format retry with this edit's unbooked cost: False = the budget gate is closed, no retry
+    may_retry: Callable[[float], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class EditResult:
 
 
 FORMAT_RETRY_SUFFIX = ".fmt2"  # the key of the one retry after a format error
+RETRY_REFUSED = "budget gate closed before the format retry"  # EditResult.error when `may_retry` said no
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,8 @@ async def edit_with_format_retry(req: EditRequest, evidence: str,
     errors: list[str] = []
     raw = ""
     for attempt, key in enumerate((req.key, req.key + FORMAT_RETRY_SUFFIX)):
+        if attempt == 1 and req.may_retry is not None and not req.may_retry(sum(c.usd for c in calls)):
+            return EditResult(None, tuple(calls), tuple(errors), RETRY_REFUSED, raw)
         messages = editor_messages(
             stage=req.stage, surface=req.surface, task_id=req.task_id, task_header=req.task_header, prompt=req.prompt,
             current=req.current, evidence=evidence, pool=req.pool, validator_feedback=req.validator_feedback,

@@ -125,6 +125,7 @@ async def improve_task(
     selection, sel_call = await select_final(
         result.finals, k=k, mode=mode, task_id=adapter.task_id, task_header=adapter.task_header(), prompt=adapter.prompt,
         selector=roles.selector, key=env.key("selector", "select"),
+        may_call=lambda: None if gate.allow_session("selector select") else f"budget gate closed: {gate.tripped}",
     )
     if sel_call is not None:
         env.book([sel_call])
@@ -135,7 +136,7 @@ async def improve_task(
     experience = None
     library_note = "no library configured"
     if library is not None:
-        if gate.tripped:
+        if not gate.allow_session("reflector reflect"):  # no paid reflection after a trip, and an incomplete round is not stored
             library_note = f"not written: budget gate tripped ({gate.tripped})"
         elif roles.reflector is None:
             library_note = "not written: no reflector configured"
@@ -176,6 +177,7 @@ async def improve_task(
         "base_fingerprint": base.fingerprint,
         "base_validation": base_verdict.to_dict(),
         "base_rollout": {"label": base_rollout.label, "ok": base_rollout.ok, "paid_here": not base_paid},
+        "base_deliverable": base_rollout.deliverable,  # judged beside the delivered one: the base-vs-improved comparison
         "delivered_fingerprint": delivered.fingerprint,
         "delivered_is_base": delivered == base,
         "delivered_rollout": delivered_rollout.label if delivered_rollout else None,

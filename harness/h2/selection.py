@@ -8,7 +8,8 @@
   with the seed sha1(task|k|mode), so the selector cannot tell which
   harness or stage produced which deliverable; it sees only the task and the
   complete deliverables. A reply that is no valid choice and a selector
-  failure both fall back to the first live final, recorded.
+  failure both fall back to the first live final, recorded; so does a
+  closed budget gate (`may_call` says no: the selector is not called).
 - No live final at all: the base is delivered, recorded.
 """
 
@@ -18,7 +19,7 @@ import hashlib
 import random
 import string
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from harness.h2.adapters import Rollout
 from harness.h2.roles import Call, Selector
@@ -88,7 +89,9 @@ async def select_final(
     prompt: str,
     selector: Selector | None,
     key: str,
+    may_call: Callable[[], str | None] | None = None,
 ) -> tuple[Selection, Call | None]:
+    """`may_call()` is asked right before a selector call: a reason (the budget gate is closed) means no call."""
     seed = selection_seed(task_id, k, mode)
     dropped = tuple((f.label, why) for f in finals if (why := _non_answer(f)) is not None)
     live = [f for f in finals if _non_answer(f) is None]
@@ -101,6 +104,9 @@ async def select_final(
     anon = anonymise([f.label for f in live], task_id, k, mode)
     if selector is None:
         return Selection(live[0].label, "fallback", anon, dropped, error="no selector configured; first live final delivered", seed=seed), None
+    closed = may_call() if may_call is not None else None
+    if closed is not None:
+        return Selection(live[0].label, "fallback", anon, dropped, error=f"selector not called, {closed}; first live final delivered", seed=seed), None
     by_label = {f.label: f for f in live}
     candidates = {cid: by_label[label].rollout.deliverable for cid, label in anon.items()}  # type: ignore[union-attr]
     res = await selector.select(key=key, task_id=task_id, task_header=task_header, prompt=prompt, candidates=candidates)

@@ -42,7 +42,7 @@ from harness.atomic import atomic_write_json, atomic_write_text
 from harness.h2.adapters import TaskAdapter
 from harness.h2.budget import check_k, executions_for
 from harness.h2.recursion import MODES
-from harness.h2.report import Score, judge_delivered
+from harness.h2.report import Score, judge_base, judge_delivered
 from harness.h2.roles import Roles
 from harness.h2.run import run_sweep
 from harness.h2.surfaces import Surface
@@ -176,6 +176,21 @@ def load_manifest(path: str | Path) -> Manifest:
     if problems:
         raise ManifestError("; ".join(problems))
     return Manifest(tuple(tasks), str(path), surface)
+
+
+def paths_outside(manifest: Manifest, directory: Path, key: str = "improve.tasks_dir") -> list[str]:
+    """One problem per file a task names (prompt_file, source_dir, base_harness_dir) outside `directory`: the improve
+    stage's DVC dependency is that directory, so an edit to a file outside it would not re-run the stage."""
+    root = Path(directory).resolve()
+    problems: list[str] = []
+    for t in manifest.tasks:
+        for field_name in ("prompt_file", "source_dir", "base_harness_dir"):
+            value = getattr(t, field_name)
+            if value is not None and not Path(value).resolve().is_relative_to(root):
+                problems.append(f"{manifest.source}: task {t.task_id!r} {field_name} {value} lies outside {key}: {directory}; "
+                                "move it under that directory or set improve.tasks_dir to a directory holding every task file "
+                                "(dvc.yaml's improve@<domain> depends on that directory, and on nothing else of the tasks)")
+    return problems
 
 
 def sim_manifest(questions: Sequence[Question], domains: Sequence[str], tasks_per_domain: int, questions_per_task: int) -> Manifest:
@@ -345,11 +360,12 @@ def render_plan(plan: Mapping[str, Any]) -> str:
 AdapterFactory = Callable[[TaskSpec], TaskAdapter]
 
 
-async def _judge(results, adapters: Mapping[str, TaskAdapter], roles: Roles, run_tag: str) -> dict[tuple[str, str, int], Score]:
+async def _judge(results, adapters: Mapping[str, TaskAdapter], roles: Roles, run_tag: str, grade=judge_delivered,
+                 **kw: Any) -> dict[tuple[str, str, int], Score]:
     scores: dict[tuple[str, str, int], Score] = {}
     for r in results:
         try:
-            scores.update(await judge_delivered([r], adapters, roles.judge, run_tag))  # type: ignore[arg-type]
+            scores.update(await grade([r], adapters, roles.judge, run_tag, **kw))
         except Exception as exc:  # a judge that breaks leaves the task ungraded, never zero
             scores[(r.task_id, r.mode, r.k)] = Score(None, "judge-grade", f"judge crashed: {type(exc).__name__}: {exc}")
     return scores
@@ -379,8 +395,12 @@ async def run_domain(domain: str, specs: Sequence[TaskSpec], settings: SweepSett
             rows += [crashed_row(a.task_id, domain, m, settings.k, err) for a in adapters for m in settings.modes]
             log.warning("[improve] domain %s crashed: %s", domain, err)
         else:
-            scores = await _judge(res.results, {a.task_id: a for a in adapters}, roles, settings.run_tag) if judged else {}
-            rows += [task_row(r, scores.get((r.task_id, r.mode, r.k)), judged=judged) for r in res.results]
+            by_id = {a.task_id: a for a in adapters}
+            scores = await _judge(res.results, by_id, roles, settings.run_tag) if judged else {}
+            base_scores = await _judge(res.results, by_id, roles, settings.run_tag, grade=judge_base, delivered=scores,
+                                       graded={}) if judged else {}
+            rows += [task_row(r, scores.get((r.task_id, r.mode, r.k)), judged=judged, base_score=base_scores.get((r.task_id, r.mode, r.k)))
+                     for r in res.results]
             rows += [crashed_row(c["task_id"], domain, c["mode"], settings.k, c["error"]) for c in res.crashed]
             for c in res.crashed:
                 log.warning("[improve] task %s/%s crashed: %s", c["task_id"], c["mode"], c["error"])

@@ -11,6 +11,15 @@ failed, the base was delivered on >= 80 % of a configuration's tasks
 (harness/h2/report.py `BASE_PICK_WARN`), scores in mixed units, crashed
 tasks. At k = 1 both modes are the same procedure, so their gap is the
 noise floor, not a mode effect (stated in the report).
+
+Base vs improved (seed 002: no gain is claimed without a base comparison on
+the same tasks): each task's base deliverable is graded by the same judge as
+its delivered one, and per (mode, k) and domain, and over all domains, the
+report gives the base mean, the improved mean and the mean paired difference
+(improved - base, paired over the same tasks) with a two-sided 95 % Student-t
+interval (clipped to [-1, 1]). Its verdict says "gain" only when the interval lies above 0, "loss"
+when below, and otherwise "no measurable gain (CI ...)"; fewer than two
+graded pairs give no interval and no claim.
 """
 
 from __future__ import annotations
@@ -43,8 +52,8 @@ def _library_status(note: str | None) -> str | None:
     return "written" if note and note.startswith("written:") else note
 
 
-def task_row(result: TaskResult, score: Score | None, *, judged: bool) -> dict[str, Any]:
-    """One finished (or resumed) task x mode."""
+def task_row(result: TaskResult, score: Score | None, *, judged: bool, base_score: Score | None = None) -> dict[str, Any]:
+    """One finished (or resumed) task x mode; `base_score`: the same judge's grade of the task's base deliverable."""
     s = result.summary
     ledger = s.get("ledger", {})
     selection = s.get("selection", {})
@@ -70,6 +79,8 @@ def task_row(result: TaskResult, score: Score | None, *, judged: bool) -> dict[s
         "score": None if score is None else score.value,
         "score_unit": None if score is None else score.unit,
         "score_note": "" if score is None else score.note,
+        "base_score": None if base_score is None else base_score.value,
+        "base_score_note": "" if base_score is None else base_score.note,
         "error": None,
     }
 
@@ -81,7 +92,7 @@ def crashed_row(task_id: str, domain: str, mode: str, k: int, error: str) -> dic
         "selection": None, "selection_error": None, "fallbacks": [], "dead_probes": 0, "usd": 0.0,
         "rollout_usd": 0.0, "session_usd": 0.0, "budget_tripped": None, "library": None,
         "base_fingerprint": None, "delivered_fingerprint": None, "judged": False, "score": None,
-        "score_unit": None, "score_note": "", "error": error,
+        "score_unit": None, "score_note": "", "base_score": None, "base_score_note": "", "error": error,
     }
 
 
@@ -109,6 +120,47 @@ def _config_summary(mode: str, k: int, rows: Sequence[Mapping[str, Any]]) -> dic
         "rollout_usd": sum(r["rollout_usd"] for r in ran),
         "session_usd": sum(r["session_usd"] for r in ran),
     }
+
+
+ALL_DOMAINS = "all"
+CI_LEVEL = 0.95
+
+
+def paired_comparison(pairs: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """(base, improved) scores of the same tasks -> means, the mean paired difference with its two-sided 95 % Student-t
+    interval, and the verdict: "gain" only when the interval lies above 0."""
+    n = len(pairs)
+    out: dict[str, Any] = {"pairs": n, "base_mean": None, "improved_mean": None, "diff_mean": None, "ci_low": None, "ci_high": None}
+    if n == 0:
+        return {**out, "verdict": "not compared: no task has both a graded base and a graded improved deliverable"}
+    diffs = [improved - base for base, improved in pairs]
+    out.update(base_mean=statistics.mean(b for b, _ in pairs), improved_mean=statistics.mean(i for _, i in pairs),
+               diff_mean=statistics.mean(diffs))
+    if n < 2:
+        return {**out, "verdict": f"no measurable gain (1 pair, difference {out['diff_mean']:+.3f}: no interval)"}
+    from scipy.stats import t  # lazily: only the report's aggregate needs it
+
+    half = float(t.ppf(0.5 + CI_LEVEL / 2, n - 1)) * statistics.stdev(diffs) / n ** 0.5
+    # scores lie in [0, 1], so a difference lies in [-1, 1]: the interval is clipped there (tiny n gives wide ones)
+    low, high = max(-1.0, out["diff_mean"] - half), min(1.0, out["diff_mean"] + half)
+    out.update(ci_low=low, ci_high=high)
+    ci = f"{out['diff_mean']:+.3f}, 95 % CI [{low:+.3f}, {high:+.3f}], {n} pairs"
+    verdict = f"gain ({ci})" if low > 0 else f"loss ({ci})" if high < 0 else f"no measurable gain ({ci})"
+    return {**out, "verdict": verdict}
+
+
+def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Base vs improved per (mode, k) and domain, then over all domains (`domain` = "all"), graded pairs only."""
+    out: list[dict[str, Any]] = []
+    for mode, k in sorted({(r["mode"], int(r["k"])) for r in rows}, key=lambda mk: (mk[1], mk[0])):
+        ran = [r for r in rows if r["mode"] == mode and int(r["k"]) == k and r["status"] != "crashed"]
+        domains = list(dict.fromkeys(r["domain"] for r in ran))
+        for domain in [*domains, ALL_DOMAINS]:
+            chosen = [r for r in ran if domain in (ALL_DOMAINS, r["domain"])]
+            pairs = [(float(r["base_score"]), float(r["score"])) for r in chosen
+                     if r.get("judged") and r.get("score") is not None and r.get("base_score") is not None]
+            out.append({"mode": mode, "k": k, "domain": domain, "tasks": len(chosen), **paired_comparison(pairs)})
+    return out
 
 
 def build_report(rows: Sequence[Mapping[str, Any]], *, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -145,6 +197,7 @@ def build_report(rows: Sequence[Mapping[str, Any]], *, meta: Mapping[str, Any] |
         "meta": dict(meta or {}),
         "configs": configs,
         "noise_floor": noise,
+        "comparison": comparisons(rows),
         "warnings": warnings,
         "crashed": [{"task_id": r["task_id"], "domain": r["domain"], "mode": r["mode"], "k": r["k"], "error": r["error"]} for r in rows if r["status"] == "crashed"],
         "tasks": [dict(r) for r in rows],
@@ -172,16 +225,27 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             f"| {c['mode']} | {c['k']} | {c['tasks']} | {c['crashed']} | {c['graded']} | {c['ungraded']} | {c['unscored']} | "
             f"{_fmt(c['score_mean'])}{unit} | {p['final']} / {p['candidate']} / {p['base']} | {c['fallbacks']} | {c['dead_probes']} | {c['usd']:.4f} |"
         )
+    if report.get("comparison"):
+        lines += ["", "## Base vs improved (same tasks, same judge; paired difference improved − base, 95 % Student-t CI)", "",
+                  "| mode | k | domain | pairs | base | improved | difference | 95 % CI | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+        for c in report["comparison"]:
+            ci = "–" if c["ci_low"] is None else f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+            diff = "–" if c["diff_mean"] is None else f"{c['diff_mean']:+.3f}"
+            lines.append(f"| {c['mode']} | {c['k']} | {c['domain']} | {c['pairs']} | {_fmt(c['base_mean'])} | {_fmt(c['improved_mean'])} | "
+                         f"{diff} | {ci} | {c['verdict']} |")
     noise = report.get("noise_floor")
     if noise:
         lines += ["", f"**k = 1 noise floor.** {noise['note']} Gap: {_fmt(noise['gap'])} ({noise['detail']})."]
     if report["warnings"]:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in report["warnings"]]
-    lines += ["", "## Tasks", "", "| domain | task | mode | k | status | pick | selection | fallbacks | USD | score |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Tasks", "", "| domain | task | mode | k | status | pick | selection | fallbacks | USD | base score | score |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["tasks"]:
         score = ("ungraded" if r["score"] is None else f"{r['score']:.3f}") if r["judged"] else "–"
+        base = r.get("base_score")
+        base_score = ("ungraded" if base is None else f"{base:.3f}") if r["judged"] else "–"
         lines.append(
             f"| {r['domain']} | {r['task_id']} | {r['mode']} | {r['k']} | {r['status']} | {r['pick'] or '–'} | {r['selection'] or '–'} | "
-            f"{len(r['fallbacks'])} | {r['usd']:.4f} | {score} |"
+            f"{len(r['fallbacks'])} | {r['usd']:.4f} | {base_score} | {score} |"
         )
     return "\n".join(lines) + "\n"
