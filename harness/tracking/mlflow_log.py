@@ -524,7 +524,7 @@ def _log_dataset(client, run_id: str, dataset) -> None:
     for column in frame.columns:
         if frame[column].map(lambda v: isinstance(v, (list, dict)) or hasattr(v, "tolist")).any():
             frame[column] = frame[column].map(_json_cell)
-    ds = from_pandas(frame, source=str(Path(dataset.path).resolve()), name=dataset.name)
+    ds = from_pandas(frame, source=local_dataset_source(dataset.path), name=dataset.name)
     entity = DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", dataset.context)])
     # MLflow's SQL store looks the dataset up, then inserts it: two jobs of a parallel sweep logging the same dataset
     # at the same moment can both insert, and the second violates the datasets table's unique key (seen on
@@ -537,6 +537,16 @@ def _log_dataset(client, run_id: str, dataset) -> None:
             if attempt == _DATASET_ATTEMPTS - 1 or not _is_unique_violation(exc):
                 raise
             time.sleep(0.1 * (attempt + 1))
+
+
+def local_dataset_source(path: Path | str):
+    """MLflow's ``local`` dataset source for the file `path` (a ``file://`` URI), built by its source type.
+
+    Passing the path as a string makes MLflow resolve it against every registered source, and a local path
+    matches two of them (LocalArtifactDatasetSource is registered twice): a UserWarning on every run."""
+    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+
+    return get_dataset_source_from_json(json.dumps({"uri": Path(path).resolve().as_uri()}), source_type="local")
 
 
 _DATASET_ATTEMPTS = 4
