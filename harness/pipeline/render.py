@@ -89,15 +89,18 @@ def _safe_name(text: str) -> str:
 
 
 def accuracy_chart(summary: RunSummary) -> str:
-    def series(label: str, attr: str, color: str, dashed: bool = False) -> Series | None:
+    """Accuracy per epoch. "Best so far" equals the measured validation at every epoch that improved it, so the
+    measured line is drawn first, wide with filled dots, and "best so far" on top of it, thin and dotted with hollow
+    squares: where they coincide both stay visible (tests/pipeline/test_render.py checks the styles)."""
+    def series(label: str, attr: str, color: str, **style: Any) -> Series | None:
         points = [(e.epoch, getattr(e, attr)) for e in summary.epochs if getattr(e, attr) is not None]
-        return Series(label, points, dashed, color) if points else None
+        return Series(label, points, color=color, **style) if points else None
 
     wanted = [
-        series("validation (measured)", "val_hard_acc", PALETTE[0]),
-        series("best validation so far", "best_val_acc", PALETTE[7]),
-        series("validation (true, oracle)", "true_val_acc", PALETTE[0], dashed=True),
-        series("test (true, oracle)", "true_test_acc", PALETTE[2], dashed=True),
+        series("validation (measured)", "val_hard_acc", PALETTE[0], width=3.5, marker="dot"),
+        series("best validation so far", "best_val_acc", PALETTE[1], width=1.5, dash="2,3", marker="square"),
+        series("validation (true, oracle)", "true_val_acc", PALETTE[0], width=1.2, dashed=True, marker="ring"),
+        series("test (true, oracle)", "true_test_acc", PALETTE[2], width=1.2, dashed=True, marker="ring"),
     ]
     return line_chart_svg([s for s in wanted if s], title="Accuracy per epoch", x_label="epoch", y_label="accuracy",
                           chart="accuracy", integer_x=True)
@@ -304,13 +307,15 @@ def render_markdown(summary: RunSummary) -> str:
 _CSS = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}"
-    "th{background:#f3f3f3}dt{font-weight:bold;float:left;clear:left;width:22em}dd{margin-left:23em}"
+    "th{background:#f3f3f3}table.summary th{text-align:left;vertical-align:top;width:22em}"
+    "table.summary td{vertical-align:top}"
     "svg{display:block;margin:.5em 0;max-width:100%;height:auto}summary{cursor:pointer;margin:.5em 0 1em}"
 )
 
 
 def render_html(summary: RunSummary) -> str:
-    headline = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>\n" for k, v in _headline(summary))
+    # a table, not floated <dt>/<dd>: a label that wraps can never push its value beside the next label
+    headline = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(v)}</td></tr>\n' for k, v in _headline(summary))
     oracle_note = (
         "<p>Dashed lines: true accuracy from the simulated world's oracle (exact expectation); the loop never sees it.</p>\n"
         if summary.oracle_available else ""
@@ -318,7 +323,7 @@ def render_html(summary: RunSummary) -> str:
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">"
         f"<title>Training report: {escape(summary.run_name)}</title><style>{_CSS}</style></head>\n<body>\n"
-        f"<h1>Training report: {escape(summary.run_name)}</h1>\n<dl>\n{headline}</dl>\n"
+        f"<h1>Training report: {escape(summary.run_name)}</h1>\n<table class=\"summary\">\n<tbody>\n{headline}</tbody>\n</table>\n"
         "<h2>Per-epoch metrics</h2>\n"
         f"{accuracy_chart(summary)}{oracle_note}{cost_chart(summary)}{_html_table(*_epoch_table(summary))}"
         "<h2>Gate decisions</h2>\n"

@@ -17,6 +17,7 @@ from harness.pipeline.collect import RunLayout, collect_run
 from harness.pipeline.learned import append_learned, run_changes
 from harness.pipeline.render import write_reports
 from harness.pipeline.summary import RunSummary
+from harness.tracking.readable import readable
 
 log = logging.getLogger("harness.progress")
 
@@ -51,7 +52,7 @@ def make_report(
     files = write_reports(summary, out_dir)
     # what was learned: diff base -> delivered per file, each line with its gate (harness/pipeline/learned.py)
     append_learned(files["markdown"], files["html"], run_changes(layout.root / layout.state_dir, layout.epochs))
-    log.info("[report] %s", ", ".join(f"{k}={v}" for k, v in summary.final_metrics().items() if v is not None))
+    log.info("[report] %s", ", ".join(f"{k}={readable(v)}" for k, v in summary.final_metrics().items() if v is not None))
     run_id = None
     if bool(cfg.tracking.enabled):
         log.info("[report] logging the run to MLflow (experiment %s; importing mlflow takes a few seconds)",

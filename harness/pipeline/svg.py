@@ -11,7 +11,7 @@ chart's root and each small-multiple panel carry a ``data-chart`` /
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Mapping, Sequence
 
@@ -24,6 +24,21 @@ class Series:
     points: Sequence[tuple[float, float]]  # (x, y); y None-free
     dashed: bool = False
     color: str | None = None  # None: the palette colour of its position
+    width: float = 1.6  # stroke width; a wider series drawn first stays visible around a narrower one on top
+    marker: str = "dot"  # at each point (charts with few points): one of MARKERS
+    dash: str | None = None  # a stroke-dasharray of its own (e.g. "2,3"); None: "6,4" when dashed, else solid
+
+    def __post_init__(self) -> None:
+        if self.marker not in MARKERS:
+            raise ValueError(f"Series {self.label!r}: marker {self.marker!r} is not one of {', '.join(MARKERS)}")
+
+    @property
+    def dasharray(self) -> str | None:
+        return self.dash or ("6,4" if self.dashed else None)
+
+
+# dot: a filled circle; ring / square: hollow (white inside), so a point drawn under them still shows; none: no marker
+MARKERS = ("dot", "ring", "square", "none")
 
 
 @dataclass(frozen=True)
@@ -113,29 +128,54 @@ def _hlines(svg: _Svg, box: Box, ys: Scale, hlines: Mapping[str, float], *, labe
             svg.text(box.x + box.w - 4, y - 4, label, text_anchor="end", fill="#555")
 
 
+def _marker(x: float, y: float, kind: str, color: str, width: float) -> str:
+    """One point's marker centred on (x, y), sized with the line's width."""
+    size = 1.5 + width
+    if kind == "dot":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{size:.1f}" fill="{color}"/>'
+    if kind == "ring":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{size:.1f}" fill="white" stroke="{color}" stroke-width="1.4"/>'
+    if kind == "square":
+        return (f'<rect x="{x - size:.1f}" y="{y - size:.1f}" width="{2 * size:.1f}" height="{2 * size:.1f}" '
+                f'fill="white" stroke="{color}" stroke-width="1.4"/>')
+    return ""
+
+
 def _lines(svg: _Svg, box: Box, xs: Scale, ys: Scale, series: Sequence[Series], *, dots: bool = True) -> None:
+    """Each series as a polyline (``data-series``: its label) in the given order, so a later one is drawn on top,
+    then its markers in a group of their own (``data-markers``) when `dots` and it has at most 40 points."""
     bottom = box.y + box.h
     for index, s in enumerate(series):
         color = s.color or PALETTE[index % len(PALETTE)]
-        dash = ' stroke-dasharray="6,4"' if s.dashed else ""
+        dash = f' stroke-dasharray="{s.dasharray}"' if s.dasharray else ""
+        label = escape(s.label, quote=True)
         points = " ".join(f"{xs.at(x, box.x, box.w):.1f},{ys.at(y, bottom, -box.h):.1f}" for x, y in s.points)
-        svg.parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>')
-        if dots and len(s.points) <= 40:
-            for x, y in s.points:
-                svg.parts.append(f'<circle cx="{xs.at(x, box.x, box.w):.1f}" cy="{ys.at(y, bottom, -box.h):.1f}" '
-                                 f'r="2.5" fill="{color}"/>')
+        svg.parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="{s.width:g}"{dash} '
+                         f'data-series="{label}"/>')
+        if dots and s.marker != "none" and len(s.points) <= 40:
+            marks = "".join(_marker(xs.at(x, box.x, box.w), ys.at(y, bottom, -box.h), s.marker, color, s.width)
+                            for x, y in s.points)
+            svg.parts.append(f'<g data-markers="{label}" data-marker="{s.marker}">{marks}</g>')
 
 
-def _legend(svg: _Svg, x: float, y: float, entries: Sequence[tuple[str, str, bool]], *, horizontal: bool = False,
+def _legend(svg: _Svg, x: float, y: float, entries: Sequence[tuple[str, str, bool] | Series], *, horizontal: bool = False,
             swatch: bool = False) -> None:
-    """(label, colour, dashed) entries from (x, y), stacked or in one row; `swatch`: filled squares (bars)."""
-    for label, color, dashed in entries:
-        dash = ' stroke-dasharray="4,3"' if dashed else ""
+    """(label, colour, dashed) entries, or series drawn with their own width, dashes and marker, from (x, y), stacked
+    or in one row; `swatch`: filled squares (bars)."""
+    for entry in entries:
+        if isinstance(entry, Series):
+            label, color, width, dasharray, marker = entry.label, entry.color or PALETTE[0], entry.width, entry.dasharray, entry.marker
+        else:
+            label, color, dashed = entry
+            width, dasharray, marker = 2.0, "4,3" if dashed else None, "none"
+        dash = f' stroke-dasharray="{dasharray}"' if dasharray else ""
         if swatch:
             svg.parts.append(f'<rect x="{x + 4:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{color}"/>')
         else:
             svg.parts.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 18:.1f}" y2="{y - 4:.1f}" stroke="{color}" '
-                             f'stroke-width="2"{dash}/>')
+                             f'stroke-width="{width:g}"{dash}/>')
+            if marker != "none":
+                svg.parts.append(_marker(x + 9, y - 4, marker, color, width))
         svg.text(x + 22, y, label)
         if horizontal:
             x += 34 + 6.2 * len(label)
@@ -169,7 +209,7 @@ def line_chart_svg(
     _hlines(svg, box, ys, hlines or {})
     _lines(svg, box, xs, ys, series)
     _legend(svg, box.x + box.w + 12, box.y + 12,
-            [(s.label, s.color or PALETTE[i % len(PALETTE)], s.dashed) for i, s in enumerate(series)])
+            [replace(s, color=s.color or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)])
     return svg.render()
 
 

@@ -93,8 +93,10 @@ class MlflowSweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self._parent_run_id is not None and self._tracking_uri is not None:
-            from harness.tracking.mlflow_log import summarize_children
+            from harness.tracking.mlflow_log import complete_swept_params, summarize_children
 
+            complete_swept_params(self._tracking_uri, self._parent_run_id, self._swept_keys,
+                                  lambda child: job_overrides(child.data.tags.get(RUN_DIR_TAG)))
             comparison = summarize_children(tracking_uri=self._tracking_uri, parent_run_id=self._parent_run_id,
                                             swept_keys=self._swept_keys, out_dir=self._sweep_dir)
             print(comparison.markdown, flush=True)  # the end of a sweep shows how its jobs compare
@@ -119,6 +121,27 @@ def swept_values(sweeper_params: Any, task_overrides: list[str]) -> dict[str, st
         if sep and (key in swept or "," in value) and not key.startswith(("hydra", "+sweep", "sweep")):
             swept[key.lstrip("+~")] = value
     return swept
+
+
+RUN_DIR_TAG = "harness.run_dir"  # a stages.train job's directory, on its MLflow run (harness/pipeline/live_run.py)
+
+
+def job_overrides(job_dir: str | Path | None) -> dict[str, str]:
+    """key -> value of the overrides a job ran with (Hydra's ``<job dir>/.hydra/overrides.yaml``, ``+``/``~``
+    stripped); {} when the job's directory or the file is not there."""
+    if not job_dir:
+        return {}
+    path = Path(job_dir) / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    from omegaconf import OmegaConf
+
+    values = {}
+    for override in OmegaConf.load(path) or []:
+        key, sep, value = str(override).partition("=")
+        if sep:
+            values[key.lstrip("+~")] = value
+    return values
 
 
 def parent_run_id_for_job(hydra_config: Any | None) -> str | None:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.tracking.record import TrackedRun
 from harness.tracking.store import (
@@ -407,9 +407,7 @@ def summarize_children(
     from mlflow.entities import Metric, RunTag
 
     client = _client(tracking_uri)
-    parent = client.get_run(parent_run_id)
-    children = client.search_runs([parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
-                                  max_results=10000)
+    children = child_runs(client, parent_run_id)
     rows = []
     for child in children:
         row: dict[str, Any] = {"run": child.info.run_name, "run_id": child.info.run_id, "status": child.info.status}
@@ -439,8 +437,34 @@ def summarize_children(
     if "sweep/comparison.json" not in {a.path for a in client.list_artifacts(parent_run_id, "sweep")}:
         import pandas as pd
 
-        client.log_table(parent_run_id, data=pd.DataFrame(rows), artifact_file="sweep/comparison.json")
+        client.log_table(parent_run_id, data=ui_frame(pd.DataFrame(rows)), artifact_file="sweep/comparison.json")
     return comparison
+
+
+def child_runs(client, parent_run_id: str) -> list:
+    """The runs tagged as children of `parent_run_id` (a sweep's jobs)."""
+    parent = client.get_run(parent_run_id)
+    return list(client.search_runs([parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
+                                   max_results=10000))
+
+
+def complete_swept_params(tracking_uri: str, parent_run_id: str, swept_keys: Sequence[str],
+                          job_values: Callable[[Any], Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """Log, on each child of `parent_run_id`, the swept keys it has no param for, with the value
+    `job_values(child)` gives (its job's overrides): a swept config group (``gate=mcnemar,gepa``) has its settings
+    as ``gate.*`` params but no ``gate`` param, so the comparison's column for it would be empty. Returns
+    {child run id: params logged}."""
+    from mlflow.entities import Param
+
+    client = _client(tracking_uri)
+    logged: dict[str, dict[str, str]] = {}
+    for child in child_runs(client, parent_run_id):
+        missing = [key for key in swept_keys if key not in child.data.params]
+        values = {key: value for key, value in job_values(child).items() if key in missing} if missing else {}
+        if values:
+            client.log_batch(child.info.run_id, params=[Param(k, _param_value(v)) for k, v in sorted(values.items())])
+            logged[child.info.run_id] = values
+    return logged
 
 
 def _sort_value(value: Any) -> tuple[int, float, str]:
@@ -511,7 +535,28 @@ def _log_tables(client, run_id: str, tables: Mapping[str, Sequence[Mapping[str, 
             frame.to_parquet(parquet_path, index=False)
             client.log_artifact(run_id, str(parquet_path), "tables")
             if (ui_tables is None or name in ui_tables) and f"tables/{name}.json" not in existing:
-                client.log_table(run_id, data=frame, artifact_file=f"tables/{name}.json")
+                client.log_table(run_id, data=ui_frame(frame), artifact_file=f"tables/{name}.json")
+
+
+def ui_column(name: str) -> str:
+    """A column name MLflow's table view shows: it reads a dot as a path into nested fields (``gate.lambda`` is
+    row["gate"]["lambda"], an empty column), so dots become underscores (``gate_lambda``)."""
+    return name.replace(".", "_")
+
+
+def ui_frame(frame):
+    """`frame` as an MLflow UI table (``tables/<name>.json``, ``sweep/comparison.json``) shows it to a person:
+    dot-free column names (`ui_column`) and floats rounded (harness/tracking/readable.py); the Parquet copies and
+    the metrics keep full precision."""
+    from harness.tracking.readable import rounded
+
+    shown = frame.rename(columns={c: ui_column(str(c)) for c in frame.columns})
+    for column in shown.columns:
+        if shown[column].dtype.kind == "f":
+            shown[column] = shown[column].map(rounded)
+        elif shown[column].dtype == object:
+            shown[column] = shown[column].map(lambda v: rounded(v) if isinstance(v, float) else v)
+    return shown
 
 
 def _log_dataset(client, run_id: str, dataset) -> None:
@@ -524,7 +569,7 @@ def _log_dataset(client, run_id: str, dataset) -> None:
     for column in frame.columns:
         if frame[column].map(lambda v: isinstance(v, (list, dict)) or hasattr(v, "tolist")).any():
             frame[column] = frame[column].map(_json_cell)
-    ds = from_pandas(frame, source=str(Path(dataset.path).resolve()), name=dataset.name)
+    ds = from_pandas(frame, source=local_dataset_source(dataset.path), name=dataset.name)
     entity = DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", dataset.context)])
     # MLflow's SQL store looks the dataset up, then inserts it: two jobs of a parallel sweep logging the same dataset
     # at the same moment can both insert, and the second violates the datasets table's unique key (seen on
@@ -537,6 +582,16 @@ def _log_dataset(client, run_id: str, dataset) -> None:
             if attempt == _DATASET_ATTEMPTS - 1 or not _is_unique_violation(exc):
                 raise
             time.sleep(0.1 * (attempt + 1))
+
+
+def local_dataset_source(path: Path | str):
+    """MLflow's ``local`` dataset source for the file `path` (a ``file://`` URI), built by its source type.
+
+    Passing the path as a string makes MLflow resolve it against every registered source, and a local path
+    matches two of them (LocalArtifactDatasetSource is registered twice): a UserWarning on every run."""
+    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+
+    return get_dataset_source_from_json(json.dumps({"uri": Path(path).resolve().as_uri()}), source_type="local")
 
 
 _DATASET_ATTEMPTS = 4

@@ -4,7 +4,8 @@ Progress lines go to the logger ``harness.progress`` at INFO. A
 `ProgressReporter` accumulates counters (questions done, rollouts, USD) and
 emits at most one line per `min_interval_s`, plus a final line on `close()`.
 `configure_logging(quiet)` is what entry points call once: quiet mode (and
-CI logs) show warnings and errors only.
+CI logs) show warnings and errors only; float arguments of progress lines are
+rounded (harness/tracking/readable.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
+
+from harness.tracking.readable import RoundFloatArgs
 
 PROGRESS_LOGGER = "harness.progress"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -36,7 +39,10 @@ def configure_logging(quiet: bool = False, stream=None, use_existing_handlers: b
         handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%H:%M:%S"))
         root.addHandler(handler)
     root.setLevel(level)
-    logging.getLogger(PROGRESS_LOGGER).setLevel(level)
+    progress = logging.getLogger(PROGRESS_LOGGER)
+    progress.setLevel(level)
+    if not any(isinstance(f, RoundFloatArgs) for f in progress.filters):
+        progress.addFilter(RoundFloatArgs())  # progress lines show 0.6818, never 0.6818181818181818
     # Third-party chatter (alembic migrations, http clients) stays at WARNING.
     for noisy in ("alembic", "httpx", "urllib3", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -4,6 +4,7 @@ observation tables as Parquet + MLflow tables, artifacts and the dataset input (
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -36,7 +37,10 @@ def test_run_is_logged_completely(mlflow_db: Path, tmp_path: Path) -> None:
         artifacts=[(report, "report")],
         dataset=DatasetRef(questions, name="sim-questions"),
     )
-    run_id = log_tracked_run(run, tracking_uri=uri, experiment="exp", project_root=tmp_path, parent_run_id=parent)
+    with warnings.catch_warnings(record=True) as caught:  # every warning, however often MLflow already raised it
+        warnings.simplefilter("always")
+        run_id = log_tracked_run(run, tracking_uri=uri, experiment="exp", project_root=tmp_path, parent_run_id=parent)
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []  # e.g. "dataset source ..."
     finish_parent_run(tracking_uri=uri, run_id=parent, params={"sweep.gate.lambda": "2.0,3.0"})
 
     client = MlflowClient(tracking_uri=uri)
@@ -59,6 +63,8 @@ def test_run_is_logged_completely(mlflow_db: Path, tmp_path: Path) -> None:
     assert [a.path for a in client.list_artifacts(run_id, "report")] == ["report/report.md"]
     inputs = logged.inputs.dataset_inputs
     assert len(inputs) == 1 and inputs[0].dataset.name == "sim-questions" and inputs[0].dataset.digest
+    assert (inputs[0].dataset.source_type, json.loads(inputs[0].dataset.source)) == (
+        "local", {"uri": questions.resolve().as_uri()})  # a local file, named as one
     assert client.get_run(parent).info.status == "FINISHED"
     assert client.get_run(parent).data.params == {"sweep.gate.lambda": "2.0,3.0"}
     # artifacts sit under the project root, not the process working directory

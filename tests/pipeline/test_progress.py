@@ -52,3 +52,34 @@ def test_quiet_mode_hides_progress() -> None:
     text = stream.getvalue()
     assert "hidden line" not in text
     assert "shown warning" in text and "shown line" in text
+
+
+def test_progress_lines_show_rounded_numbers() -> None:
+    """What a person reads is rounded (4 decimals; 3 significant digits below 0.001), whatever the call site
+    passed: floats as %s / %d / %.1f arguments, and `readable` for text built before logging."""
+    import re
+
+    from harness.tracking.readable import readable, rounded
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    try:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        configure_logging(quiet=False, stream=stream)
+        logging.getLogger(PROGRESS_LOGGER).info("[slow@e1] eval %s, best %s, level %s, %d rollouts in %.1f s",
+                                                 0.6818181818181818, 2 / 3, 0.000121901, 21212.0, 3.14159)
+        logging.getLogger(PROGRESS_LOGGER).info("[report] %s", ", ".join(
+            f"{k}={readable(v)}" for k, v in {"val_hard_acc": 0.3333333333333333, "rollouts": 70, "usd": 0.0}.items()))
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        root.setLevel(saved[0])
+        for handler in saved[1]:
+            root.addHandler(handler)
+    text = stream.getvalue()
+    assert "eval 0.6818, best 0.6667, level 0.000122, 21212 rollouts in 3.1 s" in text
+    assert "[report] val_hard_acc=0.3333, rollouts=70, usd=0.0" in text
+    assert not [m for m in re.findall(r"\d\.0*(\d+)", text) if len(m) > 4], text  # > 4 significant decimals
+    assert (rounded(float("nan")) != rounded(float("nan")), rounded(-1e-7), rounded(12345.678912)) == (True, -1e-7, 12345.6789)

@@ -134,3 +134,63 @@ def test_one_meaning_per_metric_name() -> None:
     with pytest.raises(ValueError, match="val_hard_acc"):
         run_level_metrics(final, bent)
     assert dataclasses.asdict(summary.epochs[0])["accepted"] == epochs[0]["epoch_accepted"]
+
+
+def test_measured_validation_stays_visible_under_best_so_far(tmp_path: Path) -> None:
+    """Every epoch of `_summary` improves, so "best so far" has the measured line's points exactly: the two
+    series differ in width, dashes and marker, and the measured one is drawn first and wider, so it shows around
+    the best line on top of it; both mark every point."""
+    import xml.etree.ElementTree as ET
+
+    files = write_reports(_summary(), tmp_path)
+    root = ET.fromstring(files["accuracy_chart"].read_text())
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    lines = root.findall("s:polyline", ns)
+    order = [line.get("data-series") for line in lines]
+    measured, best = (lines[order.index(name)] for name in ("validation (measured)", "best validation so far"))
+    assert measured.get("points") == best.get("points")  # the case the chart must handle: one on top of the other
+    assert order.index("validation (measured)") < order.index("best validation so far")  # measured underneath
+    assert float(measured.get("stroke-width")) >= 2 * float(best.get("stroke-width"))  # and wide enough to show
+    styles = {(line.get("stroke"), line.get("stroke-width"), line.get("stroke-dasharray")) for line in lines}
+    assert len(styles) == len(lines) == 4  # every series drawn in a style of its own
+    assert measured.get("stroke-dasharray") is None and best.get("stroke-dasharray")  # solid vs dotted
+    markers = {g.get("data-markers"): g for g in root.findall("s:g[@data-markers]", ns)}
+    kinds = {name: markers[name].get("data-marker") for name in ("validation (measured)", "best validation so far")}
+    assert kinds == {"validation (measured)": "dot", "best validation so far": "square"}
+    assert len(markers["validation (measured)"]) == len(markers["best validation so far"]) == len(_summary().epochs)
+    legend = [t.text for t in root.findall("s:text", ns)]
+    assert "validation (measured)" in legend and "best validation so far" in legend
+
+
+def test_a_series_names_a_known_marker() -> None:
+    import pytest
+
+    from harness.pipeline.svg import Series
+
+    with pytest.raises(ValueError, match="marker 'star' is not one of dot, ring, square, none"):
+        Series("x", [(1.0, 1.0)], marker="star")
+
+
+def test_numbers_shown_are_rounded(tmp_path: Path) -> None:
+    """No number a person reads in report.md, report.html or the charts has more than 4 significant decimals,
+    from a run whose values are all unrounded (metrics.json keeps them whole)."""
+    import re
+    from dataclasses import replace
+
+    third = 1 / 3
+    base = _summary()
+    epochs = tuple(replace(e, val_hard_acc=e.val_hard_acc + third / 100, val_soft_score=0.674815492920, best_val_acc=0.68181818,
+                           usd=0.000123456789 * e.epoch, true_val_acc=0.7006781234) for e in base.epochs)
+    gates = tuple(replace(g, log_e=3.14159265, fdr_level=0.0012190138, parse_failure_base=2 / 7) for g in base.gates)
+    holdout = tuple({**row, "hard_acc": 0.6863636363636364, "soft_score": 0.69005687} for row in base.holdout)
+    summary = replace(base, epochs=epochs, gates=gates, holdout=holdout, soft_calibration=(21652, -0.000822317, 0.0024621),
+                      usd_by_role={"solver": 0.0123456789, "editor": 1 / 7}, parse_modes={"strict": 2, "none": 1},
+                      delivered={**base.delivered, "true_test_acc": 0.700678123})
+    files = write_reports(summary, tmp_path)
+    assert json.loads(files["metrics"].read_text())["usd"] == round(0.0123456789 + 1 / 7, 6)  # stored: full
+    for kind in ("markdown", "html", "accuracy_chart", "cost_chart", "gate_evidence_chart"):
+        text = files[kind].read_text()
+        too_precise = [m.group(0) for m in re.finditer(r"\d+\.0*(\d+)", text) if len(m.group(1)) > 4]
+        assert too_precise == [], (kind, too_precise[:5])
+    md = files["markdown"].read_text()
+    assert "**USD**: 0.1552" in md and "-0.0008 ± 0.0025 over 21652" in md and "| 0.6864 |" in md

@@ -32,7 +32,10 @@ def _summary() -> RunSummary:
     purposes = {e: {"training batch": 40, "gate screen": 10, "gate": 200, "slow-update validation": 50 + e} for e in (1, 2, 3)}
     return RunSummary(run_name="view", benchmark="sim", epochs=epochs, gates=tuple(gates), holdout=holdout,
                       gate_paths=paths, accept_threshold=3.0, reject_threshold=-1.5, delivered={"skills_version": "v2"},
-                      oracle_available=True, rollouts_by_purpose=purposes)
+                      oracle_available=True, rollouts_by_purpose=purposes,
+                      # the rows whose long labels wrapped and shifted six values beside the wrong labels (issue 28)
+                      soft_calibration=(21652, -0.000822, 0.002462), usd_by_role={"editor": 0.0, "solver": 0.0},
+                      parse_modes={"strict": 3, "none": 1})
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +100,39 @@ def test_markdown_report_links_the_chart_images(rendered: dict[str, Path]) -> No
         assert f"]({chart})" in md and (rendered["markdown"].parent / chart).is_file()
     assert "<details><summary>All 10 gate decisions</summary>" in md
     assert md.index("| task type | gates |") < md.index("<details>")
+
+
+def test_summary_is_a_table_with_each_value_on_its_labels_row(rendered: dict[str, Path], driver) -> None:
+    """The summary at the top is a table: every label is the header of its own row, that row holds the label's
+    value (checked against the summary's own numbers) and label and value start at the same height, at a wide
+    and at a narrow window, where long labels wrap."""
+    from selenium.webdriver.common.by import By
+
+    from harness.pipeline.render import _headline
+
+    summary = _summary()
+    m = summary.final_metrics()
+    expected = {
+        "run": "view", "benchmark": "sim", "epochs run": "3", "best validation accuracy": f"{m['best_val_acc']:.4f}",
+        "test accuracy (delivered harness)": "—", "edits accepted / rejected / probation": "3 / 6 / 0",
+        "answers with no readable choice (parse failure rate)": "0.2500", "rollouts": str(300 * 3 + 1 + 2 + 3),
+        "USD": "0.0000", "soft score minus accuracy (calibration gap)": "-0.0008 ± 0.0025 over 21652 judged rollouts",
+        "USD by role": "editor 0.0000, solver 0.0000", "delivered harness": "skills_version=v2",
+    }
+    try:
+        for width in (1400, 640):
+            driver.set_window_size(width, 1000)
+            open_page(driver, rendered["html"])
+            shown = {}
+            for row in driver.find_elements(By.CSS_SELECTOR, "h1 + table.summary tbody tr"):
+                label, value = row.find_element(By.TAG_NAME, "th"), row.find_element(By.TAG_NAME, "td")
+                assert label.get_attribute("scope") == "row"
+                assert label.rect["y"] == value.rect["y"], (width, label.text)  # the same line, visually
+                assert value.rect["x"] >= label.rect["x"] + label.rect["width"] - 1, (width, label.text)  # beside it
+                assert row.text.replace("\n", " ") == f"{label.text} {value.text}".replace("\n", " ")  # nothing else
+                shown[label.text.replace("\n", " ")] = value.text
+            assert list(shown) == [label for label, _ in _headline(summary)], width
+            for label, value in expected.items():
+                assert shown[label] == value, (width, label)
+    finally:
+        driver.set_window_size(1400, 1000)

@@ -75,7 +75,7 @@ def open_page(driver: Any, path: Path) -> Page:
 
 
 # the browser's own pages and resources (its start page, fonts of its UI), not the page's
-INTERNAL = ("chrome:", "chrome-extension:", "about:", "devtools:")
+INTERNAL = ("chrome:", "chrome-untrusted:", "chrome-extension:", "about:", "devtools:")
 
 
 def offline_problems(page: Page) -> list[str]:
