@@ -78,6 +78,10 @@ class RunLayout:
         return self.root / self._layout.holdout
 
     @property
+    def certify(self) -> Path:
+        return self.root / self._layout.certify
+
+    @property
     def final_state(self) -> Path:
         return self.slow(self.epochs)
 
@@ -329,6 +333,10 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
                     for row in read_table([layout.holdout / RUNLOG], "holdout_eval")]
     holdout_rows.sort(key=lambda r: (int(r["epoch"]), str(r["which"])))
     delivered = dict(holdout_doc.get("delivered") or {})
+    from harness.contracts.certificate import CERTIFICATE_FILE, read_certificate
+
+    certificate = read_certificate(layout.holdout / CERTIFICATE_FILE) if (layout.holdout / CERTIFICATE_FILE).is_file() else None
+    run_spend.add(read_spend(layout.certify))
 
     gate_paths: dict[str, list[tuple[int, float]]] = {}
     for row in sorted(read_table(layout.fragments(), "gate_evidence"), key=lambda r: (r["gate_run_id"], int(r["seq"]))):
@@ -348,6 +356,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         rollouts_by_purpose={e.epoch: dict(sorted(by_purpose.get(e.epoch, {}).items())) for e in epochs},
         parse_modes=_merged(list(modes_by_run.values())),
         soft_calibration=soft_calibration(layout.fragments()),
+        certificate=certificate,
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
         summary = _with_oracle(cfg, layout, summary)

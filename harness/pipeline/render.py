@@ -239,6 +239,34 @@ def _holdout_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _pts(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}"
+
+
+def _certificate_tables(summary: RunSummary) -> tuple[tuple[list[str], list[list[str]]], tuple[list[str], list[list[str]]]]:
+    """(attempts, per task type of the delivered attempt, or of the first one tried) of the delivery certificate."""
+    cert = summary.certificate
+    header = ["candidate", "alpha", "decision", "pairs", "wins / losses / ties", "rollouts", "gain (pts)",
+              "anytime bounds (pts)", "width (pts)", "log E / threshold", "reason"]
+    rows = [[a.label, f"{a.alpha:.4g}", a.decision, str(a.pairs), f"{a.wins} / {a.losses} / {a.ties}", str(a.rollouts),
+             _pts(a.estimate), f"[{_pts(a.lower_bound)}, {_pts(a.upper_bound)}]", "n/a" if a.width is None else f"{100 * a.width:.1f}",
+             "n/a" if a.log_e is None else f"{a.log_e:.2f} / {a.threshold:.2f}", a.reason] for a in cert.attempts]
+    shown = cert.chosen or next((a for a in cert.attempts if a.decision != "skipped"), None)
+    type_header = ["task type", "pairs", "gain (pts)", "95 % interval (fixed-n, indicative)", "flagged"]
+    type_rows = [[t.task_type, str(t.pairs), _pts(t.estimate), f"[{_pts(t.ci_low)}, {_pts(t.ci_high)}]", "YES" if t.flagged else ""]
+                 for t in (shown.per_task_type if shown else [])]
+    return (header, rows), (type_header, type_rows)
+
+
+def _certificate_intro(summary: RunSummary) -> str:
+    cert = summary.certificate
+    pop = cert.population
+    flagged = (f" Task types whose estimated change is below the flag: {', '.join(cert.flagged_task_types)} — check their skill files."
+               if cert.flagged_task_types else "")
+    return (f"{cert.summary}. Population: {pop.get('n_questions')} questions of the {pop.get('pool')} pool, sampled "
+            f"{pop.get('sampling')}; baseline: {cert.baseline.get('label')}; {cert.rollouts} rollouts.{flagged}")
+
+
 def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     if not rows:
         return "_none_\n"
@@ -282,6 +310,8 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         items.append(("delivered harness", ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(summary.delivered.items()))))
     if summary.oracle_available:
         items.append(("true test accuracy (oracle, delivered)", _fmt(m.get("true_test_acc_delivered"))))
+    if summary.certificate is not None:
+        items.insert(5, ("delivery certificate", summary.certificate.summary))
     return items
 
 
@@ -299,6 +329,10 @@ def render_markdown(summary: RunSummary) -> str:
     parts.append(f"\n<details><summary>All {len(summary.gates)} gate decisions</summary>\n\n")
     parts.append(_markdown_table(*_gate_table(summary)))
     parts.append("\n</details>\n")
+    if summary.certificate is not None:
+        attempts, types = _certificate_tables(summary)
+        parts.append("\n## Delivery certificate\n\n" + _certificate_intro(summary) + "\n\n")
+        parts.append(_markdown_table(*attempts) + "\n" + _markdown_table(*types))
     parts.append("\n## Held-out evaluation (test pool)\n")
     parts.append(_markdown_table(*_holdout_table(summary)))
     return "".join(parts)
@@ -311,6 +345,14 @@ _CSS = (
     "table.summary td{vertical-align:top}"
     "svg{display:block;margin:.5em 0;max-width:100%;height:auto}summary{cursor:pointer;margin:.5em 0 1em}"
 )
+
+
+def _certificate_html(summary: RunSummary) -> str:
+    if summary.certificate is None:
+        return ""
+    attempts, types = _certificate_tables(summary)
+    return (f"<h2>Delivery certificate</h2>\n<p>{escape(_certificate_intro(summary))}</p>\n"
+            f"{_html_table(*attempts)}{_html_table(*types)}")
 
 
 def render_html(summary: RunSummary) -> str:
@@ -329,6 +371,7 @@ def render_html(summary: RunSummary) -> str:
         "<h2>Gate decisions</h2>\n"
         f"{gate_evidence_chart(summary)}<h3>Per task type</h3>\n{_html_table(*_gate_summary_table(summary))}"
         f"<details><summary>All {len(summary.gates)} gate decisions</summary>\n{_html_table(*_gate_table(summary))}</details>\n"
+        f"{_certificate_html(summary)}"
         "<h2>Held-out evaluation (test pool)</h2>\n"
         f"{_html_table(*_holdout_table(summary))}"
         "</body>\n</html>\n"

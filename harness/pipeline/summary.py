@@ -90,6 +90,8 @@ class RunSummary:
     # the soft score against the hard outcome over the run's judged rollouts that have one: (n, mean(soft - correct),
     # its SE); None without soft scores. A soft gate (gate.metric=soft) tests the accuracy only where the gap is ~0.
     soft_calibration: tuple[int, float, float] | None = None
+    # the delivery certificate (harness/contracts/certificate.py) the harness was delivered with; None before certify
+    certificate: Any = None
 
     def final_metrics(self) -> dict[str, float | int | None]:
         """The flat metrics of reports/metrics.json (deterministic: no timings, no cache counters)."""
@@ -120,4 +122,9 @@ class RunSummary:
             metrics[f"holdout_{which}_hard_acc"] = row["hard_acc"]
         if self.oracle_available:
             metrics["true_test_acc_delivered"] = self.delivered.get("true_test_acc")
+        if self.certificate is not None:
+            from harness.loop.certify import certificate_metrics
+
+            metrics.update({k: (round(v, 6) if isinstance(v, float) else v) for k, v in certificate_metrics(self.certificate).items()
+                            if not k.startswith("certify_type/")})
         return metrics

@@ -105,6 +105,7 @@ def log_to_mlflow(
     source: str = "dvc",
 ) -> str:
     """Finish the training run's live MLflow run (created now when training ran without one); its id."""
+    from harness.loop.certify import certificate_tags
     from harness.loop.telemetry import per_epoch_cache, stage_names
     from harness.pipeline.render import accuracy_chart, gate_evidence_chart
     from harness.tracking.record import DatasetRef, TrackedRun
@@ -129,10 +130,12 @@ def log_to_mlflow(
         delivered = layout.holdout / "delivered"
         if delivered.is_dir():
             artifacts.append((delivered, None))  # a directory: logged as delivered/...
+        if (layout.holdout / "certificate.json").is_file():
+            artifacts.append((layout.holdout / "certificate.json", "delivered"))
         run = TrackedRun(
             run_name=run_name,
             params=tracker.params,
-            tags=tracker.tags(),
+            tags={**tracker.tags(), **(certificate_tags(summary.certificate) if summary.certificate is not None else {})},
             epoch_metrics=epoch_metrics,
             summary_metrics=run_level_metrics(summary.final_metrics(), epoch_metrics),
             tables=tables,
