@@ -26,7 +26,7 @@ def schema_keys() -> tuple[str, ...]:
 
     def walk(node: DictConfig, prefix: str) -> None:
         for key in node.keys():
-            full = f"{prefix}{key}"
+            full = f"{prefix}{key!s}"
             keys.append(full)
             child = node._get_node(key)
             if isinstance(child, DictConfig) and OmegaConf.get_type(child) not in (dict, None):
