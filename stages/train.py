@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> float | None:
             from harness.config.precheck import remove_unused_job_dir
 
             job_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
-            remove_unused_job_dir(job_dir, existed_before=job_dir in _EXISTING_RUN_DIRS)
+            remove_unused_job_dir(job_dir, existed_before=job_dir in _EXISTING_RUN_DIRS, up_to=Path.cwd())
         print(f"stages.train: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 

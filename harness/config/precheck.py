@@ -225,9 +225,10 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
         raise SystemExit(2)
 
 
-def remove_unused_job_dir(job_dir: Path, *, existed_before: bool) -> bool:
+def remove_unused_job_dir(job_dir: Path, *, existed_before: bool, up_to: Path | None = None) -> bool:
     """Remove `job_dir` when this process created it and it holds only what Hydra wrote (``.hydra/``'s three files,
-    an empty log, the job lock); returns whether it was removed. Its parents stay (they may hold other runs)."""
+    an empty log, the job lock); returns whether it was removed. Parents below `up_to` (the project root) that are
+    left empty go too (``runs/<run_name>/``); a parent holding anything (other runs) stays."""
     import shutil
 
     if existed_before or not job_dir.is_dir():
@@ -242,4 +243,10 @@ def remove_unused_job_dir(job_dir: Path, *, existed_before: bool) -> bool:
     if dirs - {".hydra"}:
         return False
     shutil.rmtree(job_dir)
+    if up_to is not None:
+        stop = up_to.resolve()
+        parent = job_dir.resolve().parent
+        while parent != stop and stop in parent.parents and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
     return True

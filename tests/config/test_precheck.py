@@ -108,7 +108,15 @@ def _hydra_job_dir(path: Path) -> Path:
 def test_a_job_dir_holding_only_hydras_files_is_removed(tmp_path: Path) -> None:
     job = _hydra_job_dir(tmp_path / "runs" / "default" / "t_1")
     assert remove_unused_job_dir(job, existed_before=False)
-    assert not job.exists() and (tmp_path / "runs" / "default").is_dir()  # parents stay
+    assert not job.exists() and (tmp_path / "runs" / "default").is_dir()  # parents stay without up_to
+
+
+def test_parents_left_empty_go_up_to_the_project_root(tmp_path: Path) -> None:
+    other = _hydra_job_dir(tmp_path / "runs" / "other" / "t_0")
+    job = _hydra_job_dir(tmp_path / "runs" / "default" / "t_1")
+    assert remove_unused_job_dir(job, existed_before=False, up_to=tmp_path)
+    assert not (tmp_path / "runs" / "default").exists()  # left empty: removed
+    assert other.is_dir() and tmp_path.is_dir()  # runs/ holds another run: kept
 
 
 @pytest.mark.parametrize("extra", ["state/init/DONE.json", "reports/metrics.json"])

@@ -129,3 +129,14 @@ def test_a_config_error_in_a_dvc_stage_is_one_message(tmp_path) -> None:
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "Key 'lamda' not in 'GateConfig'" in done.stderr and "Did you mean gate.lambda?" in done.stderr
+
+
+def test_a_config_error_the_precheck_does_not_see_still_leaves_nothing(config_project: Path) -> None:
+    """`--config-name` skips the pre-check (another config tree is the job's to check): the job's own ConfigError is
+    one message, exit 2, and the job directory Hydra made (holding only .hydra/ and an empty log) is removed."""
+    before = _tree(config_project)
+    done = subprocess.run([sys.executable, "-m", "stages.train", "--config-name", "config", "train=tiny", "gate.rule=nonexistent"],
+                          cwd=config_project, env=env(), capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert _one_line(done.stderr, "stages.train:").startswith("stages.train: invalid configuration (1 problem):")
+    assert _tree(config_project) == before
