@@ -11,10 +11,15 @@ logs one MLflow run (a child of the sweep's parent run under a multirun).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 from omegaconf import DictConfig
 
 import harness.config  # noqa: F401  (registers the ht.* resolvers and the schema before composition)
+
+# Run directories named on the command line that existed before this process: never removed on an error.
+_EXISTING_RUN_DIRS: set[Path] = set()
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
@@ -28,7 +33,16 @@ def main(cfg: DictConfig) -> float | None:
     configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
     try:
         return run_training_job(cfg)
-    except one_line_errors() as exc:  # an INFRA abort or unreadable answers: one line, exit 2, no traceback
+    except one_line_errors() as exc:  # a bad config, an INFRA abort, unreadable answers: one line, exit 2, no traceback
+        from harness.config.errors import ConfigError
+
+        if isinstance(exc, ConfigError):  # missed by the pre-check: leave no empty job directory behind
+            from hydra.core.hydra_config import HydraConfig
+
+            from harness.config.precheck import remove_unused_job_dir
+
+            job_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
+            remove_unused_job_dir(job_dir, existed_before=job_dir in _EXISTING_RUN_DIRS, up_to=Path.cwd())
         print(f"stages.train: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -36,14 +50,20 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     import sys
 
+    from harness.config.precheck import precheck_or_exit
     from harness.config.project import enter_project_root
     from harness.config.secrets import refuse_secrets_on_command_line
     from harness.pipeline import run_lock
+    from harness.pipeline.train_job import rebase_outputs
 
     refuse_secrets_on_command_line(sys.argv[1:], "stages.train")  # before Hydra saves the overrides in .hydra/
-    enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
+    root = enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
+    # every job's config is validated before Hydra creates a directory or a sweep opens its MLflow parent run
+    precheck_or_exit("stages.train", sys.argv[1:], root, rebase_outputs)
     try:  # a directory named on the command line is locked before Hydra writes .hydra/ and its log into it
         for directory in run_lock.explicit_dirs(sys.argv[1:]):
+            if directory.exists():
+                _EXISTING_RUN_DIRS.add(directory.resolve())
             run_lock.acquire(directory)
     except run_lock.RunDirInUse as exc:
         print(f"stages.train: {exc}", file=sys.stderr)

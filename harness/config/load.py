@@ -31,6 +31,7 @@ import harness.config  # noqa: F401  (registers the resolvers; the schema is reg
 from harness.config.errors import ConfigError, Violation
 from harness.config.schema import RootConfig
 from harness.config.secrets import check_composed_config, check_config_tree, check_overrides, read_env_file
+from harness.config.suggest import did_you_mean, unknown_key_in_error
 from harness.config.validate import validate_config
 
 ENV_PREFIX = "HT__"
@@ -123,7 +124,8 @@ def apply_env_layer(cfg: DictConfig, layer: Mapping[str, tuple[str, str]], cli_k
         node_parent, _, leaf = key.rpartition(".")
         parent = OmegaConf.select(cfg, node_parent) if node_parent else cfg
         if not isinstance(parent, DictConfig) or leaf not in parent:
-            raise ConfigError([Violation(key, raw, f"{source}: not a config key (see params.yaml for the keys)")])
+            raise ConfigError([Violation(key, raw, f"{source}: not a config key (see params.yaml for the keys)"
+                                                   f"{did_you_mean(key)}")])
         if isinstance(parent._get_node(leaf), DictConfig) and not raw.lstrip().startswith("{"):
             raise ConfigError([Violation(key, raw, f"{source}: '{key}' is a section; .env sets values only "
                                                    f"(choose groups on the command line, e.g. {key}={raw})")])
@@ -225,7 +227,10 @@ def load_config(
         with initialize_config_dir(str(directory.resolve()), version_base="1.3", job_name="harness"):
             cfg = compose(config_name=config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise _hydra_error(exc) from None
+        error = _hydra_error(exc)
+        unknown = unknown_key_in_error(exc)
+        hint = did_you_mean(unknown).lstrip("; ") if unknown else ""
+        raise (ConfigError(f"{error}\n{hint[0].upper()}{hint[1:]}") if hint else error) from None
     frozen = finalize_config(cfg, cli_overrides=overrides, env_file=env_file, environ=environ)
     _log.debug("config loaded from %s with overrides %s", directory, overrides)
     return frozen
@@ -267,6 +272,8 @@ def load_params(
     try:
         cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), loaded)
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        unknown = unknown_key_in_error(exc)
+        hint = did_you_mean(unknown).lstrip("; ") if unknown else ""
+        raise ConfigError(f"{path}: {exc}" + (f"\n{hint[0].upper()}{hint[1:]}" if hint else "")) from None
     assert isinstance(cfg, DictConfig)  # merged onto the structured root, which is a mapping
     return finalize_config(cfg, cli_overrides=[], env_file=env_file, environ=environ, env_allowed=ENGINEERING_KEYS)

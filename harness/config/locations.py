@@ -2,7 +2,10 @@
 
 An output path (`OUTPUT_PATH_KEYS`) is either relative and inside the project
 (no `..` out of it, not under `.git/` or `.dvc/`), or explicitly absolute and
-writable. Either way no existing part of it may be a file (`/dev/null/x`).
+writable. Either way no existing part of it may be a file (`/dev/null/x`). The
+directories whose stages replace their own subdirectories (`train.state_dir`,
+`improve.out_dir`) may not be the project root, above it, or inside its code
+and config (`conf/`, `harness/`, ...).
 The project is the working directory: DVC runs every stage from the
 repository root, `stages.train` from where the command ran.
 
@@ -28,6 +31,10 @@ OUTPUT_PATH_KEYS = (
     "improve.report_dir",
 )
 _RESERVED = (".git", ".dvc")  # a repository's own metadata: never a place for run outputs
+# Directories whose stages replace their own subdirectories (`fresh_output` empties init/, e1/s1/rollout/, <domain>/):
+# they must be a directory of their own, never the project root or its code and config.
+OWN_DIRECTORY_KEYS = ("train.state_dir", "improve.out_dir")
+PROJECT_SOURCES = ("conf", "harness", "stages", "hydra_plugins", "tests")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mssql")
 RULE = "must be a relative path inside the project, or an absolute path to a writable place"
@@ -63,6 +70,26 @@ def output_path_problem(value: Any, root: Path | None = None) -> str | None:
     directory = ancestor if ancestor != target or target.is_dir() else target.parent
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"{RULE}: {directory} is not writable"
+    return None
+
+
+def own_directory_problem(value: Any, root: Path | None = None) -> str | None:
+    """Why `value` cannot hold a run's stage directories (None when it can): the project root, a directory above
+    it, or the project's code and config would get init/, e1/, holdout/ ... written (and replaced) inside them."""
+    if not isinstance(value, str) or value.strip() == "":
+        return None  # output_path_problem reports it
+    base = (Path.cwd() if root is None else Path(root)).resolve()
+    target = Path(os.path.normpath(base / value.replace("\\", "/")))
+    rule = "must be a directory of its own inside the project (e.g. state)"
+    if target == base or target in base.parents:
+        return (f"{rule}: {value!r} is the project root{' or above it' if target != base else ''}, where each stage "
+                "would write (and first empty) its own directories beside conf/ and dvc.yaml")
+    try:
+        first = target.relative_to(base).parts[0]
+    except ValueError:
+        return None  # outside the project: an explicit absolute path
+    if first in PROJECT_SOURCES:
+        return f"{rule}: {value!r} is inside {first}/, the project's own code and config"
     return None
 
 
@@ -104,7 +131,7 @@ def location_violations(cfg: Any, root: Path | None = None) -> list[Violation]:
         value = OmegaConf.select(cfg, key, default=None)
         if value is None:
             continue
-        problem = output_path_problem(value, root)
+        problem = output_path_problem(value, root) or (own_directory_problem(value, root) if key in OWN_DIRECTORY_KEYS else None)
         if problem:
             found.append(Violation(key, value, problem))
     uri = OmegaConf.select(cfg, "tracking.tracking_uri", default=None)

@@ -24,6 +24,7 @@ from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import IMPROVE_CONF_FILE, epoch_schedule_items, improve_tasks_dir, step_schedule_items
 from harness.config.schema import RootConfig
+from harness.config.suggest import did_you_mean
 from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
 from harness.identity import GATE_MARK
@@ -42,6 +43,13 @@ LLM_ROLES = tuple(role.value for role in Role)
 _SCORER_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(_[A-Za-z0-9.-]+)*$")
+# The simulated world's limits (harness/sim/world.py: TASK_TYPE_NAMES, the choice letters it draws; a test keeps
+# them equal). Config sits below sim in the import layers, so the numbers are repeated here.
+SIM_MAX_TASK_TYPES = 11
+SIM_MAX_CHOICES = 6
+# A task type names its skill folder (skills/<task_type>/SKILL.md) and shows in run ids, metric names and reports;
+# 100 characters leaves room under the file system's 255-byte name limit for every name built from it.
+TASK_TYPE_MAX_CHARS = 100
 
 _UNSET = object()
 
@@ -107,6 +115,38 @@ class _Checker:
         return self.check(key, lambda v: isinstance(v, str) and v.strip() != "", "must be a non-empty string")
 
 
+def task_type_name_problem(name: Any) -> str | None:
+    """Why `name` cannot be a task type (None when it can): it names the skill folder skills/<task_type>/."""
+    from harness.bench.jsonl import DEFAULT_SKILL, TASK_TYPE_NAME
+
+    if not isinstance(name, str) or TASK_TYPE_NAME.match(name) is None:
+        return ("a task type names its skill folder (skills/<task_type>/SKILL.md): letters, digits, '_', '-', '.', "
+                "starting with a letter or digit")
+    if len(name) > TASK_TYPE_MAX_CHARS:
+        return (f"a task type names its skill folder (skills/<task_type>/SKILL.md) and shows in run and metric names: "
+                f"at most {TASK_TYPE_MAX_CHARS} characters, got {len(name)}")
+    if name == DEFAULT_SKILL:
+        return f"{DEFAULT_SKILL!r} is the shared skill every task type without its own file reads"
+    return None
+
+
+def base_url_problem(value: Any) -> str | None:
+    """Why `value` cannot be `llm.base_url` (None when it can: null, or an http(s) URL with a host)."""
+    from urllib.parse import urlsplit
+
+    if value is None:
+        return None
+    rule = "must be an http(s) URL (e.g. http://127.0.0.1:8000/v1), or null for the provider's default"
+    if not isinstance(value, str) or any(ch.isspace() for ch in value):
+        return rule
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0  # .port raises on a non-numeric port
+    except ValueError:
+        return rule
+    return None if parts.scheme in ("http", "https") and parts.hostname and port_ok else rule
+
+
 def n_task_types_of(cfg: DictConfig) -> int | None:
     """Number of task types known at config time: sim -> benchmark.n_task_types;
     jsonl -> len(benchmark.task_types) when listed, else None (checked at data time)."""
@@ -135,9 +175,11 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     # benchmark
     if c.one_of("benchmark.name", BENCHMARKS):
         if c.value("benchmark.name") == "sim":
-            c.positive_int("benchmark.n_task_types")
+            c.check("benchmark.n_task_types", lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= SIM_MAX_TASK_TYPES,
+                    f"must be an integer in [1, {SIM_MAX_TASK_TYPES}] (the simulated world has {SIM_MAX_TASK_TYPES} task types)")
             c.positive_int("benchmark.questions_per_type")
-            c.positive_int("benchmark.n_choices", minimum=2)
+            c.check("benchmark.n_choices", lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= SIM_MAX_CHOICES,
+                    f"must be an integer in [2, {SIM_MAX_CHOICES}] (the simulated world's questions have at most {SIM_MAX_CHOICES} choices)")
             c.non_empty_str("benchmark.source")
         elif c.check("benchmark.path", lambda v: isinstance(v, str) and v.strip() != "",
                      "benchmark=jsonl needs the questions file: benchmark.path=<file.jsonl|file.parquet>"):
@@ -146,8 +188,13 @@ def _validate(cfg: DictConfig) -> list[Violation]:
                     "dvc.yaml's prepare stage depends on it")
     c.check("benchmark.scorer", lambda v: v in BUILTIN_SCORERS or _SCORER_REF.match(v) is not None,
             f"must be one of {', '.join(BUILTIN_SCORERS)} or '<module>:<function>'")
-    c.check("benchmark.task_types", lambda v: len(set(v)) == len(v) and all(isinstance(t, str) and t for t in v),
-            "task types must be distinct non-empty strings")
+    if c.check("benchmark.task_types", lambda v: len(set(v)) == len(v) and all(isinstance(t, str) and t for t in v),
+               "task types must be distinct non-empty strings"):
+        listed = list(c.value("benchmark.task_types"))
+        for name in listed:
+            problem = task_type_name_problem(name)
+            if problem:
+                c.add("benchmark.task_types", listed, f"task type {_shown(name)}: {problem}")
     c.non_empty_str("benchmark.questions_path")
     c.one_of("benchmark.answer_parsing", ANSWER_PARSING_MODES)
     c.one_of("benchmark.harness_surface", SURFACE_NAMES)
@@ -167,6 +214,9 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     if c.one_of("llm.provider", PROVIDERS) and c.value("benchmark.name") == "jsonl":
         c.check("llm.provider", lambda v: v != "sim", "llm=sim answers only the simulated benchmark's questions, "
                 "not benchmark=jsonl's: use llm=openai with a server (llm.base_url) for your own questions")
+    base_url_rule = base_url_problem(c.value("llm.base_url"))
+    if base_url_rule:
+        c.add("llm.base_url", c.value("llm.base_url"), base_url_rule)
     c.non_empty_str("llm.model")
     c.check("llm.models", lambda v: all(role in LLM_ROLES and isinstance(m, str) and m for role, m in v.items()),
             f"keys must be roles ({', '.join(LLM_ROLES)}) and values non-empty model names")
@@ -195,8 +245,10 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     # pools
     for key in ("pools.test_size", "pools.val_size", "pools.diagnosis_size", "pools.eval_min_per_class"):
         c.positive_int(key)
-    c.check("pools.val_correct_ratio", lambda v: v is None or (_is_number(v) and 0 < v < 1),
-            "must be null (natural distribution) or in (0, 1)")
+    c.check("pools.val_correct_ratio", lambda v: v is None,
+            "must be null (the natural distribution): steering validation to a share of correct questions needs the "
+            "baseline's correctness of every question, and the pools stage splits before any rollout "
+            "(harness.kernel.pools.split_pools takes it, with `correctness`, for library use)")
     n_types = n_task_types_of(cfg)
     val_size, min_per_class = c.value("pools.val_size"), c.value("pools.eval_min_per_class")
     if n_types is not None and isinstance(val_size, int) and isinstance(min_per_class, int) and min_per_class >= 1:
@@ -380,7 +432,11 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
     c.one_of("gate.accept_prior", ACCEPT_PRIORS)
     c.ordered_pair("gate.accept_prior_low", "gate.accept_prior_high", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)")
-    c.positive_int("gate.accept_prior_points")
+    if c.positive_int("gate.accept_prior_points") and c.value("gate.accept_prior") == "grid":
+        low, high = c.value("gate.accept_prior_low"), c.value("gate.accept_prior_high")
+        c.check("gate.accept_prior_points", lambda v: v > 1 or low == high,
+                f"a one-point grid needs gate.accept_prior_low == gate.accept_prior_high (got {low} and {high}); "
+                "use >= 2 points, or set both to the one theta")
     c.check("gate.importance_floor", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < importance_floor <= 1 (1 = uniform order)")
     c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
     c.ordered_pair("gate.bet_low", "gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
@@ -430,7 +486,7 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
             if key not in shape:
                 section = prefix.rstrip(".") or "the root"
                 violations.append(Violation(full, "<set>", f"unknown key: not in the schema of {section} "
-                                                           "(harness/config/schema.py); check the spelling"))
+                                                           f"(harness/config/schema.py){did_you_mean(full) or '; check the spelling'}"))
                 continue
             child = node._get_node(key)
             if isinstance(child, DictConfig) and not child._is_missing():
@@ -456,6 +512,10 @@ def _validate_data_sizes(cfg: DictConfig) -> list[Violation]:
     task_types = _get(cfg, "benchmark.task_types")
     try:
         counts = task_type_counts(path, [str(t) for t in task_types] if task_types not in (_UNSET, None) else [])
+        named = [Violation("benchmark.path", path, f"task type {_shown(name)} in the file: {problem}")
+                 for name in sorted(counts) if (problem := task_type_name_problem(name))]
+        if named:
+            return named
         check_sizes(counts, source=f"benchmark.path = {path}", **sizes)
     except SizingError as exc:
         return [Violation("pools", " ".join(f"{k}={v}" for k, v in sizes.items()), str(exc))]
@@ -482,6 +542,11 @@ def _validate_certify(cfg: DictConfig) -> list[Violation]:
     c.check("certify.reference", lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
             "must be null or a harness directory")
     return c.violations
+
+
+def _shown(name: str, limit: int = 40) -> str:
+    """`name` quoted, cut to `limit` characters with its length when longer (a 300-character name stays readable)."""
+    return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name)} characters)"
 
 
 def validate_config(cfg: DictConfig) -> None:

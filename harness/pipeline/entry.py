@@ -96,13 +96,15 @@ def stage_tracking(stage: str, cfg: Any, project_root: Path):
 
 
 def one_line_errors() -> tuple[type[BaseException], ...]:
-    """Errors that stop a stage or a run with their one-line message, not a traceback: bad state, the local
+    """Errors that stop a stage or a run with their one-line message, not a traceback: a bad config (`ConfigError`,
+    every violation as `key = value: rule`), bad state, the local
     response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
     a run directory another job holds (`RunDirInUse`), and every corrupt or unreadable input or store named
     with its path (`InputFileError`, questions, documents, checkpoints, the tracking database). With
     ``--debug`` or ``HYDRA_FULL_ERROR=1`` nothing is caught: the traceback is shown."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in sys.argv[1:]:
         return ()
+    from harness.config.errors import ConfigError
     from harness.contracts.answers import AnswerFormatError
     from harness.inputs import InputFileError
     from harness.llm.protocol import LocalStoreError
@@ -116,7 +118,7 @@ def one_line_errors() -> tuple[type[BaseException], ...]:
     from harness.tracking.store import TrackingConfigError, TrackingDbError
     from harness.workspace import WorkspaceError
 
-    return (StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
+    return (ConfigError, StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
             QuestionsError, DocumentError, CheckpointError, StoreError, WorkspaceError, TrackingDbError,
             TrackingConfigError)
 

@@ -93,10 +93,10 @@ def test_layer_precedence_yaml_env_file_environment_cli(compose_cfg, tmp_path: P
 
 
 def test_env_values_are_typed_like_command_line_values(raw_tiny) -> None:
-    cfg = _with_env(raw_tiny, {"HT__BENCHMARK__TASK_TYPES": "[a, b]", "HT__POOLS__VAL_CORRECT_RATIO": "0.5",
+    cfg = _with_env(raw_tiny, {"HT__BENCHMARK__TASK_TYPES": "[a, b]", "HT__LLM__TEMPERATURE": "0.5",
                                "HT__LLM__BASE_URL": "null", "HT__BATCHING__MIX_CORRECT": "false"})
     assert list(cfg.benchmark.task_types) == ["a", "b"]
-    assert cfg.pools.val_correct_ratio == 0.5 and cfg.llm.base_url is None and cfg.batching.mix_correct is False
+    assert cfg.llm.temperature == 0.5 and cfg.llm.base_url is None and cfg.batching.mix_correct is False
 
 
 def test_env_value_feeds_derived_schedule(raw_tiny) -> None:

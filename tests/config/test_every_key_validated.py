@@ -28,7 +28,6 @@ FREE_KEYS = {
     "benchmark.harness_dir": "a directory path",
     "benchmark.scorer": "a builtin scorer name or a module:function path",
     "benchmark.domain": "free text shown to the editor",
-    "llm.base_url": "a URL",
     "llm.model": "a model name of the user's server",
     "llm.api_key_env": "the name of an environment variable",
     "llm.cache_dir": "a directory path",
