@@ -379,6 +379,8 @@ def finish_parent_run(
 
 # One row per sweep child: (column header, child metric); the swept values come first.
 COMPARISON_COLUMNS = (
+    ("certified", "certify_certified"),
+    ("certified lower bound", "certify_lower_bound"),
     ("held-out acc", "test_hard_acc"),
     ("best val acc", "best_val_acc"),
     ("accepts", "accepted"),
@@ -386,7 +388,13 @@ COMPARISON_COLUMNS = (
     ("USD", "usd"),
     ("FDR level spent", "fdr_level_spent"),
 )
-SELECT_ON = "best_val_acc"  # the best child: highest validation accuracy (the sweep's objective, never the test set)
+# the best child: the highest certified lower bound on its gain (fresh test-pool samples no selection looked at), not the
+# validation accuracy every child already selected on; ties by held-out accuracy
+SELECT_ON = "certify_lower_bound"
+TIE_BREAK = "test_hard_acc"
+SELECTION_RULE = ("best = highest certified lower bound on the gain over the starting harness (each child's delivery "
+                  "certificate: fresh test-pool samples no selection looked at; with k children the chosen bound holds at "
+                  "level k x certify.alpha), ties (and children with no bound) by held-out accuracy")
 
 
 @dataclass(frozen=True)
@@ -415,8 +423,11 @@ def summarize_children(
         row.update({metric: child.data.metrics.get(metric) for _, metric in COMPARISON_COLUMNS})
         rows.append(row)
     rows.sort(key=lambda r: (tuple(_sort_value(r.get(k)) for k in swept_keys), str(r["run"])))
-    scored = [r for r in rows if _is_number(r.get(SELECT_ON))]
-    best = max(scored, key=lambda r: float(r[SELECT_ON])) if scored else None  # first of equals, in table order
+    def rank(r: Mapping[str, Any]) -> tuple[float, float]:  # no certificate bound (nothing certified): below any bound
+        return tuple(float(r[k]) if _is_number(r.get(k)) else -2.0 for k in (SELECT_ON, TIE_BREAK))  # type: ignore[return-value]
+
+    scored = [r for r in rows if _is_number(r.get(SELECT_ON)) or _is_number(r.get(TIE_BREAK))]
+    best = max(scored, key=rank) if scored else None  # first of equals, in table order
     now_ms = int(time.time() * 1000)
     metrics = [Metric("children", float(len(children)), now_ms, 0)]
     tags = []
@@ -498,7 +509,7 @@ def _comparison_cells(rows: list[dict[str, Any]], swept_keys: Sequence[str], bes
 
 def _comparison_markdown(rows, swept_keys, best) -> str:
     header, body = _comparison_cells(rows, swept_keys, best)
-    lines = [f"Sweep of {', '.join(swept_keys) or '(no swept key)'}: {len(rows)} runs; best = highest {SELECT_ON}.", "",
+    lines = [f"Sweep of {', '.join(swept_keys) or '(no swept key)'}: {len(rows)} runs; {SELECTION_RULE}.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines) + "\n"
@@ -514,7 +525,7 @@ def _comparison_html(rows, swept_keys, best) -> str:
             "<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 8px;text-align:right}"
             "td:first-child{text-align:left}</style></head><body>"
             f"<p>Sweep of {escape(', '.join(swept_keys) or '(no swept key)')}: {len(rows)} runs; "
-            f"best = highest {SELECT_ON}.</p><table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>"
+            f"{escape(SELECTION_RULE)}.</p><table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>"
             "</body></html>\n")
 
 

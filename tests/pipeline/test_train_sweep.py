@@ -48,10 +48,16 @@ def test_gate_lambda_sweep_logs_parent_and_children(tmp_path: Path) -> None:
     a, b = (c.data.params for c in children)
     assert set(a) == set(b) and {k for k in a if a[k] != b[k]} == {"gate.lambda"}
     assert not [k for k in a if k in PATH_KEYS or k.startswith(("tracking.", "improve.", "train.schedule"))]
-    # the parent: the best child (highest best_val_acc) and the comparison table, printed at the end too
+    # the parent: the best child (highest certified lower bound, then held-out accuracy: never the validation accuracy
+    # every child selected on) and the comparison table, printed at the end too
     best_id = parent.data.tags["harness.best_child_run_id"]
     best = next(c for c in children if c.info.run_id == best_id)
-    assert best.data.metrics["best_val_acc"] == max(c.data.metrics["best_val_acc"] for c in children)
+
+    def rank(child):
+        return tuple(child.data.metrics.get(k, -2.0) for k in ("certify_lower_bound", "test_hard_acc"))
+
+    assert rank(best) == max(rank(c) for c in children)
+    assert parent.data.tags["harness.best_child_selected_on"] == "certify_lower_bound"
     assert parent.data.metrics["children"] == 2 and parent.data.metrics["test_hard_acc"] == best.data.metrics["test_hard_acc"]
     assert parent.data.tags["harness.best.gate.lambda"] == best.data.params["gate.lambda"]
     sweep_artifacts = {x.path for x in client.list_artifacts(parent.info.run_id, "sweep")}
