@@ -267,11 +267,10 @@ def _check_infra(n_infra: int, n_total: int, cfg: Any, where: str) -> None:
                                 f"(> gate.infra_max_ratio={limits.infra_max_ratio}); no accuracy is reported")
 
 
-def prepare_out(out: Path) -> Path:
-    """`out` created, refusing one that already holds an eval (runs are never overwritten)."""
-    if (out / EVAL_JSON).exists() or (out / EVAL_RUNLOG).exists():
+def check_out(out: Path) -> Path:
+    """Refuse an `out` that already holds an eval (runs are never overwritten)."""
+    if (out / EVAL_JSON).exists() or (out / EVAL_RUNLOG).exists() or (out / EVAL_HARNESS).exists():
         raise EvalInputError(f"--out {out}: already holds an eval run ({EVAL_JSON} / {EVAL_RUNLOG}); choose another directory")
-    out.mkdir(parents=True, exist_ok=True)
     return out
 
 
@@ -288,10 +287,11 @@ def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> Eva
     own_ctx = ctx is None
     ctx = ctx or make_context(cfg, root)
     started = time.monotonic()
-    out = prepare_out(request.out)
+    out = check_out(request.out)
     try:
         questions = {q.qid: q for q in ctx.bench().questions()}
         qids = pool_qids(cfg, root, request.pool, questions)
+        out.mkdir(parents=True, exist_ok=True)  # after the input checks: a refused eval leaves no directory
         qpath = write_questions(out / EVAL_QUESTIONS, [questions[q] for q in sorted(questions)])
         questions_ref = _questions_ref(qpath, root)
         harness.tree.save(out / EVAL_HARNESS)

@@ -113,7 +113,7 @@ def test_eval_errors_exit_2_with_one_line(tmp_path):
                        overrides=(*TINY, "llm.concurrency=0"))
     assert bad_cfg.returncode == 2 and "Traceback" not in bad_cfg.stderr  # the config error lists its problems, one a line
     assert "llm.concurrency = 0: must be an integer >= 1" in bad_cfg.stderr
-    assert not (tmp_path / "o" / "eval.json").exists()
+    assert not (tmp_path / "o").exists()  # a refused eval leaves nothing
 
 
 def test_promote_refuses_without_a_matching_eval_and_promotes_with_one(tmp_path):
