@@ -159,6 +159,24 @@ def test_promote_refuses_without_a_matching_eval_and_promotes_with_one(tmp_path)
 
     assert wsp.harness_view(start, "v0", "v0") == base
 
+    # a workspace: its current versions are evaluated and recorded; promote checks them (versions path)
+    final = job / "state" / "e1" / "slow" / "workspace"
+    manifest = wsp.read_manifest(final)
+    done = _command("stages.eval", tmp_path, "--harness", str(final), "--out", str(tmp_path / "ews"), overrides=TINY)
+    assert done.returncode == 0, done.stderr[-3000:]
+    conn = sqlite3.connect(tmp_path / "ews" / "runlog.sqlite")
+    assert conn.execute("SELECT skills_version, prompts_version FROM _runs").fetchall() == [
+        (manifest.skills_version, manifest.prompts_version)]
+    conn.close()
+    ws_seed = _command("stages.promote", tmp_path, "--seed", str(tmp_path / "ws-seed"), "--eval", str(tmp_path / "ews"),
+                       "--harness", str(final))
+    assert ws_seed.returncode == 0, ws_seed.stderr[-3000:]
+    assert read_seed(tmp_path / "ws-seed").meta["skills_version"] == manifest.skills_version
+    if (manifest.skills_version, manifest.prompts_version) != ("v0", "v0"):  # the run installed an edit: v0/v0 is another harness
+        stale = _command("stages.promote", tmp_path, "--seed", str(tmp_path / "ws-seed2"), "--eval", str(tmp_path / "ews"),
+                         "--harness", str(start))
+        assert "not the requested 'v0'" in _one_line_error(stale, "stages.promote:")
+
 
 def test_diagnose_writes_a_diagnosis_naming_the_worlds_cues(tmp_path):
     world = _world((), tmp_path)
