@@ -292,42 +292,74 @@ def read_seed(seed_dir: str | os.PathLike[str]) -> Seed:
     return Seed(path=path, skills=skills, prompts=prompts, questions_ref=meta["questions_ref"], meta=meta)
 
 
+EVAL_FINGERPRINT_KEY = "harness_fingerprint"  # the eval run's `_runs.meta` key holding the evaluated tree's fingerprint
+
+
+def _split_harness(tree: HarnessTree) -> tuple[HarnessTree, HarnessTree]:
+    """(skills, prompts) of a native-layout tree: skills/ as its own tree, everything else as prompts."""
+    return tree.subtree("skills"), tree.with_files({p: None for p in tree if p.startswith("skills/")})
+
+
 def promote_to_seed(
     seed_dir: str | os.PathLike[str],
     *,
-    skills_store: str | os.PathLike[str],
-    prompts_store: str | os.PathLike[str],
-    skills_version: str,
-    prompts_version: str,
     run_log: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     eval_run_id: str,
+    skills_store: str | os.PathLike[str] | None = None,
+    prompts_store: str | os.PathLike[str] | None = None,
+    skills_version: str | None = None,
+    prompts_version: str | None = None,
+    harness: HarnessTree | None = None,
     meta: Mapping[str, Any] | None = None,
 ) -> Seed:
-    """Promote the (skills_version, prompts_version) pair evaluated by `eval_run_id` to a seed.
+    """Promote to a seed the harness that `eval_run_id` evaluated; nothing is written unless the run describes it.
 
-    Strong check: the eval run's `_runs` row must exist and record exactly
-    these versions (not NULL) and a questions reference; otherwise the
-    evaluation does not describe what would be promoted and nothing is written.
+    The harness is either a workspace pair (`skills_store`/`prompts_store` at `skills_version`/`prompts_version`) or a
+    native-layout `harness` tree (prompts plus skills/<...>). The eval run's `_runs` row must exist and record a
+    questions reference, and:
+    - for a workspace pair, exactly these versions (not NULL);
+    - for a tree, its fingerprint in the run's meta (`EVAL_FINGERPRINT_KEY`, what `stages.eval` records);
+    - in both cases, when the run's meta records a fingerprint, it must be the promoted tree's (prompts ∪ skills/).
     """
-    version_number(skills_version)
-    version_number(prompts_version)
+    by_versions = any(x is not None for x in (skills_store, prompts_store, skills_version, prompts_version))
+    if by_versions == (harness is not None):
+        raise StoreError("promote_to_seed: give either skills_store/prompts_store/skills_version/prompts_version "
+                         "(a workspace pair) or harness (a tree), not both or neither")
     fragments = [run_log] if isinstance(run_log, (str, os.PathLike)) else list(run_log)
     runs = RunLogReader(fragments).runs(eval_run_id)
     if not runs:
         raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} is not in the run log {[str(f) for f in fragments]}")
     run = runs[0]
-    for key, wanted in (("skills_version", skills_version), ("prompts_version", prompts_version)):
-        if run[key] is None:
-            raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} has {key} = NULL; back-fill it with update_run_versions after the eval")
-        if run[key] != wanted:
-            raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} evaluated {key} {run[key]!r}, not the requested {wanted!r}")
+    recorded_fingerprint = (run["meta"] or {}).get(EVAL_FINGERPRINT_KEY) if isinstance(run["meta"], dict) else None
+    if by_versions:
+        if None in (skills_store, prompts_store, skills_version, prompts_version):
+            raise StoreError("promote_to_seed: a workspace pair needs skills_store, prompts_store, skills_version and prompts_version")
+        version_number(str(skills_version))
+        version_number(str(prompts_version))
+        for key, wanted in (("skills_version", skills_version), ("prompts_version", prompts_version)):
+            if run[key] is None:
+                raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} has {key} = NULL; back-fill it with update_run_versions after the eval")
+            if run[key] != wanted:
+                raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} evaluated {key} {run[key]!r}, not the requested {wanted!r}")
+        skills = read_version_tree(str(skills_store), str(skills_version))
+        prompts = read_version_tree(str(prompts_store), str(prompts_version))
+    else:
+        assert harness is not None  # by_versions is False
+        if not recorded_fingerprint:
+            raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} records no harness fingerprint (meta key "
+                             f"{EVAL_FINGERPRINT_KEY!r}), so it does not say which harness it evaluated")
+        skills, prompts = _split_harness(harness)
     if not run["questions_ref"]:
         raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} has no questions_ref")
-    skills = read_version_tree(skills_store, skills_version)
-    prompts = read_version_tree(prompts_store, prompts_version)
+    promoted = prompts.merged(skills.prefixed("skills"))
+    if recorded_fingerprint and recorded_fingerprint != promoted.fingerprint:
+        raise StoreError(f"promote_to_seed: eval run {eval_run_id!r} evaluated the harness with fingerprint "
+                         f"{recorded_fingerprint}, not this one ({promoted.fingerprint})")
     info = {**dict(meta or {}), "questions_ref": run["questions_ref"], "created_at": _now(),
             "skills_fingerprint": skills.fingerprint, "prompts_fingerprint": prompts.fingerprint,
-            "skills_version": skills_version, "prompts_version": prompts_version, "eval_run_id": eval_run_id}
+            "harness_fingerprint": promoted.fingerprint, "eval_run_id": eval_run_id}
+    if by_versions:
+        info.update(skills_version=skills_version, prompts_version=prompts_version)
     json.dumps(info, allow_nan=False)
 
     def write(staging: Path) -> None:

@@ -221,6 +221,52 @@ def test_promote_to_seed_unknown_run_or_missing_questions(tmp_path):
     assert not (tmp_path / "seed").exists()
 
 
+HARNESS = PROMPTS.merged(SKILLS.prefixed("skills"))  # the native layout stages.eval evaluates
+
+
+def _tree_eval(tmp_path, *, fingerprint, questions_ref="q.parquet@sha256:ab"):
+    db = tmp_path / "ev" / "runlog.sqlite"
+    with HarnessLog(db) as log:
+        log.record_run("eval_tree", "eval", questions_ref=questions_ref,
+                       meta=None if fingerprint is None else {"harness_fingerprint": fingerprint})
+        log.insert("predictions", [{"run_id": "eval_tree", "qid": "q1", "sample_index": 4_000_000, "correct": 1}])
+    return db
+
+
+def test_promote_to_seed_of_an_evaluated_tree(tmp_path):
+    db = _tree_eval(tmp_path, fingerprint=HARNESS.fingerprint)
+    seed = promote_to_seed(tmp_path / "seed", run_log=db, eval_run_id="eval_tree", harness=HARNESS, meta={"note": "x"})
+    assert seed.skills == SKILLS and seed.prompts == PROMPTS and seed.questions_ref == "q.parquet@sha256:ab"
+    assert seed.meta["harness_fingerprint"] == HARNESS.fingerprint and "skills_version" not in seed.meta
+    assert [r["run_id"] for r in RunLogReader(tmp_path / "seed" / "runlog.sqlite").runs()] == ["eval_tree"]
+
+
+@pytest.mark.parametrize("fingerprint, questions_ref, match", [
+    ("0123456789abcdef", "q@sha256:ab", "evaluated the harness with fingerprint 0123456789abcdef, not this one"),
+    (None, "q@sha256:ab", "records no harness fingerprint"),
+    ("same", None, "no questions_ref"),
+])
+def test_promote_to_seed_refuses_a_tree_the_run_did_not_evaluate(tmp_path, fingerprint, questions_ref, match):
+    db = _tree_eval(tmp_path, fingerprint=HARNESS.fingerprint if fingerprint == "same" else fingerprint, questions_ref=questions_ref)
+    with pytest.raises(StoreError, match=match):
+        promote_to_seed(tmp_path / "seed", run_log=db, eval_run_id="eval_tree", harness=HARNESS)
+    assert not (tmp_path / "seed").exists()
+
+
+def test_promote_to_seed_versions_and_recorded_fingerprint_must_agree(tmp_path):
+    skills, prompts, db = _workspace_with_eval(tmp_path)
+    with HarnessLog(db) as log:  # an eval of v1/v0 whose recorded fingerprint is another tree's
+        log.record_run("eval2", "eval", "v1", "v0", "sha256:q", meta={"harness_fingerprint": HARNESS.fingerprint})
+    kw = dict(skills_store=skills, prompts_store=prompts, skills_version="v1", prompts_version="v0", run_log=db)
+    with pytest.raises(StoreError, match="not this one"):
+        promote_to_seed(tmp_path / "seed", eval_run_id="eval2", **kw)
+    with pytest.raises(StoreError, match="either .* or harness"):
+        promote_to_seed(tmp_path / "seed", eval_run_id="eval1", harness=HARNESS, **kw)
+    with pytest.raises(StoreError, match="either .* or harness"):
+        promote_to_seed(tmp_path / "seed", run_log=db, eval_run_id="eval1")
+    assert not (tmp_path / "seed").exists()
+
+
 def test_extract_run_db_keeps_primary_keys_and_only_that_run(tmp_path):
     _, _, db = _workspace_with_eval(tmp_path)
     out = extract_run_db(db, "eval1", tmp_path / "out.sqlite")
