@@ -48,11 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --seed must be >= 0", file=sys.stderr)
         return 2
     out = args.out or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
+    errors: tuple[type[BaseException], ...] = (ConfigError, CompareInputError, *one_line_errors())
     try:
         cfg = load_config(overrides)
         certificate = run_compare(cfg, CompareRequest(args.candidate, args.baseline, args.pool, args.seed, out,
                                                       not args.no_tracking), Path.cwd())
-    except (ConfigError, CompareInputError, *one_line_errors()) as exc:
+    except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(certificate.summary)

@@ -534,7 +534,7 @@ def _validate_certify(cfg: DictConfig) -> list[Violation]:
     keys = ("alpha", "max_pairs", "block_size", "margin", "useful_fraction", "flag_drop", "min_type_pairs")
     values = {k: _get(cfg, f"certify.{k}") for k in keys}
     if all(v is not _UNSET for v in values.values()):
-        for key, value, rule in CertifyParams(**values).check():  # type: ignore[arg-type]
+        for key, value, rule in CertifyParams(**values).check():
             c.add(key, value, rule)
     c.check("certify.fallbacks", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10,
             "must be an integer in [0, 10]")

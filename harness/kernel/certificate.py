@@ -135,7 +135,7 @@ def _log_wealth(z: np.ndarray, m: np.ndarray, bets: np.ndarray) -> np.ndarray:
     return top + np.log(np.mean(np.exp(logs - top[..., None]), axis=2))
 
 
-def confidence_bounds(z: Sequence[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def confidence_bounds(z: Sequence[float] | np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """(LCB_t, UCB_t) after every pair: running-intersection anytime-valid bounds on Delta at level alpha each,
     on the grid (rounded outward); -1 / +1 before any evidence."""
     zz = np.asarray(z, dtype=float)

@@ -9,12 +9,10 @@ index, the betting e-process decides at `certify.alpha`, a confidence sequence b
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Optional
 
 from harness.contracts.certificate import Certificate, write_certificate
@@ -25,14 +23,10 @@ from harness.loop.certify import Contender, arm_slug, certificate_metrics, certi
 from harness.loop.context import make_context
 from harness.loop.stages.certify import certify_params
 from harness.loop.state import RUNLOG
-from harness.tree import HarnessTree
+from harness.pipeline.evaluate import EvalInputError, load_harness, pool_qids
 
 progress = logging.getLogger("harness.progress")
-POOLS = ("all", "test", "validation")
-
-
-class CompareInputError(ValueError):
-    """A compare input (harness directory, pool) that cannot be used; the message names it."""
+CompareInputError = EvalInputError  # a harness directory or pool that cannot be used (the message names it)
 
 
 @dataclass(frozen=True)
@@ -45,49 +39,19 @@ class CompareRequest:
     tracking: bool
 
 
-def load_harness(directory: Path, surface: str, what: str) -> HarnessTree:
-    """A harness directory in the layout `surface` (benchmark.harness_surface), in the native layout."""
-    from harness.compose import start_harness
-
-    if not directory.is_dir():
-        raise CompareInputError(f"{what} {directory}: not a directory")
-    try:
-        tree = start_harness(SimpleNamespace(harness_dir=str(directory.resolve()), harness_surface=surface), Path.cwd())
-    except (ValueError, OSError) as exc:
-        raise CompareInputError(f"{what} {directory}: {exc}") from None
-    if tree is None or len(tree) == 0:
-        raise CompareInputError(f"{what} {directory}: no harness files")
-    return tree
-
-
-def population(cfg: Any, root: Path, pool: str, questions: dict) -> list[str]:
-    if pool == "all":
-        return sorted(questions)
-    path = Path(str(cfg.pools.path))
-    path = path if path.is_absolute() else root / path
-    if not path.is_file():
-        raise CompareInputError(f"--pool {pool}: {path} does not exist; run the pools stage first (`dvc repro pools`) "
-                                "or compare on every question with --pool all")
-    pools = json.loads(path.read_text(encoding="utf-8"))
-    qids = [q for q in pools.get(pool, []) if q in questions]
-    if not qids:
-        raise CompareInputError(f"--pool {pool}: no question of {path} is in the configured benchmark")
-    return qids
-
-
 def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
     """Compare the two harnesses (see the module doc); writes <out>/certificate.json and the run log."""
     ctx = make_context(cfg, root)
     surface = str(cfg.benchmark.harness_surface)
-    candidate = Contender("candidate", load_harness(request.candidate, surface, "--candidate"), path=str(request.candidate))
+    candidate = Contender("candidate", load_harness(request.candidate, surface, "--candidate").tree, path=str(request.candidate))
     if request.baseline is not None:
-        baseline = Contender("baseline", load_harness(request.baseline, surface, "--baseline"), path=str(request.baseline))
+        baseline = Contender("baseline", load_harness(request.baseline, surface, "--baseline").tree, path=str(request.baseline))
     else:
         from harness.loop.stages.pools import start_tree
 
         baseline = Contender("baseline", start_tree(ctx), path=None)
     questions = {q.qid: q for q in ctx.bench().questions()}
-    qids = population(cfg, root, request.pool, questions)
+    qids = pool_qids(cfg, root, request.pool, questions)
     params = certify_params(cfg)
     request.out.mkdir(parents=True, exist_ok=True)
     tag = f"s{request.seed}"
