@@ -106,6 +106,9 @@ def _op(where: str, i: int, value: Any) -> Edit:
     has_old, has_new = value.get("old") is not None, value.get("new") is not None
     needs = {"add": (False, True), "replace": (True, True), "delete": (True, False)}[op]
     for key, has, need in (("old", has_old, needs[0]), ("new", has_new, needs[1])):
+        if need and not has:
+            raise CandidatesError(f"{where}: field '{field}.{key}' is missing: {op} needs "
+                                  f"{'the exact text now in the file' if key == 'old' else 'the new text'}")
         if need:
             _text(where, f"{field}.{key}", value.get(key), required=True)
         elif has:
