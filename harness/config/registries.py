@@ -18,7 +18,7 @@ from harness.kernel.rules import RULES
 
 # evolve.method: the proposers registered in harness.loop.proposers.PROPOSERS (the loop checks the two agree);
 # only the names live here, so loading the config neither imports nor depends on the proposers' code
-PROPOSER_NAMES: tuple[str, ...] = ("h2", "reflective")
+PROPOSER_NAMES: tuple[str, ...] = ("candidates", "h2", "reflective")
 PROPOSER_CHOICES: Registry[None] = Registry("evolve.method", dict.fromkeys(PROPOSER_NAMES))  # names only
 
 # config key -> registry, for config validation (`one_of` over the registered names)

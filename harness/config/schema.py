@@ -96,7 +96,7 @@ GateConfig = _gate_config_class()
 
 @dataclass
 class EvolveConfig:
-    method: str = "reflective"  # "reflective" | "h2"
+    method: str = "reflective"  # "reflective" | "h2" | "candidates"
     edit_budget_start: int = 3  # max edits per candidate at the first step
     edit_budget_end: int = 1  # ... at the last step (linear schedule), also the slow update's budget
     cooldown_steps: int = 1  # steps a skill rests after an accept
@@ -117,6 +117,10 @@ class EvolveConfig:
     h2_budget_usd: float = 5.0
     h2_max_sessions: int = 12
     h2_probe_questions: int = 8
+    # evolve=candidates: a JSONL file of edit ops or a directory of harness variants (docs/candidates.md)
+    candidates_path: Optional[str] = None
+    # derived (conf/evolve/*.yaml): candidates_path, else conf/evolve/candidates.yaml; the evolve stage's DVC dependency
+    candidates_source: str = "conf/evolve/candidates.yaml"
 
 
 @dataclass

@@ -282,6 +282,7 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.positive_number("evolve.h2_budget_usd")
     c.positive_int("evolve.h2_max_sessions")
     c.positive_int("evolve.h2_probe_questions")
+    _check_candidates(c)
     # train
     c.positive_int("train.epochs")
     c.positive_int("train.early_stop_patience")
@@ -321,6 +322,27 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             "must be ${ht.improve_tasks_dir:${improve.tasks_dir},${improve.manifest}} (derived, do not set it): dvc.yaml's "
             "improve@<domain> stages depend on it, so an edit to a task's file re-runs them")
     return c.violations
+
+
+def _check_candidates(c: _Checker) -> None:
+    """evolve=candidates: the path is set, exists and its format parses (what needs the harness: the first step)."""
+    from harness.contracts.candidates import CandidatesError, check_format
+
+    path = c.value("evolve.candidates_path")
+    c.check("evolve.candidates_source", lambda v: v == (path or "conf/evolve/candidates.yaml"),
+            "must be ${ht.first:${evolve.candidates_path},conf/evolve/candidates.yaml} (derived, do not set it): "
+            "dvc.yaml's evolve stage depends on it")
+    if c.value("evolve.method") != "candidates":
+        c.check("evolve.candidates_path", lambda v: v is None,
+                f"is read only by evolve=candidates (evolve.method = {c.value('evolve.method')}); drop it or choose evolve=candidates")
+        return
+    if not c.check("evolve.candidates_path", lambda v: isinstance(v, str) and v.strip() != "",
+                   "evolve=candidates needs evolve.candidates_path=<file.jsonl of edit ops | directory of harness variants>"):
+        return
+    try:
+        check_format(path)
+    except CandidatesError as exc:
+        c.add("evolve.candidates_path", path, str(exc))
 
 
 def _check_schedule(c: _Checker) -> None:

@@ -131,6 +131,8 @@ class CandidateDoc:
     case_qids: list[str]  # questions the proposer saw: kept off the gate's ladder
     record: EvolutionRecord
     h2: Optional[dict[str, Any]] = None  # Harness² round details (evolve.method=h2)
+    source: Optional[str] = None  # who wrote it (evolve.method=candidates: the file's `source`); None: the method
+    external: Optional[dict[str, Any]] = None  # evolve.method=candidates: id, where, kind, source, why
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,12 @@ class SkippedDoc:
     task_types: list[str]
     skill_file: str
     action: str  # skipped_cooldown | skipped_no_failures | skipped_no_change | skipped_too_long
+    #             | skipped_not_applicable | skipped_no_candidates (evolve.method=candidates)
     reason: str
     edits_proposed: Optional[int] = None
     h2: Optional[dict[str, Any]] = None
+    source: Optional[str] = None
+    external: Optional[dict[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,7 @@ class EvolveDoc:
     diagnosis_usd: float = 0.0
     h2: Optional[dict[str, Any]] = None  # Harness² totals (evolve.method=h2)
     stopped: bool = False
+    external: Optional[dict[str, Any]] = None  # evolve.method=candidates: path, digest, total, proposed (ids), left
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ class Candidate:
     skill_file: str  # path inside the skills tree, e.g. "temporal_reasoning/SKILL.md"
     record: EvolutionRecord
     case_qids: list[str] = field(default_factory=list)
+    source: Optional[str] = None  # who wrote it (shown in the step report beside the decision)
 
     @property
     def key(self) -> str:
@@ -197,7 +198,8 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
     manifest = wsp.read_manifest(gc.workspace_dir)
     sv_before, pv = manifest.skills_version, manifest.prompts_version
     base = {"epoch": gc.epoch, "step": gc.step, "task_type": cand.task_type, "skill_file": cand.skill_file,
-            "edits_proposed": len(rec.edits), "edits_applied": len(rec.applied_edits), "skills_version_before": sv_before}
+            "edits_proposed": len(rec.edits), "edits_applied": len(rec.applied_edits), "skills_version_before": sv_before,
+            "source": cand.source}
     skills_tree = read_version_tree(gc.workspace_dir / "skills", sv_before)
     prompts_tree = read_version_tree(gc.workspace_dir / "prompts", pv)
     if skills_tree.get(cand.skill_file, "") != rec.old_text:  # a new skill file has old_text "" (stage_evolve)

@@ -199,6 +199,7 @@ STEP_REPORT_FIELDS = (
     "gate_run_id", "log_e", "log_lr_dir", "wins", "losses", "ties", "n_pairs", "rollouts",
     "skills_version_before", "skills_version_after", "probation_opened",
     "fdr_level", "fdr_test", "fdr_spent", "screen",  # issue 13: the level the gate was given, its e-LOND index, run spent so far
+    "source",  # who wrote the candidate: the evolve method, or the candidates file's `source` (evolve=candidates)
 )
 
 

@@ -19,6 +19,7 @@ from harness.kernel.registry import Registry
 PROPOSERS: Registry[Callable[..., Any]] = Registry("evolve.method", {
     "reflective": "harness.loop.stages.evolve:stage_evolve_reflective",
     "h2": "harness.loop.evolve_h2:stage_evolve_h2",
+    "candidates": "harness.loop.candidates:stage_evolve_candidates",
 })
 
 if PROPOSERS.names() != PROPOSER_NAMES:

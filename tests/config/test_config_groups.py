@@ -13,7 +13,8 @@ OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train"
 # (benchmark=jsonl derives its pool sizes from the questions file, so the file must exist; llm=sim answers only sim)
 EXAMPLE_QUESTIONS = f"benchmark.path={REPO_ROOT / 'examples' / 'own-run' / 'questions.jsonl'}"
 REQUIRED_EXTRAS = {("benchmark", "jsonl"): [EXAMPLE_QUESTIONS, "llm=openai"],
-                   ("pools", "jsonl"): ["benchmark=jsonl", EXAMPLE_QUESTIONS, "llm=openai"]}
+                   ("pools", "jsonl"): ["benchmark=jsonl", EXAMPLE_QUESTIONS, "llm=openai"],
+                   ("evolve", "candidates"): [f"evolve.candidates_path={REPO_ROOT / 'examples' / 'candidates' / 'edits.jsonl'}"]}
 
 
 def _options(group: str) -> list[str]:

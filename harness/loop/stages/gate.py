@@ -60,14 +60,14 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
                          seed=int(ctx.cfg.train.seed),
                          batch_outcomes=ro.metric_batch_outcomes(ctx, Path(rollout) / RUNLOG, ro_doc.run_id, ro_doc.sample_index, outcomes))
         cands = [Candidate(task_type=c.task_type, task_types=list(c.task_types), skill_file=c.skill_file,
-                           record=c.record, case_qids=list(c.case_qids)) for c in ev_doc.candidates]
+                           record=c.record, case_qids=list(c.case_qids), source=c.source or ev_doc.method) for c in ev_doc.candidates]
         cooling = dict(state.gate_cooldown)
         rows, just_cooled = gate_batch_skills(gc, state, cands, pools, cache)
     finally:
         log.close()
     for s in ev_doc.skipped:
         rows.append(step_report_row(epoch=epoch, step=step, task_type=s.task_type, skill_file=s.skill_file, action=s.action,
-                                    reason=s.reason, edits_proposed=s.edits_proposed))
+                                    reason=s.reason, edits_proposed=s.edits_proposed, source=s.source))
     rows.sort(key=lambda r: r["task_type"])
     # -- cooldown decrement (skills that started resting this step keep their full count)
     state.pass_cooldown_step(cooling, just_cooled)
