@@ -28,7 +28,7 @@ TINY = ("train.epochs=1", "train.slow_update=false", "train.momentum=false", "tr
         "pools.test_size=4", "pools.val_size=4", "pools.diagnosis_size=4", "pools.eval_min_per_class=1",
         "batching.batch_size=4", "batching.min_class_per_batch=1",
         "gate.block_size=4", "gate.max_pairs=4", "gate.mcnemar_n=4", "gate.infra_min_denominator=3",
-        "evolve.max_case_questions=1")
+        "evolve.max_case_questions=1", "certify.max_pairs=8", "certify.block_size=4")
 GATE_ACTIONS = {"accept", "reject", "probation", "skipped_no_change", "skipped_no_failures", "skipped_cooldown", "skipped_too_long"}
 
 
@@ -82,6 +82,11 @@ def check_report(reports: Path) -> dict:
     html = (reports / "report.html").read_text()
     assert html.rstrip().endswith("</html>") and "<svg" in html and "answer parse modes" in html
     assert json.loads((reports / "plots" / "accuracy.json").read_text())[0]["epoch"] == 1
+    # the delivery certificate: a decision either way, never a silent pass; not certified -> the start is delivered
+    assert "## Delivery certificate" in md and "**delivery certificate**" in md
+    assert metrics["certify_certified"] in (0.0, 1.0)
+    if metrics["certify_certified"] == 0.0:
+        assert "not certified" in md and "delivering base" in md
     return metrics
 
 
@@ -99,6 +104,11 @@ def test_stages_train_on_the_real_model(llama_server, shared_cache, tmp_path):
     metrics = check_report(job / "reports")
     candidates, fallbacks = check_evolve_fallbacks(job / "state")
     print(f"stages.train on SmolLM2: {candidates} candidates, {fallbacks} parse fallbacks, metrics {metrics}")
+    from harness.contracts.certificate import read_certificate
+
+    certificate = read_certificate(job / "state" / "holdout")  # beside holdout/delivered, as export copies it
+    assert certificate.summary.startswith(("certified", "not certified")) and certificate.population["pool"] == "test"
+    assert ("certify" in done.stderr or "certify" in done.stdout) and certificate.summary[:40] in done.stderr + done.stdout
 
     from mlflow.tracking import MlflowClient
 
@@ -113,7 +123,7 @@ def test_dvc_repro_on_the_real_model(llama_server, shared_cache, tmp_path):
     project = make_project(tmp_path / "project", ("tracking=none", *real_overrides(llama_server, shared_cache)), files=(QUESTIONS,))
     done = _run(["dvc", "repro", "report"], project)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for stage in ("prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "holdout", "report"):
+    for stage in ("prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "certify", "holdout", "report"):
         assert f"Running stage '{stage}'" in done.stdout, stage
     check_report(project / "reports")
     check_evolve_fallbacks(project / "state")
