@@ -1,0 +1,100 @@
+"""The certify stage inside training (harness/loop/stages/certify.py): what is delivered, at which levels, and
+that holdout, the report and a resume agree with it. A tiny sim run with `gate=accept_all` installs every edit, so
+the final harness differs from the start; whether it certifies depends on the world, and both outcomes are checked
+for consistency. The engine's statistics are tested in tests/kernel/test_certificate.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import workspace as wsp
+from harness.contracts.certificate import read_certificate
+from harness.loop.stages.certify import read_delivery
+from harness.tree import HarnessTree
+from tests.loop.conftest import make_runner, tiny_cfg
+
+SETTINGS = ("gate=accept_all", "tracking=none", "train.early_stop_patience=5", "certify.max_pairs=60", "certify.block_size=20")
+
+
+@pytest.fixture(scope="module")
+def accept_all_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("certify_run")
+    cfg = tiny_cfg(*SETTINGS)
+    runner, counting, cache = make_runner(root, cfg)
+    result = runner.train()
+    cache.close()
+    return {"root": root, "cfg": cfg, "result": result, "paths": runner.paths, "calls": counting.calls}
+
+
+def test_certificate_levels_attempts_and_delivery_agree(accept_all_run):
+    paths, cfg = accept_all_run["paths"], accept_all_run["cfg"]
+    cert = read_certificate(paths.certify)
+    alpha = float(cfg.certify.alpha)
+    assert sum(a.alpha for a in cert.attempts) <= alpha + 1e-12  # Bonferroni over the attempts
+    assert cert.attempts[0].label == "final"
+    assert [a.label for a in cert.attempts[1:]] == [f"epoch {e}" for e in range(int(cfg.train.epochs) - 1, 0, -1)][:len(cert.attempts) - 1]
+    fingerprints = [a.fingerprint for a in cert.attempts]
+    assert len(set(fingerprints)) == len(fingerprints)  # each fallback differs from the ones tried before it
+    tried = [a for a in cert.attempts if a.decision != "skipped"]
+    assert all(a.pairs <= int(cfg.certify.max_pairs) and a.rollouts <= 2 * a.pairs for a in tried)
+    assert cert.population["pool"] == "test" and cert.population["n_questions"] == int(cfg.pools.test_size)
+    # what certify delivers is what holdout delivers, and the certificate travels with it
+    _, sv, pv = read_delivery(paths.certify)
+    delivered = HarnessTree.load(paths.holdout / "delivered")
+    assert delivered == HarnessTree.load(paths.certify / "delivered")
+    ws = paths.slow(int(cfg.train.epochs)) / "workspace"
+    assert delivered == wsp.harness_view(ws, sv, pv)
+    assert read_certificate(paths.holdout) == cert
+    holdout = json.loads((paths.holdout / "holdout.json").read_text())
+    assert (holdout["delivered"]["skills_version"], holdout["delivered"]["prompts_version"]) == (sv, pv)
+    if cert.certified:
+        chosen = cert.chosen
+        assert chosen is not None and chosen.lower_bound is not None and chosen.lower_bound >= 0
+        assert delivered.fingerprint == chosen.fingerprint
+    else:
+        assert (sv, pv) == ("v0", "v0") and cert.delivered == "base" and "delivering base" in cert.summary
+
+
+def test_report_states_the_certificate(accept_all_run):
+    from harness.pipeline.collect import RunLayout
+    from harness.pipeline.report import make_report
+
+    paths, cfg = accept_all_run["paths"], accept_all_run["cfg"]
+    reports = paths.root / "reports"
+    make_report(cfg, RunLayout.from_config(cfg, paths.root), reports, project_root=paths.root)
+    cert = read_certificate(paths.certify)
+    md = (reports / "report.md").read_text()
+    assert "## Delivery certificate" in md and cert.summary in md
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert metrics["certify_certified"] == float(cert.certified)
+    assert metrics["certify_rollouts"] == cert.rollouts
+
+
+def test_a_second_run_replays_the_certificate_for_free(accept_all_run, tmp_path):
+    """Resume with nothing left to do: no stage runs, no provider call; the certificate is the same file."""
+    cfg, root = accept_all_run["cfg"], accept_all_run["root"]
+    runner, counting, cache = make_runner(root, cfg)
+    before = (accept_all_run["paths"].certify / "certificate.json").read_bytes()
+    runner.train()
+    cache.close()
+    assert counting.calls == 0
+    assert (accept_all_run["paths"].certify / "certificate.json").read_bytes() == before
+
+
+def test_certify_rerun_after_a_lost_output_pays_nothing(accept_all_run):
+    """The certify stage re-run from scratch (its output removed, as after a kill) replays every rollout from the
+    response cache: the same certificate, zero provider calls."""
+    import shutil
+
+    cfg, root, paths = accept_all_run["cfg"], accept_all_run["root"], accept_all_run["paths"]
+    before = read_certificate(paths.certify)
+    shutil.rmtree(paths.certify)
+    shutil.rmtree(paths.holdout)
+    runner, counting, cache = make_runner(root, cfg)
+    runner.train()
+    cache.close()
+    assert counting.calls == 0
+    assert read_certificate(paths.certify) == before
