@@ -11,17 +11,20 @@ small pair budget (`gate.max_pairs`), and decides:
    high one leaves the decision to step 3);
 2. reject as soon as the reject e-process (H0': gain >= `reject_margin`)
    crosses exp(-`gate.lambda_dir`);
-3. at the budget (or the plan's end) accept iff the importance-weighted
-   estimate of the pool gain, mean(Z), is > 0, else reject: a positive
-   estimate on fresh random samples is the best single-number guess, where
-   `betting` rejects every undecided gate and so throws away what its pairs
-   paid for;
+3. at the budget (or the plan's end) accept iff the z-score of the
+   importance-weighted gain estimate, sum(Z) / (sd sqrt(n)), is >= sqrt(2
+   lambda): the fixed-sample log-likelihood ratio of a Gaussian estimate,
+   z^2 / 2, reaches the same lambda (and the estimate is > 0). So lambda is
+   the evidence an accept needs at every look: early, anytime-valid, on the
+   betting e-process; at the budget, on the estimate. A low lambda accepts
+   on little evidence (0.5: two early wins, or z >= 1 at the budget), a
+   high one rarely;
 4. between looks, once `futility_min_n` pairs are in, decide now when the
-   pairs left can hardly change step 3's decision: |sum Z| >= `futility_z`
-   sd(Z) sqrt(pairs left), i.e. even if the remaining pairs had mean 0 and
-   the spread seen so far, the sign of the final sum would flip with
-   probability below ~5 % (z = 1.645). Pairs are spent only while they can
-   change the decision.
+   pairs left can hardly change step 3's decision: the final sum must reach
+   T = sqrt(2 lambda) sd sqrt(max_pairs), and |sum Z - T| >= `futility_z` sd
+   sqrt(pairs left), i.e. even if the remaining pairs had mean 0 and the
+   spread seen so far, step 3 would decide otherwise with probability below
+   ~5 % (z = 1.645). Pairs are spent only while they can change the decision.
 
 `gate.futility` is not read (step 4 replaces it: a futility rule assumes that
 an undecided gate is rejected). Under `gate.fdr=elond` (strict mode) this rule
@@ -39,23 +42,35 @@ import numpy as np
 from harness.kernel.rules import RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
-__all__ = ["BettingBudgetRule", "RULE", "settled"]
+__all__ = ["BettingBudgetRule", "RULE", "budget_accepts", "settled", "spread"]
 
 
-def settled(z: Sequence[float], left: int, z_score: float, bound: float) -> bool:
-    """True when |sum z| >= z_score * sd * sqrt(left): the `left` pairs still to come, at mean 0 and the spread seen so
-    far, would flip the sign of the final sum with probability below Phi(-z_score). sd from the pairs plus one pseudo
-    pair at +-`bound` (a gate whose pairs all tied is not taken as certain)."""
+def spread(z: Sequence[float], bound: float) -> float:
+    """The sd of the weighted differences, from the pairs plus one pseudo pair at +-`bound` (a gate whose pairs all
+    tied is not taken as certain)."""
     arr = np.asarray(z, dtype=float)
+    var = (float(np.sum(arr**2)) + bound**2) / (arr.size + 1) - (float(np.sum(arr)) / (arr.size + 1)) ** 2
+    return math.sqrt(max(var, 0.0))
+
+
+def settled(z: Sequence[float], left: int, z_score: float, bound: float, target: float = 0.0) -> bool:
+    """True when |sum z - target| >= z_score * sd * sqrt(left): the `left` pairs still to come, at mean 0 and the spread
+    seen so far, would carry the sum across `target` with probability below Phi(-z_score)."""
     if left <= 0:
         return True
-    var = (float(np.sum(arr**2)) + bound**2) / (arr.size + 1) - (float(np.sum(arr)) / (arr.size + 1)) ** 2
-    return abs(float(np.sum(arr))) >= z_score * math.sqrt(max(var, 0.0) * left)
+    return abs(float(np.sum(np.asarray(z, dtype=float))) - target) >= z_score * spread(z, bound) * math.sqrt(left)
+
+
+def budget_accepts(z: Sequence[float], lambda_accept: float, bound: float) -> tuple[bool, float]:
+    """(accept, z-score) of step 3: sum(z) / (sd sqrt(n)) >= sqrt(2 lambda) and sum(z) > 0."""
+    total = float(np.sum(np.asarray(z, dtype=float)))
+    score = total / (spread(z, bound) * math.sqrt(len(z)))
+    return total > 0 and score >= math.sqrt(2.0 * max(lambda_accept, 0.0)), score
 
 
 class BettingBudgetRule:
-    """AcceptanceRule (harness.kernel.rules): the betting e-process with an early accept at gate.lambda and a decision on
-    the sign of the gain estimate at the pair budget (module doc)."""
+    """AcceptanceRule (harness.kernel.rules): the betting e-process with an early accept at gate.lambda and, at the pair
+    budget, an accept when the gain estimate's z-score reaches sqrt(2 gate.lambda) (module doc)."""
 
     name = "betting_budget"
     questions = "sampling"
@@ -82,17 +97,19 @@ class BettingBudgetRule:
                                           f"{look.reject_peak:.3f} >= {-params.lambda_dir} (weighted mean gain "
                                           f"{look.mean_difference:+.4f})", log_e=look.log_e, log_dir=-look.reject_peak)
         left = max(params.max_pairs - len(pairs), 0)
+        need = math.sqrt(2.0 * max(params.lambda_accept, 0.0))
         if final or left == 0:
             why = f"at the end of the budget ({len(pairs)} pairs)"
-        elif len(pairs) >= params.futility_min_n and settled(look.z, left, params.futility_z, look.bound):
+        elif len(pairs) >= params.futility_min_n and settled(look.z, left, params.futility_z, look.bound,
+                                                             need * spread(look.z, look.bound) * math.sqrt(params.max_pairs)):
             flip = 0.5 * math.erfc(params.futility_z / math.sqrt(2.0))
-            why = f"settled after {len(pairs)} pairs: the {left} pairs left would flip its sign with probability < {flip:.3f}"
+            why = f"settled after {len(pairs)} pairs: the {left} pairs left would change the decision with probability < {flip:.3f}"
         else:
             return RuleDecision("continue", "no boundary crossed", log_e=look.log_e, log_dir=-look.log_e_reject)
-        action = "accept" if look.mean_difference > 0 else "reject"
-        return RuleDecision(action, f"betting_budget: {why}; weighted mean gain {look.mean_difference:+.4f} "  # type: ignore[arg-type]
-                                    f"{'>' if action == 'accept' else '<='} 0 (log E {look.log_e:.3f} < lambda {params.lambda_accept})",
-                            log_e=look.log_e, log_dir=-look.log_e_reject)
+        accept, score = budget_accepts(look.z, params.lambda_accept, look.bound)
+        action = "accept" if accept else "reject"
+        return RuleDecision(action, f"betting_budget: {why}; weighted mean gain {look.mean_difference:+.4f}, z = {score:.2f} "  # type: ignore[arg-type]
+                                    f"{'>=' if accept else '<'} sqrt(2 lambda) = {need:.2f}", log_e=look.log_e, log_dir=-look.log_e_reject)
 
 
 RULE = BettingBudgetRule()  # registered in harness.kernel.rules.RULES

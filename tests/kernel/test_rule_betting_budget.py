@@ -7,7 +7,7 @@ import pytest
 
 from harness.kernel.betting import betting_decision
 from harness.kernel.gate import gate_decision
-from harness.kernel.rule_betting_budget import settled
+from harness.kernel.rule_betting_budget import budget_accepts, settled
 from harness.kernel.rules import rule_for
 from harness.kernel.types import GateParams, PairResult
 
@@ -30,38 +30,42 @@ def test_registered_and_reads_the_importance_weights() -> None:
 
 
 def test_gate_lambda_decides_on_the_same_pairs() -> None:
-    # 4 early wins: log E 1.07 at pair 5 - crosses lambda 1, never lambda 3; then 2 losses: the estimate (+0.1) settles nothing
+    # 4 early wins: log E 1.07 at pair 5 - crosses lambda 1, never lambda 3; then 2 losses: the estimate is +0.1
     pairs = _pairs([1, 1, 1, 0, 1, -1, 0, 0, -1] + [0] * 11)
     low = gate_decision(pairs, _params(lambda_accept=1.0), final=False)
     high = gate_decision(pairs, _params(lambda_accept=3.0), final=False)
     assert low.action == "accept" and "log E reached" in low.reason
-    assert high.action == "continue"
+    assert high.action == "reject" and "settled after 20 pairs" in high.reason  # +0.1 can no longer reach z = sqrt(6)
 
 
-def test_at_the_budget_the_sign_of_the_estimate_decides() -> None:
-    params = _params(lambda_accept=5.0)
-    up = _pairs([1, -1, 0, 0] * 9 + [1, 0, 0, 0])  # 10 wins, 9 losses over 40 pairs: estimate +0.025
-    down = _pairs([1, -1, 0, 0] * 10)  # 10 wins, 10 losses: estimate 0 -> reject
-    assert gate_decision(up, params, final=True).action == "accept"
-    assert gate_decision(down, params, final=True).action == "reject"
-    assert "end of the budget" in gate_decision(down, params, final=True).reason
-    # the plain betting rule rejects the same undecided gate: the difference is step 3 only
-    assert betting_decision(up, GateParams(fdr="none", max_pairs=40, lambda_accept=5.0, futility="none"), final=True).action == "reject"
+def test_at_the_budget_lambda_is_the_evidence_the_estimate_needs() -> None:
+    # 12 wins, 6 losses, 22 ties over 40 pairs: z = 1.32 - enough at lambda 0.5 (sqrt(1) = 1), not at 2 (2.0)
+    pairs = _pairs([0, 0, 0, 1, 1, -1, 0] * 5 + [1, 1, -1, 0, 0])
+    assert sum(p.sign > 0 for p in pairs) == 12 and sum(p.sign < 0 for p in pairs) == 6 and len(pairs) == 40
+    accept, score = budget_accepts([float(p.sign) for p in pairs], 0.5, 2.0)
+    assert accept and 1.0 <= score < 2.0
+    low, high = gate_decision(pairs, _params(lambda_accept=0.5), final=True), gate_decision(pairs, _params(lambda_accept=2.0), final=True)
+    assert (low.action, high.action) == ("accept", "reject")
+    even = _pairs([1, -1, 0, 0] * 10)  # estimate 0 (log E never above 0.25): rejected even at lambda 0.5
+    assert gate_decision(even, _params(lambda_accept=0.5), final=True).action == "reject"
+    # the plain betting rule rejects the undecided gate that lambda 0.5 accepts here: the difference is step 3
+    plain = GateParams(fdr="none", max_pairs=40, lambda_accept=5.0, futility="none")
+    assert betting_decision(pairs, plain, final=True).action == "reject"
 
 
 def test_pairs_are_spent_only_while_they_can_change_the_decision() -> None:
-    params = _params(lambda_accept=8.0, max_pairs=400)  # an accept by crossing is out of reach here
-    clear = _pairs([1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 1, 0, 1])  # 13 wins, 0 losses
-    assert gate_decision(clear, _params(lambda_accept=8.0, max_pairs=40), final=False).action == "accept"
-    assert "settled after 20 pairs" in gate_decision(clear, _params(lambda_accept=8.0, max_pairs=40), final=False).reason
-    assert gate_decision(clear, params, final=False).action == "continue"  # 380 pairs left could still flip it
-    mixed = _pairs([1, -1, 0, 0, 1] * 4)  # +0.2 with 8 wins / 4 losses: 20 more pairs could flip it
-    assert gate_decision(mixed, _params(lambda_accept=8.0), final=False).action == "continue"
+    losing = _pairs([-1, 0, -1, 0, -1, -1, 0, 0, -1, 0, -1, 0, 0, -1, 0, -1, 0, 0, -1, 0])  # 9 losses, no win
+    no_reject_side = {"lambda_accept": 1.0, "lambda_dir": -50.0}  # only step 4 may stop this gate
+    stop = gate_decision(losing, _params(max_pairs=40, **no_reject_side), final=False)
+    assert stop.action == "reject" and "settled after 20 pairs" in stop.reason
+    assert gate_decision(losing, _params(max_pairs=4000, **no_reject_side), final=False).action == "continue"
+    mixed = _pairs([1, -1, 0, 0, 1] * 4)  # +0.2 with 8 wins / 4 losses: 20 more pairs could change it
+    assert gate_decision(mixed, _params(lambda_accept=1.0), final=False).action == "continue"
 
 
-def test_settled_flips_rarely_when_it_decides() -> None:
-    # the promise of step 4 checked by simulation: among null continuations of the gates it settles at 20 of 40 pairs,
-    # the sign of the final sum differs from the settled one in < 5 % of cases (z = 1.645)
+def test_settled_changes_rarely_when_it_decides() -> None:
+    # the promise of step 4 checked by simulation: among null continuations of the gates it settles at 20 of 40 pairs
+    # (target 0), the sign of the final sum differs from the settled one in < 5 % of cases (z = 1.645)
     rng = np.random.default_rng(7)
     flips = settled_n = 0
     for _ in range(4000):

@@ -108,8 +108,9 @@ def test_the_swept_lambda_values_change_the_accept_decisions(tmp_path: Path) -> 
     values = sorted(float(v) for v in str(sweep["hydra"]["sweeper"]["params"]["gate.lambda"]).split(","))
     assert 3 <= len(values) <= 5
     project = make_project(tmp_path / "project")
-    run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", *TEST_OVERRIDES, "train.epochs=2",
-         "hydra.sweep.dir=multirun/lam"], project)
+    # the tiny config for 3 epochs of 2 steps (no early stop): enough gates for the values to disagree somewhere
+    run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", "train=tiny", "tracking=none", "train.epochs=3",
+         "train.early_stop_patience=3", "hydra.sweep.dir=multirun/lam"], project)
     decisions: dict[float, tuple] = {}
     for job in sorted(p for p in (project / "multirun/lam").iterdir() if p.is_dir() and p.name.isdigit()):
         swept = [o for o in yaml.safe_load((job / ".hydra/overrides.yaml").read_text()) if o.startswith("gate.lambda=")]
