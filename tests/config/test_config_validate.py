@@ -60,7 +60,7 @@ RULES = [
     ("gate.undecided", "maybe", "reject", "probation, reject"),
     ("gate.rule", "vibes", "gepa", "accept_all, betting, betting_budget, cap_evolve, gepa, mcnemar, sequential, skillopt"),
     ("gate.ladder", "adaptiv", "random", "adaptive, importance, random, static"),
-    ("gate.ladder", "static", "random", "gate.rule=betting needs a plan that draws questions with known probabilities"),
+    ("gate.ladder", "static", "random", "gate.rule=betting_budget needs a plan that draws questions with known probabilities"),
     ("gate.fdr", "bh", "none", "elond, none"),
     ("gate.probe_every", 0, 1, ">= 1"),
     ("gate.mcnemar_alpha", 1.0, 0.01, "(0, 1)"),
