@@ -61,6 +61,7 @@ CONFIG_GROUP = {ORACLE: "cap_evolve",  # a rule with gate questions and no scree
                 OURS: "betting", STRICT: "strict"}
 # a row's own settings, applied AFTER --override (which targets our rule): the strict row stays the old default
 ROW_OVERRIDES = {STRICT: ["gate.rule=betting", "gate.fdr=elond", "gate.lambda=3.0", "gate.max_pairs=400", "gate.futility=estimate"]}
+OWN_BUDGET = (OURS, STRICT)  # rows that train train.epochs and report their own spend (the strict row is not cut at B)
 CERTIFICATE = ("certify", "certificate.json")  # under the state dir, written by the certify stage when the pipeline has it
 TRADEOFF_TAG = "Tradeoff heuristic"
 QUICK_OVERRIDES = [
@@ -529,15 +530,15 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
             if run is None:
                 continue
             budget = ours["curve"][-1]["rollouts"]
-            if rule == OURS:
-                point = {"best_test": run["delivered_test"], "rollouts": budget, "epoch": run["curve"][-1]["epoch"]}
+            if rule in OWN_BUDGET:
+                point = {"best_test": run["delivered_test"], "rollouts": run["curve"][-1]["rollouts"], "epoch": run["curve"][-1]["epoch"]}
             else:
                 point = at_budget(run, budget)
             accs.append(point["best_test"])
             gains.append(point["best_test"] - run["base_test"])
             spent.append(point["rollouts"])
             installed += [e for e in run["edits"] if e["epoch"] <= point["epoch"]]
-            deliveries.append(_delivery(run, point, ours=rule == OURS))
+            deliveries.append(_delivery(run, point, ours=rule in OWN_BUDGET))
         gated = [by[(s, rule, False)] for s in seeds if (s, rule, False) in by]
         n_gates = sum(r.get("gates", 0) for r in gated)
         summary[rule] = {"mean_test": statistics.mean(accs), "mean_gain_pts": 100 * statistics.mean(gains),
@@ -546,6 +547,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
                          "rollouts_per_gate": sum(r.get("gate_rollouts", 0) for r in gated) / n_gates if n_gates else 0.0,
                          "screened_out": sum(r.get("screened_out", 0) for r in gated),
                          "fdr_spent": [r.get("fdr_spent") for r in gated], "fdr_tests": [r.get("fdr_tests") for r in gated],
+                         "full_rollouts": statistics.mean(r["curve"][-1]["rollouts"] for r in gated if r["curve"]) if gated else 0.0,
                          **_delivery_summary(deliveries)}
     # every rule vs GEPA: rollouts it needs to reach GEPA's accuracy within B (our rule's budget), vs GEPA's own
     reach: dict[str, list[dict]] = {}
@@ -580,7 +582,8 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
          f"Seeds (world `benchmark.seed`): {seeds}. Oracle = exact expected accuracy on the test pool (never seen by the loop).", "",
          "## Base vs delivered, same rollout budget", "",
          f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
-         "observation excluded). Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
+         f"observation excluded). `{STRICT}` (the default before issue 26, `gate=strict`) trains the same epochs and reports its own "
+         "delivered harness and spend, not cut at B. Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
          "Installed = a gate accept or a probation install within that cut; the oracle classifies each by its expected effect on the "
          "questions that read the edited file: harmful (< -0.1 pt), null (within ±0.1 pt), helped (> +0.1 pt).", "",
          "| rule | mean test acc (oracle) | mean gain (pts) | per-seed gain (pts) | mean rollouts used | installed | harmful | null | helped | harmful or null | gates | rollouts / gate | screened out |",
@@ -671,7 +674,8 @@ def _reading(summary: dict) -> list[str]:
     every = bool(reach) and len(reached) == len(reach)
     worst = max((r["ratio"] for r in reached), default=None)
     t = summary.get("tradeoff")
-    L = ["", "## Targets (issue 13, item 7)", "",
+    L = _reading_26(summary)
+    L += ["", "## Targets (issue 13, item 7)", "",
          f"- our default reaches GEPA's budget-matched accuracy on every seed with <= 1.0x GEPA's rollouts: reached in "
          f"{len(reached)} of {len(reach)} seeds" + (f", ratios {[round(r['ratio'], 2) for r in reached]}" if reached else "")
          + (" — **met**" if every and worst is not None and worst <= 1.0 else " — **NOT met**")
@@ -681,6 +685,33 @@ def _reading(summary: dict) -> list[str]:
     if t:
         L.append(f"- <= 5 % of proposed zero-sum edits in delivered harnesses: **{t['in_delivered']} of {t['proposed']} "
                  f"({100 * t['delivered_share']:.1f} %)** — {'met' if t['delivered_share'] <= 0.05 else '**NOT met**'}.")
+    return L
+
+
+def _reading_26(summary: dict) -> list[str]:
+    """The per-edit targets of issue 26 item 3 (default world), checked against this run's numbers."""
+    ours, sk, gepa = summary[OURS], summary.get("skillopt"), summary.get("gepa")
+    reach = summary["reach_gepa"].get(OURS, [])
+    ratios = sorted(r["ratio"] for r in reach if r["ratio"] is not None)
+    L = ["", "## Targets (issue 26, item 3)", ""]
+    if sk:
+        L.append(f"- mean delivered gain >= the SkillOpt-like rule's (budget-matched): {ours['mean_gain_pts']:+.2f} against "
+                 f"{sk['mean_gain_pts']:+.2f} — {'met' if ours['mean_gain_pts'] >= sk['mean_gain_pts'] else '**NOT met**'}.")
+    if gepa:
+        L.append(f"- mean rollouts <= GEPA's: {ours['mean_rollouts']:.0f} against GEPA's {gepa['mean_rollouts']:.0f} within B "
+                 f"(GEPA's own run, up to the max epochs: {gepa.get('full_rollouts', float('nan')):.0f}) — "
+                 f"{'met' if ours['mean_rollouts'] <= gepa.get('full_rollouts', gepa['mean_rollouts']) else '**NOT met**'} against its own run.")
+    if reach:
+        median = statistics.median([r["ratio"] if r["ratio"] is not None else math.inf for r in reach])
+        L.append(f"- reaches GEPA's budget-matched accuracy on >= 7 of 8 seeds at <= 1.0x GEPA's rollouts (median): reached on "
+                 f"{len(ratios)} of {len(reach)} seeds, median ratio {'n/a' if math.isinf(median) else f'{median:.2f}'} — "
+                 f"{'met' if len(ratios) >= math.ceil(7 * len(reach) / 8) and median <= 1.0 else '**NOT met**'}.")
+    if ours.get("typed_runs"):
+        share = ours["type_worse_2pt"] / ours["typed_runs"]
+        L.append(f"- delivered harnesses with some task type worse than the base by > 2 pts <= 10 % of runs: "
+                 f"{ours['type_worse_2pt']}/{ours['typed_runs']} ({100 * share:.0f} %) — {'met' if share <= 0.10 else '**NOT met**'} "
+                 "(per task type the test pool has few questions; the certificate's per-type flags are the lead's half).")
+    L.append(f"- delivered harness truly worse than the base: {ours['worse_than_base']} of {ours['runs']} runs.")
     return L
 
 
@@ -762,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": False})
         for rule in others:
+            if rule in OWN_BUDGET:  # the strict row: its own 3-epoch run, as the product ran it
+                jobs.append({"seed": seed, "rule": rule, "epochs": epochs, "overrides": overrides, "tradeoff": False})
+                continue
             jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs})
         if not args.no_tradeoff:
             jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": True})
