@@ -1,6 +1,6 @@
 """The cost/accuracy curve of the per-edit decision over gate.lambda (issue 26 item 2): reports/benchmarks/lambda_curve.md.
 
-    python benchmarks/lambda_curve.py                        # lambda 0.5 1 2 3 5, seeds 7-14, our rule only (~2-4 min a value)
+    python benchmarks/lambda_curve.py                        # lambda 0.1 0.25 0.5 1 2 3 5, seeds 7-14, our rule only (~1-3 min a value)
     python benchmarks/lambda_curve.py --lambdas 1 2 --seeds 7 8
     python benchmarks/lambda_curve.py --render               # re-render the page from the saved JSONs, no training
 
@@ -80,7 +80,7 @@ def render(paths: list[Path]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lambdas", type=float, nargs="*", default=[0.5, 1.0, 2.0, 3.0, 5.0])
+    ap.add_argument("--lambdas", type=float, nargs="*", default=[0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0])
     ap.add_argument("--seeds", type=int, nargs="*", default=list(range(7, 15)))
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra config override for every run")
     ap.add_argument("--render", action="store_true", help="re-render from the saved JSONs (no training)")
