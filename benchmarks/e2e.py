@@ -53,10 +53,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-RULES = ("betting", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve", "sequential", "oracle")
-OURS = RULES[0]  # the default config's rule (conf/gate/betting.yaml); it sets the budget B
+RULES = ("betting", "betting_elond", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve", "sequential", "oracle")
+OURS = RULES[0]  # the default config (conf/gate/betting.yaml, whatever its gate.rule); it sets the budget B
 ORACLE = "oracle"  # not a gate.rule: the ideal gate, free (oracle_gate); its runs use CONFIG_GROUP[ORACLE]
-CONFIG_GROUP = {ORACLE: "cap_evolve"}  # a rule with gate questions and no screen / FDR, so every candidate reaches the gate
+STRICT = "betting_elond"  # the default before issue 26: the betting e-process at e-LOND levels (conf/gate/strict.yaml)
+CONFIG_GROUP = {ORACLE: "cap_evolve",  # a rule with gate questions and no screen / FDR, so every candidate reaches the gate
+                OURS: "betting", STRICT: "strict"}
+# a row's own settings, applied AFTER --override (which targets our rule): the strict row stays the old default
+ROW_OVERRIDES = {STRICT: ["gate.rule=betting", "gate.fdr=elond", "gate.lambda=3.0", "gate.max_pairs=400", "gate.futility=estimate"]}
+OWN_BUDGET = (OURS, STRICT)  # rows that train train.epochs and report their own spend (the strict row is not cut at B)
+CERTIFICATE = ("certify", "certificate.json")  # under the state dir, written by the certify stage when the pipeline has it
 TRADEOFF_TAG = "Tradeoff heuristic"
 QUICK_OVERRIDES = [
     "benchmark.n_task_types=4", "benchmark.questions_per_type=45", "pools.test_size=60", "pools.val_size=60",
@@ -261,6 +267,32 @@ def _discordance(oracle: Any, old: Any, new: Any, qids: Sequence[str]) -> dict:
             "shared_plus": float(np.mean(np.maximum(q - p, 0.0))), "shared_minus": float(np.mean(np.maximum(p - q, 0.0)))}
 
 
+def _by_type(oracle: Any, world: Any, tree: Any, test: Sequence[str]) -> dict[str, float]:
+    """Oracle accuracy of `tree` on the test-pool questions of each task type."""
+    qids: dict[str, list[str]] = {}
+    for q in test:
+        qids.setdefault(world.question(q).task_type, []).append(q)
+    return {tt: oracle.expected_accuracy(tree, qs) for tt, qs in sorted(qids.items())}
+
+
+def _certificate(state: Path) -> dict | None:
+    """The certify stage's certificate.json of this run (None when the pipeline has no certify stage or it did not run);
+    only the keys this benchmark reports, each None when the file lacks it."""
+    path = state.joinpath(*CERTIFICATE)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    keys = ("certified", "decision", "alpha", "pairs", "rollouts", "estimate", "lower_bound", "width", "delivered")
+    out = {k: doc.get(k) for k in keys}
+    out["flagged_types"] = [row.get("task_type") for row in doc.get("per_task_type") or [] if isinstance(row, dict) and row.get("flagged")]
+    return out
+
+
 def run_one(job: dict) -> dict:
     """Train one (seed, rule) and measure it with the oracle."""
     from harness import workspace as wsp
@@ -315,9 +347,11 @@ def run_one(job: dict) -> dict:
             best = wsp.read_best(slow / "workspace")
             m = wsp.read_manifest(slow / "workspace")
             report = json.loads((slow / "report.json").read_text())
+            best_tree = wsp.harness_view(slow / "workspace", best.skills, best.prompts)
             curve.append({
                 "epoch": e, "rollouts": _training(counts), "stopped": lineage.stopped,
-                "best": [best.skills, best.prompts], "best_test": oracle.expected_accuracy(wsp.harness_view(slow / "workspace", best.skills, best.prompts), test),
+                "best": [best.skills, best.prompts], "best_test": oracle.expected_accuracy(best_tree, test),
+                "best_by_type": _by_type(oracle, world, best_tree, test),
                 "current_test": oracle.expected_accuracy(wsp.harness_view(slow / "workspace", m.skills_version, m.prompts_version), test),
                 "rollbacks": len(report["rollbacks"]),
             })
@@ -367,6 +401,8 @@ def run_one(job: dict) -> dict:
             "seed": seed, "rule": rule, "epochs": epochs, "tradeoff": bool(job.get("tradeoff")),
             "base_test": oracle.expected_accuracy(base_tree, test),
             "delivered_test": oracle.expected_accuracy(delivered, test),
+            "base_by_type": _by_type(oracle, world, base_tree, test), "delivered_by_type": _by_type(oracle, world, delivered, test),
+            "certificate": _certificate(state),
             "sampled_test": result["test"], "delivered": result["delivered"], "stopped_early": result["stopped_early"],
             "curve": curve, "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts, "screened_out": screened_out,
             "fdr_tests": fdr_tests, "fdr_spent": fdr_spent, "fdr_levels": fdr_levels,
@@ -383,6 +419,78 @@ def run_one(job: dict) -> dict:
 
 
 # ---------------------------------------------------------------- aggregation
+
+
+def _delivery(run: dict, point: dict, *, ours: bool) -> dict:
+    """What one run delivers at its budget point, against the base: the true gain, the per-task-type changes (oracle, test
+    pool; None in JSONs older than issue 26) and our run's certificate (None when absent)."""
+    base = run.get("base_by_type")
+    if ours:
+        got = run.get("delivered_by_type")
+    elif point.get("epoch", 0) == 0:
+        got = base  # nothing within the budget: the base is delivered
+    else:
+        got = point.get("best_by_type")
+    diffs = None if base is None or got is None else {tt: got[tt] - base[tt] for tt in base if tt in got}
+    return {"gain": point["best_test"] - run["base_test"], "by_type": diffs, "certificate": run.get("certificate") if ours else None}
+
+
+def _delivery_summary(deliveries: list[dict]) -> dict:
+    """Shares of runs whose delivered harness is truly worse than the base (overall; on some task type by > 1 / > 2 pts),
+    and, when the runs carry certificates, the certified share, mean lower bound and width, how often the bound held
+    (lower bound <= the true gain) and P(certified and truly worse)."""
+    n = len(deliveries)
+    typed = [d["by_type"] for d in deliveries if d["by_type"] is not None]
+    out: dict[str, Any] = {"runs": n, "worse_than_base": sum(d["gain"] < 0 for d in deliveries),
+                           "typed_runs": len(typed),
+                           "type_worse_1pt": sum(any(v < -0.01 for v in t.values()) for t in typed),
+                           "type_worse_2pt": sum(any(v < -0.02 for v in t.values()) for t in typed),
+                           "worst_type_pts": [round(100 * min(t.values()), 2) for t in typed if t]}
+    certs = [(d["certificate"], d["gain"]) for d in deliveries if d["certificate"] is not None]
+    if certs:
+        def nums(key: str) -> list[float]:
+            return [float(c[key]) for c, _ in certs if isinstance(c.get(key), (int, float)) and not isinstance(c.get(key), bool)]
+        lows = [(float(c["lower_bound"]), g) for c, g in certs if isinstance(c.get("lower_bound"), (int, float))]
+        out["certificate"] = {
+            "runs": len(certs), "certified": sum(bool(c.get("certified")) for c, _ in certs),
+            "certified_and_worse": sum(bool(c.get("certified")) and g < 0 for c, g in certs),
+            "mean_lower_bound": statistics.mean(nums("lower_bound")) if nums("lower_bound") else None,
+            "mean_width": statistics.mean(nums("width")) if nums("width") else None,
+            "mean_rollouts": statistics.mean(nums("rollouts")) if nums("rollouts") else None,
+            "bound_held": sum(low <= g + 1e-12 for low, g in lows), "bounds": len(lows),
+            "fallback": sum(c.get("delivered") not in (None, "final") for c, _ in certs),
+            "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs)}
+    return out
+
+
+def delivery_lines(summary: dict) -> list[str]:
+    """The delivery table: true regressions against the base (overall and per task type) and the certificates."""
+    rules = [r for r in summary["rules"] if "runs" in summary[r]]
+    L = ["", "## What is delivered, against the base (oracle, test pool)", "",
+         "Per run: the delivered harness (our rule) or the best pointer at the budget cut (other rules) against the base, "
+         "overall and on each task type's test questions. `worse` = truly worse than the base overall; `type > 1 / > 2 pts` = "
+         "some task type worse than the base by more than 1 / 2 points.", "",
+         "| rule | runs | worse than base | some type worse > 1 pt | some type worse > 2 pts | worst type per run (pts) |",
+         "|---|---|---|---|---|---|"]
+    for rule in rules:
+        d = summary[rule]
+        t = d["typed_runs"]
+        per_type = (f"{d['type_worse_1pt']}/{t} ({100 * d['type_worse_1pt'] / t:.0f} %) | {d['type_worse_2pt']}/{t} "
+                    f"({100 * d['type_worse_2pt'] / t:.0f} %) | {d['worst_type_pts']}") if t else "– | – | –"
+        L.append(f"| {rule} | {d['runs']} | {d['worse_than_base']}/{d['runs']} | {per_type} |")
+    certs = [(r, summary[r]["certificate"]) for r in rules if summary[r].get("certificate")]
+    if certs:
+        L += ["", "Certificates (`state/certify/certificate.json`, the delivered harness against the base on fresh test-pool samples):", "",
+              "| rule | runs with a certificate | certified | fallback delivered | certified and truly worse | mean lower bound (pts) | "
+              "mean width (pts) | lower bound <= true gain | runs with a flagged task type | mean certify rollouts |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for rule, c in certs:
+            low = "–" if c["mean_lower_bound"] is None else f"{100 * c['mean_lower_bound']:+.2f}"
+            width = "–" if c["mean_width"] is None else f"{100 * c['mean_width']:.2f}"
+            spent = "–" if c["mean_rollouts"] is None else f"{c['mean_rollouts']:.0f}"
+            L.append(f"| {rule} | {c['runs']} | {c['certified']}/{c['runs']} | {c['fallback']} | {c['certified_and_worse']} | "
+                     f"{low} | {width} | {c['bound_held']}/{c['bounds']} | {c['flagged_runs']} | {spent} |")
+    return L
 
 
 def at_budget(run: dict, budget: int) -> dict:
@@ -415,21 +523,22 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
     rules = [rule for rule in RULES if any((s, rule, False) in by for s in seeds)]
     summary: dict[str, Any] = {"rules": rules}
     for rule in rules:
-        gains, accs, spent, installed = [], [], [], []
+        gains, accs, spent, installed, deliveries = [], [], [], [], []
         for seed in seeds:
             ours = by[(seed, OURS, False)]
             run = by.get((seed, rule, False))
             if run is None:
                 continue
             budget = ours["curve"][-1]["rollouts"]
-            if rule == OURS:
-                point = {"best_test": run["delivered_test"], "rollouts": budget, "epoch": run["curve"][-1]["epoch"]}
+            if rule in OWN_BUDGET:
+                point = {"best_test": run["delivered_test"], "rollouts": run["curve"][-1]["rollouts"], "epoch": run["curve"][-1]["epoch"]}
             else:
                 point = at_budget(run, budget)
             accs.append(point["best_test"])
             gains.append(point["best_test"] - run["base_test"])
             spent.append(point["rollouts"])
             installed += [e for e in run["edits"] if e["epoch"] <= point["epoch"]]
+            deliveries.append(_delivery(run, point, ours=rule in OWN_BUDGET))
         gated = [by[(s, rule, False)] for s in seeds if (s, rule, False) in by]
         n_gates = sum(r.get("gates", 0) for r in gated)
         summary[rule] = {"mean_test": statistics.mean(accs), "mean_gain_pts": 100 * statistics.mean(gains),
@@ -437,7 +546,9 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
                          **_shares(installed), "gates": n_gates,
                          "rollouts_per_gate": sum(r.get("gate_rollouts", 0) for r in gated) / n_gates if n_gates else 0.0,
                          "screened_out": sum(r.get("screened_out", 0) for r in gated),
-                         "fdr_spent": [r.get("fdr_spent") for r in gated], "fdr_tests": [r.get("fdr_tests") for r in gated]}
+                         "fdr_spent": [r.get("fdr_spent") for r in gated], "fdr_tests": [r.get("fdr_tests") for r in gated],
+                         "full_rollouts": statistics.mean(r["curve"][-1]["rollouts"] for r in gated if r["curve"]) if gated else 0.0,
+                         **_delivery_summary(deliveries)}
     # every rule vs GEPA: rollouts it needs to reach GEPA's accuracy within B (our rule's budget), vs GEPA's own
     reach: dict[str, list[dict]] = {}
     for rule in rules:
@@ -471,7 +582,8 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
          f"Seeds (world `benchmark.seed`): {seeds}. Oracle = exact expected accuracy on the test pool (never seen by the loop).", "",
          "## Base vs delivered, same rollout budget", "",
          f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
-         "observation excluded). Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
+         f"observation excluded). `{STRICT}` (the default before issue 26, `gate=strict`) trains the same epochs and reports its own "
+         "delivered harness and spend, not cut at B. Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
          "Installed = a gate accept or a probation install within that cut; the oracle classifies each by its expected effect on the "
          "questions that read the edited file: harmful (< -0.1 pt), null (within ±0.1 pt), helped (> +0.1 pt).", "",
          "| rule | mean test acc (oracle) | mean gain (pts) | per-seed gain (pts) | mean rollouts used | installed | harmful | null | helped | harmful or null | gates | rollouts / gate | screened out |",
@@ -505,6 +617,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
         L += ["", "## Run-level false-discovery control (our rule)", "",
               "| seed | e-LOND tests (gates given a level) | base budget spent (of fdr_level) |", "|---|---|---|"]
         L += [f"| {seed} | {t} | {sp:.4f} |" if sp is not None else f"| {seed} | {t} | — |" for seed, t, sp in fdr_runs]
+    L += delivery_lines(summary)
     L += _reading(summary)
     L += _why(summary, runs, seeds, by)
     return "\n".join(L) + "\n", summary
@@ -561,7 +674,8 @@ def _reading(summary: dict) -> list[str]:
     every = bool(reach) and len(reached) == len(reach)
     worst = max((r["ratio"] for r in reached), default=None)
     t = summary.get("tradeoff")
-    L = ["", "## Targets (issue 13, item 7)", "",
+    L = _reading_26(summary)
+    L += ["", "## Targets (issue 13, item 7)", "",
          f"- our default reaches GEPA's budget-matched accuracy on every seed with <= 1.0x GEPA's rollouts: reached in "
          f"{len(reached)} of {len(reach)} seeds" + (f", ratios {[round(r['ratio'], 2) for r in reached]}" if reached else "")
          + (" — **met**" if every and worst is not None and worst <= 1.0 else " — **NOT met**")
@@ -571,6 +685,33 @@ def _reading(summary: dict) -> list[str]:
     if t:
         L.append(f"- <= 5 % of proposed zero-sum edits in delivered harnesses: **{t['in_delivered']} of {t['proposed']} "
                  f"({100 * t['delivered_share']:.1f} %)** — {'met' if t['delivered_share'] <= 0.05 else '**NOT met**'}.")
+    return L
+
+
+def _reading_26(summary: dict) -> list[str]:
+    """The per-edit targets of issue 26 item 3 (default world), checked against this run's numbers."""
+    ours, sk, gepa = summary[OURS], summary.get("skillopt"), summary.get("gepa")
+    reach = summary["reach_gepa"].get(OURS, [])
+    ratios = sorted(r["ratio"] for r in reach if r["ratio"] is not None)
+    L = ["", "## Targets (issue 26, item 3)", ""]
+    if sk:
+        L.append(f"- mean delivered gain >= the SkillOpt-like rule's (budget-matched): {ours['mean_gain_pts']:+.2f} against "
+                 f"{sk['mean_gain_pts']:+.2f} — {'met' if ours['mean_gain_pts'] >= sk['mean_gain_pts'] else '**NOT met**'}.")
+    if gepa:
+        L.append(f"- mean rollouts <= GEPA's: {ours['mean_rollouts']:.0f} against GEPA's {gepa['mean_rollouts']:.0f} within B "
+                 f"(GEPA's own run, up to the max epochs: {gepa.get('full_rollouts', float('nan')):.0f}) — "
+                 f"{'met' if ours['mean_rollouts'] <= gepa.get('full_rollouts', gepa['mean_rollouts']) else '**NOT met**'} against its own run.")
+    if reach:
+        median = statistics.median([r["ratio"] if r["ratio"] is not None else math.inf for r in reach])
+        L.append(f"- reaches GEPA's budget-matched accuracy on >= 7 of 8 seeds at <= 1.0x GEPA's rollouts (median): reached on "
+                 f"{len(ratios)} of {len(reach)} seeds, median ratio {'n/a' if math.isinf(median) else f'{median:.2f}'} — "
+                 f"{'met' if len(ratios) >= math.ceil(7 * len(reach) / 8) and median <= 1.0 else '**NOT met**'}.")
+    if ours.get("typed_runs"):
+        share = ours["type_worse_2pt"] / ours["typed_runs"]
+        L.append(f"- delivered harnesses with some task type worse than the base by > 2 pts <= 10 % of runs: "
+                 f"{ours['type_worse_2pt']}/{ours['typed_runs']} ({100 * share:.0f} %) — {'met' if share <= 0.10 else '**NOT met**'} "
+                 "(per task type the test pool has few questions; the certificate's per-type flags are the lead's half).")
+    L.append(f"- delivered harness truly worse than the base: {ours['worse_than_base']} of {ours['runs']} runs.")
     return L
 
 
@@ -652,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": False})
         for rule in others:
+            if rule in OWN_BUDGET:  # the strict row: its own 3-epoch run, as the product ran it
+                jobs.append({"seed": seed, "rule": rule, "epochs": epochs, "overrides": overrides, "tradeoff": False})
+                continue
             jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs})
         if not args.no_tradeoff:
             jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": True})
@@ -665,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
         job["skip_epoch_holdout"] = not args.epoch_holdout
         job["arm_coupling"] = args.arm_coupling
         overrides = [f"benchmark.seed={job['seed']}", f"gate={CONFIG_GROUP.get(job['rule'], job['rule'])}", f"train.epochs={job['epochs']}", "tracking=none",
-                     "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"]]
+                     "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"], *ROW_OVERRIDES.get(job["rule"], [])]
         if job.get("patience"):
             overrides.append(f"train.early_stop_patience={job['patience']}")
         job["cfg"] = OmegaConf.to_container(load_config(overrides, env_file=None, environ={}), resolve=True)

@@ -1,7 +1,11 @@
 #!/bin/bash
-# Re-render reports/benchmarks/e2e.md from the saved main run (reports/benchmarks/e2e.json) and the ablation runs
-# (reports/benchmarks/e2e_ablations/*.json, each made by the command it records), without training anything.
-cd "$(dirname "$0")/.." && A=reports/benchmarks/e2e_ablations && python benchmarks/e2e.py --from-json reports/benchmarks/e2e.json \
+# Re-render reports/benchmarks/e2e.md from the saved main run (reports/benchmarks/e2e.json, the issue 26 default), and
+# reports/benchmarks/e2e_before_issue26.md from the run of the strict default before it (row `betting` there = today's
+# gate=strict) with that default's ablation runs (reports/benchmarks/e2e_ablations/*.json, each made by the command it
+# records), without training anything.
+cd "$(dirname "$0")/.." && python benchmarks/e2e.py --from-json reports/benchmarks/e2e.json > /dev/null && \
+A=reports/benchmarks/e2e_ablations && python benchmarks/e2e.py --from-json reports/benchmarks/e2e_before_issue26.json \
+ --out reports/benchmarks/e2e_before_issue26.md \
  --compare "gate.futility_min_pairs=60=$A/betting_futility60.json" \
  --compare "gate.futility_min_pairs=100=$A/betting_futility100.json" \
  --compare "gate.futility_min_pairs=100 gate.screen_margin=1=$A/betting_futility100_screen1.json" \

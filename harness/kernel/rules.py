@@ -224,6 +224,7 @@ RULES: Registry[AcceptanceRule] = Registry("gate.rule", {
     "mcnemar": McNemarFixedRule(),
     "skillopt": "harness.kernel.rule_skillopt:RULE",
     "cap_evolve": "harness.kernel.rule_cap_evolve:RULE",
+    "betting_budget": "harness.kernel.rule_betting_budget:RULE",
 })
 
 

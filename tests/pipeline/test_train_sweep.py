@@ -4,11 +4,13 @@ fresh MLflow SQLite store: one parent run, one child per job, per-epoch metrics,
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.pipeline.support import BIN, TEST_OVERRIDES, make_project, run
+from tests.pipeline.support import BIN, REPO_ROOT, TEST_OVERRIDES, make_project, run
 
 pytestmark = pytest.mark.slow
 
@@ -103,3 +105,27 @@ def test_gate_lambda_sweep_logs_parent_and_children(tmp_path: Path) -> None:
     job_dirs = sorted(p for p in (project / "multirun/test").iterdir() if p.is_dir() and p.name.isdigit())
     assert len(job_dirs) == 2
     assert all((job / "state/holdout/DONE.json").is_file() and (job / "reports/metrics.json").is_file() for job in job_dirs)
+
+
+def test_the_swept_lambda_values_change_the_accept_decisions(tmp_path: Path) -> None:
+    """Issue 26 item 2: in the default config gate.lambda decides. The sweep's own values, on the tiny run, give each
+    gate the threshold exp(-lambda) as its level and different accept decisions across lambda."""
+    sweep = yaml.safe_load((REPO_ROOT / "conf/sweep/gate_lambda.yaml").read_text())
+    values = sorted(float(v) for v in str(sweep["hydra"]["sweeper"]["params"]["gate.lambda"]).split(","))
+    assert 3 <= len(values) <= 5
+    project = make_project(tmp_path / "project")
+    # the tiny config for 3 epochs of 2 steps (no early stop): enough gates for the values to disagree somewhere
+    run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", "train=tiny", "tracking=none", "train.epochs=3",
+         "train.early_stop_patience=3", "hydra.sweep.dir=multirun/lam"], project)
+    decisions: dict[float, tuple] = {}
+    for job in sorted(p for p in (project / "multirun/lam").iterdir() if p.is_dir() and p.name.isdigit()):
+        swept = [o for o in yaml.safe_load((job / ".hydra/overrides.yaml").read_text()) if o.startswith("gate.lambda=")]
+        lam = float(swept[0].split("=", 1)[1])
+        rows = [row for rep in sorted(job.glob("state/e*/s*/gate/report.json")) for row in json.loads(rep.read_text())["skills"]]
+        gated = [row for row in rows if row.get("screen") != "failed" and row.get("n_pairs")]
+        assert gated, f"lambda {lam}: no gate ran"
+        assert all(math.isclose(row["fdr_level"], math.exp(-lam)) for row in gated)  # the threshold is lambda's
+        decisions[lam] = tuple((row["epoch"], row["step"], row["task_type"], row["action"]) for row in rows)
+    assert sorted(decisions) == values
+    accepts = {lam: sum(d[3] == "accept" for d in rows) for lam, rows in decisions.items()}
+    assert len(set(decisions.values())) > 1, f"every lambda made the same decisions: {accepts}"
