@@ -98,3 +98,26 @@ def test_certify_rerun_after_a_lost_output_pays_nothing(accept_all_run):
     cache.close()
     assert counting.calls == 0
     assert read_certificate(paths.certify) == before
+
+
+def test_the_dvc_stage_reads_only_its_declared_keys(accept_all_run, tmp_path):
+    """Under DVC the stage sees the config through a KeyView of its PARAMS and LOCATIONS: with fallbacks to look up
+    (2 epochs) it must not read an undeclared key, and it gives the in-process certificate (same draws, cached)."""
+    from harness.compose import build_benchmark, build_provider
+    from harness.config.key_view import KeyView
+    from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.loop.context import make_context
+    from harness.loop.stages.certify import stage_certify
+    from stages.certify import LOCATIONS, PARAMS
+
+    cfg, root, paths = accept_all_run["cfg"], accept_all_run["root"], accept_all_run["paths"]
+    assert int(cfg.train.epochs) >= 2  # an earlier epoch exists: the fallback lookup runs
+    bench = build_benchmark(cfg.benchmark, root)
+    cache = ResponseCache(root / ".cache" / "llm")
+    try:
+        ctx = make_context(KeyView(cfg, (*PARAMS, *LOCATIONS), "certify"), root,
+                           llm=CachedProvider(build_provider(cfg.llm, world=bench.world), cache), bench=bench)
+        cert = stage_certify(ctx, paths.slow(int(cfg.train.epochs)), paths.pools, tmp_path / "certify")
+    finally:
+        cache.close()
+    assert cert == read_certificate(paths.certify)

@@ -17,6 +17,7 @@ from harness import workspace as wsp
 from harness.contracts.certificate import Certificate, write_certificate
 from harness.identity import CERTIFY_INDEX, certify_run_id
 from harness.kernel.certificate import CertifyParams
+from harness.kernel.schedule import StateLayout
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.certify import Contender, arm_slug, run_certificate
@@ -49,10 +50,11 @@ def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) 
     out.append(Contender("final", wsp.harness_view(ws, sv, pv), sv, pv))
     seen.add((sv, pv))
     epochs = int(ctx.cfg.train.epochs)
+    layout = StateLayout(str(ctx.cfg.train.state_dir))  # not ctx.paths: a DVC stage declares no pools.* key
     for e in range(epochs - 1, 0, -1):
         if len(out) > n_fallbacks:
             break
-        earlier = ctx.paths.slow(e)
+        earlier = ctx.root / layout.slow(e)
         if not is_done(earlier):
             continue
         b = wsp.read_best(earlier / WORKSPACE)
