@@ -236,7 +236,7 @@ class CertifyConfig:
     max_pairs: int = 300  # pair budget of one attempt (2 rollouts a pair)
     block_size: int = 20  # pairs between looks
     margin: float = 0.0  # 0: certify "better"; > 0: "not worse by more than margin" (non-inferiority)
-    useful_fraction: float = 0.5  # after certifying, sample on until the lower bound >= this share of the estimate
+    useful_fraction: float = 0.25  # after certifying, sample on until the lower bound >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
     fallbacks: int = 2  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start

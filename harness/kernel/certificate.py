@@ -66,7 +66,7 @@ class CertifyParams:
     max_pairs: int = 300  # pair budget (2 rollouts a pair)
     block_size: int = 20  # pairs between looks
     margin: float = 0.0  # 0: superiority; > 0: non-inferiority by this much (accuracy scale)
-    useful_fraction: float = 0.5  # after certifying, keep sampling until LCB >= this share of the estimate
+    useful_fraction: float = 0.25  # after certifying, keep sampling until LCB >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
 
