@@ -169,7 +169,8 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(res), encoding="utf-8")
-    print(f"wrote {out}")
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {out} and {out.with_suffix('.json').name} (docs quote it: python benchmarks/doc_figures.py --write)")
 
 
 if __name__ == "__main__":
