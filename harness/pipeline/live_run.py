@@ -58,7 +58,7 @@ LOCATION_KEYS = {
 # runs, in its own experiment), console verbosity, and the schedule lists derived from train.epochs/steps.
 NOT_SETTINGS = ("tracking.", "improve.", "quiet", "train.schedule", "train.epoch_schedule")
 # The DVC stages of the training loop: the first one that runs starts (or resumes) the live run.
-LOOP_STAGES = ("batches", "rollout", "evolve", "gate", "slow", "holdout")
+LOOP_STAGES = ("batches", "rollout", "evolve", "gate", "slow", "certify", "holdout")
 SOURCE_NAMES = {"dvc": "dvc repro (stages.*)", "train": "python -m stages.train"}
 
 

@@ -71,7 +71,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_repro_runs_every_stage_and_declares_metrics_plots_dag(reference: dict) -> None:
     project = reference["project"]
-    for stage in ("library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "holdout", "report"):
+    for stage in ("library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0", "gate@0", "slow@0", "certify", "holdout",
+                  "report"):
         assert f"Running stage '{stage}'" in reference["stdout"], stage
     metrics = json.loads((project / "reports/metrics.json").read_text())
     assert metrics["epochs_run"] == 1 and metrics["rollouts"] > 0 and 0.0 <= metrics["test_hard_acc"] <= 1.0
@@ -81,7 +82,8 @@ def test_repro_runs_every_stage_and_declares_metrics_plots_dag(reference: dict) 
     assert sorted(plots) == ["reports/plots/accuracy.svg", "reports/plots/cost.svg", "reports/plots/gate_evidence.svg"]
     dot = run(["dvc", "dag", "--dot"], project).stdout
     for edge in ('"prepare" -> "pools"', '"pools" -> "batches@0"', '"batches@0" -> "rollout@0"', '"rollout@0" -> "evolve@0"',
-                 '"evolve@0" -> "gate@0"', '"gate@0" -> "slow@0"', '"slow@0" -> "holdout"', '"holdout" -> "report"'):
+                 '"evolve@0" -> "gate@0"', '"gate@0" -> "slow@0"', '"slow@0" -> "certify"', '"certify" -> "holdout"',
+                 '"slow@0" -> "holdout"', '"holdout" -> "report"'):
         assert edge in dot, edge
     # the response cache is no DVC output; each provider call in a clean run stored exactly one response
     lock = yaml.safe_load((project / "dvc.lock").read_text())
@@ -153,12 +155,12 @@ def test_second_repro_is_a_no_op_and_gate_change_keeps_first_rollout(reference: 
     assert (project / "dvc.lock").read_text() == lock_before
     print(f"no-op dvc repro: {noop_seconds:.1f} s")
 
-    exp = run(["dvc", "exp", "run", *[f"-S{o}" for o in TEST_OVERRIDES], "-Sgate.lambda=0.5", "report"], project)
+    exp = run(["dvc", "exp", "run", *[f"-S{o}" for o in TEST_OVERRIDES], "-Sgate.lambda=2.0", "report"], project)  # not the default (0.5)
     ran = {line.split("'")[1] for line in exp.stdout.splitlines() if line.startswith("Running stage '")}
-    assert {"gate@0", "slow@0", "holdout", "report"} <= ran
+    assert {"gate@0", "slow@0", "certify", "holdout", "report"} <= ran
     assert not ran & {"library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0"}, ran
     params = (project / "params.yaml").read_text()
-    assert "lambda: 0.5" in params
+    assert "lambda: 2.0" in params
 
 
 def test_sigkill_mid_pipeline_then_resume_matches_uninterrupted(reference: dict, tmp_path: Path) -> None:

@@ -60,8 +60,8 @@ def test_dvc_run_is_live_fails_and_resumes_as_one_run(tmp_path: Path, mlflow_db:
     assert record["run_id"] == run_id and record["status"] == "RUNNING" and "sqlite" in record["tracking_uri"]
 
     # a loop stage that fails ends the run FAILED (exit 2: the state it needs is missing)
-    failed = subprocess.run([str(BIN / "python"), "-m", "stages.holdout", "--final", "state/e9/slow", "--pools",
-                             "data/pools.json", "--out", str(tmp_path / "holdout-bad")],
+    failed = subprocess.run([str(BIN / "python"), "-m", "stages.holdout", "--final", "state/e9/slow",
+                             "--certify", "state/certify", "--pools", "data/pools.json", "--out", str(tmp_path / "holdout-bad")],
                             cwd=project, env=env(), capture_output=True, text=True, timeout=600)
     assert failed.returncode == 2, failed.stderr
     assert _runs(mlflow_db) == [(run_id, "FAILED", "active")]

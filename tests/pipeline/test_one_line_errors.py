@@ -82,7 +82,7 @@ def _train(project: Path, *overrides: str) -> subprocess.CompletedProcess:
     (("+gate.lamda=2", "hydra.run.dir=runs/named"), "gate.lamda = '<set>': unknown key: not in the schema of gate "
                                                    "(harness/config/schema.py); did you mean gate.lambda?"),
     (("pools.val_correct_ratio=0.5", "llm.base_url=not-a-url"), "llm.base_url = 'not-a-url': must be an http(s) URL"),
-    (("+sweep=gate_lambda", "gate.rule=nonexistent"), "every job of the sweep (3): invalid configuration"),
+    (("+sweep=gate_lambda", "gate.rule=nonexistent"), "every job of the sweep (4): invalid configuration"),  # conf/sweep/gate_lambda.yaml
     (("+sweep=gate_lambda", "gate.lambda=2.0,-1.0"), "1 of the sweep's 2 jobs (gate.lambda=-1.0"),
 ])
 def test_a_config_error_in_stages_train_is_one_message_and_leaves_nothing(config_project: Path, overrides, expected) -> None:

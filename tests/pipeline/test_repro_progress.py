@@ -44,16 +44,16 @@ def test_estimate_uses_this_run_then_the_previous_run_then_the_mean() -> None:
 
 
 def test_progress_line_counts_and_measures_gaps_between_starts() -> None:
-    order = pipeline_order(1, 2)  # library prepare pools batches@0 rollout@0 evolve@0 gate@0 rollout@1 ... report
-    assert len(order) == 13
+    order = pipeline_order(1, 2)  # library prepare pools batches@0 rollout@0 evolve@0 gate@0 rollout@1 ... certify holdout report
+    assert len(order) == 14 and order[-3:] == ["certify", "holdout", "report"]
     previous = [Start("old", name, 100.0 + 10 * i) for i, name in enumerate(order)]  # every stage took 10 s
     this_run = [Start("new", "prepare", 1000.0), Start("new", "pools", 1002.0)]
     line = progress_line("batches@0", order, previous + this_run, "new", now=1004.0, label="batches@e1")
-    # 10 stages left: 9 of kinds the previous run measured (10 s each); `report` was its last start, so it has
+    # 11 stages left: 10 of kinds the previous run measured (10 s each); `report` was its last start, so it has
     # no measured duration and counts at the mean of this run's stages (prepare, pools: 2 s each)
-    assert line.startswith("[4/13] batches@0 (batches@e1) starting; about 1 min 32 s left (2 stages run in 4 s)")
+    assert line.startswith("[4/14] batches@0 (batches@e1) starting; about 1 min 42 s left (2 stages run in 4 s)")
     first = progress_line("prepare", order, previous, "new", now=2000.0)
-    assert "[2/13] prepare starting; about 2 min 00 s left (first stage of this run" in first  # 12 stages x 10 s
+    assert "[2/14] prepare starting; about 2 min 10 s left (first stage of this run" in first  # 13 stages x 10 s
     assert progress_line("prepare", order, [], "new", now=1.0).endswith("time left: estimated once a stage has finished")
     assert "unknown outside `dvc repro`" in progress_line("pools", order, [], None, now=1.0)
 
