@@ -53,7 +53,7 @@ def test_reuse_chains_serve_only_gates_after_the_first_and_record_their_world():
 def test_follow_up_gate_serves_the_earlier_gates_samples_first():
     fdr = _load("fdr")
     rng = np.random.default_rng(1)
-    params = fdr.configured_gate()  # the default gate of conf/ (betting on the importance plan)
+    params = fdr.configured_gate(("gate=strict",))  # the strict gate (betting at e-LOND levels), whose run-level reuse this studies
     assert (params.rule, params.ladder) == ("betting", "importance")
     world = fdr.make_world(rng, params, p=np.zeros(60))  # a fresh baseline sample is always wrong ...
     cached = {f"q{i}": [True] * 10 for i in range(60)}  # ... an earlier gate's cached ones always right

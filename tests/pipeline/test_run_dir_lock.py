@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness.pipeline import run_lock
-from tests.pipeline.support import BIN, REPO_ROOT, TEST_OVERRIDES, env, make_project
+from tests.pipeline.support import BIN, REPO_ROOT, env, make_project
 
 HOLDER = ("import sys, time\nfrom pathlib import Path\nfrom harness.pipeline import run_lock\n"
           "run_lock.acquire(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(600)\n")
@@ -67,7 +67,10 @@ def test_explicit_dirs_reads_the_command_line() -> None:
 @pytest.mark.slow
 def test_a_second_train_job_is_refused_at_once_and_a_killed_owner_resumes(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project")
-    command = [str(BIN / "python"), "-m", "stages.train", *TEST_OVERRIDES, "hydra.run.dir=runs/shared"]
+    # the default world for one epoch (tens of seconds), not train=tiny: the owner must still be training after the
+    # refused second job returns (it composes and checks its config before it reaches the lock; a tiny owner,
+    # which stops early after a few seconds, finished first on a loaded machine)
+    command = [str(BIN / "python"), "-m", "stages.train", "tracking=none", "train.epochs=1", "hydra.run.dir=runs/shared"]
     job = project / "runs" / "shared"
     owner = subprocess.Popen(command, cwd=project, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
