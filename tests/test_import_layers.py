@@ -5,11 +5,18 @@ functions (a lazy import is still a dependency). A "package" is a
 subpackage of `harness` (harness/loop, harness/kernel, ...) or a top-level
 module of it (harness/tree.py, harness/identity.py, ...); `stages` is one
 package. Two packages of the same layer may not import each other.
+
+The layers are not restated here: they are read from the "Dependency direction" table of docs/ARCHITECTURE.md, so
+the test is exactly as strict as the documented contract. A new edge that would raise a package's layer (e.g.
+`harness.sim -> harness.h2`, the edge behind an old cycle) fails here until the map is regenerated, which makes
+the change of contract a visible diff of the architecture document. Registry strategy strings count as imports, and
+MLflow may be imported by `harness/tracking` only.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -18,27 +25,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_ROOTS = ("harness", "stages")
 
-# Lowest first. A package may import its own modules and any package of a lower layer.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("atomic", "identity", "inputs"),
-    ("questions", "tree", "log"),
-    ("kernel", "store"),
-    ("contracts",),
-    ("bench",),  # below config: the config's `ht.fit` sizes benchmark=jsonl pools from the questions file
-    ("config",),
-    ("llm",),
-    ("workspace",),
-    ("agent", "evolution", "executors"),
-    ("inference",),
-    ("h2",),
-    ("sim",),
-    ("compose", "tracking"),
-    ("loop",),
-    ("pipeline",),
-    ("stages",),
-)
-LAYER_OF = {package: index for index, layer in enumerate(LAYERS) for package in layer}
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+LAYER_ROW = re.compile(r"^\| (\d+) \| `(harness\.[a-z_0-9]+|stages)` \|")
+
+
+def documented_layers(text: str) -> dict[str, int]:
+    """The contract is the documented one: package -> layer from docs/ARCHITECTURE.md's "Dependency direction" table."""
+    section = text.split("### Dependency direction", 1)[-1].split("###", 1)[0]
+    found = {m.group(2).removeprefix("harness."): int(m.group(1))
+             for line in section.splitlines() if (m := LAYER_ROW.match(line))}
+    assert found, f"{ARCHITECTURE}: no '| layer | `package` |' rows under '### Dependency direction'"
+    return found
+
+
+LAYER_OF = documented_layers(ARCHITECTURE.read_text(encoding="utf-8"))
 KERNEL_FORBIDDEN = ("llm", "loop", "tracking", "pipeline")
+# A registry names its strategies as lazy strings ("harness.kernel.rule_x:Rule"): a dependency like any import.
+MODULE_STRING = re.compile(r"^((?:harness|stages)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
 
 
 def module_name(path: Path) -> str:
@@ -59,7 +62,8 @@ def package_of(module: str) -> str | None:
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import in the file, at any depth; `from harness import x` names harness.x."""
+    """(line, absolute module) of every import in the file, at any depth; `from harness import x` names harness.x;
+    a string constant naming a first-party module ("harness.kernel.rule_x:Rule", "-m harness.llm.client_worker") counts."""
     this = module_name(path)
     is_package = path.name == "__init__.py"
     found: list[tuple[int, str]] = []
@@ -75,9 +79,17 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
                 module = node.module or ""
             found.append((node.lineno, module))
             # `from harness import loop` imports the subpackage harness.loop
-            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names if (ROOT / Path(*module.split("."), alias.name)).exists()
-                      or (ROOT / Path(*module.split("."), f"{alias.name}.py")).exists()]
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names if _exists(f"{module}.{alias.name}")]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := MODULE_STRING.match(node.value)):
+            if _exists(m.group(1)):
+                found.append((node.lineno, m.group(1)))
     return found
+
+
+def _exists(module: str) -> bool:
+    """A first-party module or package of that dotted name exists (logger names like "harness.progress" do not)."""
+    path = ROOT / Path(*module.split("."))
+    return path.is_dir() or path.with_suffix(".py").exists()
 
 
 def source_files() -> list[Path]:
@@ -127,7 +139,7 @@ def layer_violations(edges) -> list[str]:
     for (src, dst), where in sorted(edges.items()):
         for name in (src, dst):
             if name not in LAYER_OF:
-                problems.append(f"package {name!r} has no layer: add it to LAYERS in tests/test_import_layers.py ({where[0]})")
+                problems.append(f"package {name!r} has no layer in docs/ARCHITECTURE.md: regenerate the module map ({where[0]})")
         if src in LAYER_OF and dst in LAYER_OF and LAYER_OF[dst] >= LAYER_OF[src]:
             relation = "the same layer" if LAYER_OF[dst] == LAYER_OF[src] else "a higher layer"
             problems += [f"{src} (layer {LAYER_OF[src]}) imports {dst} ({relation}, layer {LAYER_OF[dst]}): {w}" for w in where]
@@ -136,8 +148,8 @@ def layer_violations(edges) -> list[str]:
 
 def test_every_package_has_a_layer():
     packages = {package_of(module_name(p)) for p in source_files()} - {None}
-    assert sorted(packages - set(LAYER_OF)) == [], "packages without a layer: add them to LAYERS"
-    assert sorted(set(LAYER_OF) - packages) == [], "LAYERS names packages that do not exist"
+    assert sorted(packages - set(LAYER_OF)) == [], "packages without a documented layer: regenerate docs/ARCHITECTURE.md"
+    assert sorted(set(LAYER_OF) - packages) == [], "docs/ARCHITECTURE.md names packages that do not exist"
 
 
 def test_no_package_imports_a_higher_or_same_layer():
@@ -151,6 +163,17 @@ def test_no_cycle_between_packages():
 def test_kernel_imports_nothing_from_llm_loop_tracking_or_pipeline():
     edges = package_edges()
     assert [w for (src, dst), where in edges.items() if src == "kernel" and dst in KERNEL_FORBIDDEN for w in where] == []
+
+
+def mlflow_importers() -> list[str]:
+    """Every import of mlflow outside harness/tracking: the tracking layer is its only importer (it costs ~2 s)."""
+    return [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in source_files()
+            if package_of(module_name(path)) != "tracking"
+            for line, module in imported_modules(path) if module == "mlflow" or module.startswith("mlflow.")]
+
+
+def test_only_harness_tracking_imports_mlflow():
+    assert mlflow_importers() == []
 
 
 # ---------------------------------------------------------------- the checker itself
@@ -181,8 +204,8 @@ def test_checker_sees_lazy_relative_and_from_package_imports(tmp_path, monkeypat
     assert set(edges) == {("kernel", "loop"), ("kernel", "llm"), ("loop", "kernel")}
     assert find_cycle(edges) in (["kernel", "loop", "kernel"], ["loop", "kernel", "loop"])
     problems = layer_violations(edges)
-    assert any(p.startswith("kernel (layer 2) imports loop (a higher layer") and "gate.py:2" in p for p in problems)
-    assert any(p.startswith("kernel (layer 2) imports llm (a higher layer") and "rules.py:1" in p for p in problems)
+    assert any(p.startswith(f"kernel (layer {LAYER_OF['kernel']}) imports loop (a higher layer") and "gate.py:2" in p for p in problems)
+    assert any(p.startswith(f"kernel (layer {LAYER_OF['kernel']}) imports llm (a higher layer") and "rules.py:1" in p for p in problems)
     assert not any(p.startswith("loop ") for p in problems)
 
 
@@ -204,3 +227,25 @@ def test_checker_flags_same_layer_imports_and_unknown_packages(tmp_path, monkeyp
 @pytest.mark.parametrize("module, package", [("harness.loop.steps", "loop"), ("harness.tree", "tree"), ("stages.train", "stages"), ("omegaconf", None)])
 def test_package_of(module, package):
     assert package_of(module) == package
+
+
+def test_checker_sees_registry_strings_and_refuses_sim_importing_h2(tmp_path, monkeypatch):
+    files = _tree(tmp_path, {
+        "harness/config/__init__.py": "",
+        "harness/config/registries.py": 'RULES = {"x": "harness.loop.rules:XRule"}\nLOG = "harness.progress"\n',
+        "harness/loop/__init__.py": "",
+        "harness/loop/rules.py": "",
+        "harness/sim/__init__.py": "",
+        "harness/sim/world.py": "from harness.h2 import run\n",
+        "harness/h2/__init__.py": "",
+        "harness/h2/run.py": "import mlflow\n",
+    })
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "source_files", lambda: files)
+    edges = package_edges()
+    assert ("config", "loop") in edges  # only through the registry string; the logger name is not a module
+    assert set(edges) == {("config", "loop"), ("sim", "h2")}
+    problems = layer_violations(edges)
+    assert any(p.startswith("config ") and "registries.py:1" in p for p in problems)
+    assert any(p.startswith("sim ") and "imports h2" in p for p in problems)
+    assert mlflow_importers() == ["harness/h2/run.py:1 imports mlflow"]
