@@ -12,7 +12,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from harness.kernel.momentum import categorize_pair
 from harness.kernel.rules import rule_for
 from harness.kernel.screen import futility_stop
 from harness.kernel.stats import (  # noqa: F401  (re-exported)
@@ -28,13 +27,11 @@ from harness.kernel.types import (
     GateParams,
     GateVerdict,
     PairResult,
-    QuadrantClassification,
 )
 
 __all__ = [
     "LeakError",
     "PairCounts",
-    "classify_quadrants",
     "count_pairs",
     "gate_decision",
     "infra_guard",
@@ -228,19 +225,3 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
         return verdict("reject", f"futility: {counts.wins} wins - {counts.losses} losses <= {params.futility_margin} "
                                  f"after {n} >= futility_min_pairs {params.futility_min_pairs} pairs")
     return verdict(decision.action, decision.reason)
-
-
-def classify_quadrants(pairs: Sequence[PairResult]) -> QuadrantClassification:
-    """Per-question quadrants of the observed (non-infra) pairs.
-
-    improved: baseline wrong -> candidate right; regressed: right -> wrong;
-    persistent_fail: wrong -> wrong; stable_success: right -> right. A qid
-    re-asked with different outcomes appears in each quadrant it hit; each
-    tuple is sorted and duplicate-free.
-    """
-    buckets: dict[str, set[str]] = {"improved": set(), "regressed": set(), "persistent_fail": set(), "stable_success": set()}
-    for pair in pairs:
-        if pair.infra:
-            continue
-        buckets[categorize_pair(bool(pair.baseline), bool(pair.candidate)).lower()].add(pair.qid)
-    return QuadrantClassification(**{name: tuple(sorted(qids)) for name, qids in buckets.items()})

@@ -19,9 +19,6 @@ INFRA guard and the block barrier live in gate.py, around every rule.
 - `accept_all`: accepts every candidate at its first look (ablation).
 - `gepa`: GEPA's rule, one block: accept iff strictly more wins than losses.
 - `mcnemar`: fixed-n exact one-sided McNemar at `mcnemar_n` pairs.
-- `McNemarRecheckedRule`: the same test re-checked after every block. It is
-  NOT valid (optional stopping inflates false accepts) and is not selectable
-  by config; the gate benchmark uses it as the negative control.
 """
 
 from __future__ import annotations
@@ -172,26 +169,6 @@ class McNemarFixedRule:
         if p <= params.mcnemar_alpha:
             return RuleDecision("accept", f"McNemar p = {p:.4g} <= {params.mcnemar_alpha}")
         return RuleDecision("reject", f"McNemar p = {p:.4g} > {params.mcnemar_alpha}")
-
-
-@dataclass(frozen=True)
-class McNemarRecheckedRule:
-    """NEGATIVE CONTROL ONLY: McNemar re-tested after every block (invalid under optional stopping)."""
-
-    name: str = "mcnemar_rechecked"
-    questions: str = "sampling"
-    single_block: bool = False
-    sequential: bool = False
-    weighted: bool = False
-
-    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
-               pairs: Sequence[PairResult] = ()) -> RuleDecision:
-        p = mcnemar_one_sided_p(wins, losses)
-        if p <= params.mcnemar_alpha:
-            return RuleDecision("accept", f"re-checked McNemar p = {p:.4g}")
-        if final:
-            return RuleDecision("reject", "re-checked McNemar never significant")
-        return RuleDecision("continue", f"p = {p:.4g}")
 
 
 @dataclass(frozen=True)

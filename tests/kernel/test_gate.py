@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.kernel.gate import LeakError, classify_quadrants, gate_decision, infra_guard, pair_block
+from harness.kernel.gate import LeakError, gate_decision, infra_guard, pair_block
 from harness.kernel.stats import log_e_accept, log_e_beta_mixture, log_lr_direction
 from harness.kernel.types import BlockItem, GateParams, PairResult
 
@@ -90,19 +90,6 @@ def test_infra_guard_judged_only_from_min_denominator():
 def test_infra_pairs_carry_no_evidence():
     verdict = gate_decision(pairs_from([1, None, 0, -1]), SIGN(block_size=4, infra_min_denominator=100), final=False)
     assert (verdict.wins, verdict.losses, verdict.ties, verdict.infra_failures) == (1, 1, 1, 1)
-
-
-def test_classify_quadrants():
-    pairs = [
-        PairResult("i", False, True),
-        PairResult("r", True, False),
-        PairResult("p", False, False),
-        PairResult("s", True, True),
-        PairResult("x", None, True),
-        PairResult("s", False, True),  # re-asked with another outcome
-    ]
-    q = classify_quadrants(pairs)
-    assert q.improved == ("i", "s") and q.regressed == ("r",) and q.persistent_fail == ("p",) and q.stable_success == ("s",)
 
 
 def _simulate_gate(rng, runs, d, theta, params, n_blocks):

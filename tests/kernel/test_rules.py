@@ -1,6 +1,6 @@
 import pytest
 
-from harness.kernel.rules import McNemarRecheckedRule, rule_for
+from harness.kernel.rules import rule_for
 from harness.kernel.types import GateParams
 
 
@@ -30,9 +30,3 @@ def test_fixed_n_mcnemar_waits_for_n_then_decides_once():
     assert rule.decide(15, 0, 5, params, final=True).action == "probation"
     assert rule.decide(12, 2, 26, params, final=False).action == "accept"  # P(Bin(14,.5) >= 12) = .0065
     assert rule.decide(6, 4, 30, params, final=False).action == "reject"
-
-
-def test_rechecked_mcnemar_is_not_selectable_by_config():
-    assert McNemarRecheckedRule().name not in ("sequential", "accept_all", "gepa", "mcnemar")
-    with pytest.raises(ValueError):
-        rule_for(GateParams(rule="mcnemar_rechecked"))
