@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.pipeline.collect import cause_of
 from harness.pipeline.evaluate import wilson_interval
 from harness.pipeline.render import render_markdown, tried_lines
 from harness.pipeline.summary import Proposal, RunSummary
@@ -150,3 +151,25 @@ def test_when_nothing_is_installed_the_report_names_the_largest_measured_cause()
     installed = RunSummary(**{**summary.__dict__, "proposals": summary.proposals + (_proposal("accepted", "accept"),)})
     assert not any(line.startswith("Nothing was installed") for line in tried_lines(installed))
     assert "Nothing was installed." in render_markdown(summary)
+
+
+@pytest.mark.parametrize(("action", "reason", "cause"), [
+    ("reject", "betting_budget: at the end of the budget (20 pairs); weighted mean gain +0.0000, z = 0.00 < sqrt(2 lambda) = 1.41", "budget"),
+    ("reject", "undecided: 400 pairs without a decision", "budget"),
+    ("reject", "futility: 1 wins - 4 losses <= 0 after 40 pairs", "futility"),
+    ("reject", "betting_budget: the e-process for gain >= 0.05 reached log E(harm) 2.1", "evidence_against"),
+    ("reject", "direction log-LR = -2.400 <= lambda_dir -2.3", "evidence_against"),
+    ("reject", "McNemar p = 0.31 > 0.05", "evidence_against"),
+    ("reject", "screen failed: 0 wins, 2 losses, 5 ties on the step's questions", "screen"),
+    ("accept", "betting_budget: log E reached 1.2 >= lambda 1.0", "accepted"),
+    ("probation", "undecided: probation", "probation"),
+    ("skipped_stale", "skill file changed earlier in this step", "stale"),
+])
+def test_each_gate_reason_gets_its_cause(action: str, reason: str, cause: str) -> None:
+    assert cause_of(action, reason) == cause
+
+
+def test_an_editor_reply_without_a_candidate_gets_its_cause() -> None:
+    assert cause_of("skipped_no_change", "editor JSON: no 'edits'", parse_error="editor JSON: no 'edits'") == "parse_failure"
+    assert cause_of("skipped_no_change", "the skill already covers it") == "no_change"
+    assert cause_of("skipped_no_change", "no edit applied", edits_proposed=2) == "not_applied"
