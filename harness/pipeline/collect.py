@@ -12,6 +12,7 @@ available, is consulted here (reports may; the loop never does).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -446,7 +447,7 @@ def change_excerpt(old_text: str, new_text: str, edits: list[Any]) -> str:
 def _proposals(layout: RunLayout, gates: list[GateDecision]) -> tuple[list[Proposal], int, int]:
     """(every proposal of the run with its decision, failures diagnosed, diagnoses unparseable) from each step's
     evolve.json and the gate's decision rows."""
-    from harness.loop.documents import EVOLVE, EvolveDoc, read_document
+    from harness.loop.documents import EVOLVE, DocumentError, EvolveDoc, read_document
 
     decided = {(g.epoch, g.step, g.task_type): g for g in gates}
     out: list[Proposal] = []
@@ -456,7 +457,11 @@ def _proposals(layout: RunLayout, gates: list[GateDecision]) -> tuple[list[Propo
             path = layout.evolve(epoch, step) / EVOLVE
             if not path.is_file():
                 continue
-            doc = read_document(path, EvolveDoc)
+            try:
+                doc = read_document(path, EvolveDoc)
+            except DocumentError as exc:  # written by an older version (a run resumed across an upgrade)
+                logging.getLogger("harness.progress").warning("[report] proposals of e%d.s%d left out: %s", epoch, step, exc)
+                continue
             if doc.stopped:
                 continue
             cases += doc.diagnosis_cases
