@@ -1,6 +1,6 @@
 """Harness² on the CI model: the estimate `stages.improve` prints up front against the time the run then takes.
 
-    python benchmarks/h2_real_estimate.py [--domain addition] [--minutes 30] [--tasks 1]
+    python benchmarks/h2_real_estimate.py [--domain addition] [--minutes 30] [--tasks 1] [--questions 4]
 
 Serves SmolLM2-135M-Instruct with harness/llm/local_server.py (DEFAULT_THREADS), writes the README's real-path
 params.yaml (llm=openai benchmark=jsonl on examples/own-run/questions.jsonl, the token limits of benchmarks/real.py)
@@ -29,13 +29,14 @@ QUESTIONS = ROOT / "examples" / "own-run" / "questions.jsonl"
 TOKENS = ("llm.max_tokens=96", "+llm.max_tokens_by_role.editor=512", "+llm.max_tokens_by_role.diagnoser=256")
 
 
-def write_params(directory: Path, base_url: str, model: str, domain: str, tasks: int, *extra: str) -> None:
+def write_params(directory: Path, base_url: str, model: str, domain: str, tasks: int, questions: int, *extra: str) -> None:
     from omegaconf import OmegaConf
 
     from harness.config.load import load_config
 
     cfg = load_config(["tracking=none", "llm=openai", "benchmark=jsonl", f"benchmark.path={QUESTIONS}", f"llm.base_url={base_url}",
-                       f"llm.model={model}", *TOKENS, f"improve.domains=[{domain}]", f"improve.tasks_per_domain={tasks}", *extra],
+                       f"llm.model={model}", *TOKENS, f"improve.domains=[{domain}]", f"improve.tasks_per_domain={tasks}",
+                       f"improve.questions_per_task={questions}", *extra],
                       env_file=None, environ={})
     (directory / "params.yaml").write_text(OmegaConf.to_yaml(cfg))
 
@@ -55,19 +56,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--domain", default="addition")
     parser.add_argument("--tasks", type=int, default=1, help="improve.tasks_per_domain")
+    parser.add_argument("--questions", type=int, default=4, help="improve.questions_per_task")
     parser.add_argument("--minutes", type=float, default=30.0, help="improve.max_minutes of the run")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="h2-real-"))
     with LlamaServer(threads=DEFAULT_THREADS, n_ctx=4096, seed=0) as server:
-        write_params(scratch, server.base_url, server.model_id, args.domain, args.tasks)
+        write_params(scratch, server.base_url, server.model_id, args.domain, args.tasks, args.questions)
         opt_in, opt_in_s = improve(scratch, args.domain)
         print(f"--- without a budget ({opt_in_s:.1f} s):\n{opt_in}", flush=True)
-        write_params(scratch, server.base_url, server.model_id, args.domain, args.tasks, f"improve.max_minutes={args.minutes:g}")
+        write_params(scratch, server.base_url, server.model_id, args.domain, args.tasks, args.questions,
+                     f"improve.max_minutes={args.minutes:g}")
         ran, ran_s = improve(scratch, args.domain)
         print(f"--- improve.max_minutes={args.minutes:g} ({ran_s:.1f} s):\n{ran}", flush=True)
-    estimate = re.search(r"-> at most (.+?) \(calls run", ran)
+    estimate = re.search(r"-> about (.+?) if all are made", ran)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
-    print(f"estimate printed up front: at most {estimate.group(1) if estimate else '?'}; measured wall time of the run: "
+    print(f"estimate printed up front: about {estimate.group(1) if estimate else '?'}; measured wall time of the run: "
           f"{ran_s:.1f} s (incl. its own calibration and start-up)")
 
 

@@ -334,7 +334,8 @@ def estimate_line(cfg: Any, settings, manifest, rate: Any) -> str:
     stated = " and ".join(b for b in budget if b) or "none stated"
     return (f"[improve] estimate: at most {solver} solver + {editor} editor-sized LLM calls for {len(manifest.tasks)} task(s); "
             f"measured now {rate.solver_s:.2f} s per solver call and {rate.editor_s:.2f} s per editor call on {cfg.llm.model} "
-            f"-> at most {format_seconds(rate.seconds(solver, editor))} (calls run one after another); budget: {stated}")
+            f"-> about {format_seconds(rate.seconds(solver, editor))} if all are made (one after another; long prompts and "
+            f"retries add to it); budget: {stated}")
 
 
 OPT_IN = ("[improve] not run: on a real model Harness² runs only with a stated budget; opt in with improve.max_minutes "
