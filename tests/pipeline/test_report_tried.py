@@ -78,6 +78,7 @@ def test_every_proposed_edit_is_listed_with_the_gates_decision_and_cause(job: di
     cases = sum(d["diagnosis_cases"] for d in evolve)
     unparseable = sum(d["diagnosis_unparseable"] for d in evolve)
     assert cases > 0 and f"Diagnoser: {unparseable} of {cases} failure diagnoses did not parse" in tried
+    assert f"[report] {proposed} edits proposed; {len(decisions)} gates ran {pairs} pairs:" in job["log"]  # in the run's output too
 
 
 def test_llm_calls_per_stage_and_role_match_the_stages_spend_and_timing_has_seconds(job: dict) -> None:
