@@ -117,18 +117,20 @@ def surface_of(manifest, settings):
     return surface_for(manifest.surface or settings.surface)
 
 
-def build_components(cfg: Any, settings, manifest, ctx):
-    """(make_adapter, roles) for the configured executor."""
+def build_components(cfg: Any, settings, manifest, ctx, llm: Any = None):
+    """(make_adapter, roles) for the configured executor; `llm`: the provider our roles call (default `ctx.llm()`; the
+    run's `BudgetedProvider` when a budget is stated)."""
     from harness.h2.executor_adapters import CommandTaskAdapter, ServiceTaskAdapter, executor_for_role, service_roles
     from harness.h2.roles import Roles
     from harness.tree import HarnessTree
 
     imp = cfg.improve
+    llm = llm if llm is not None else ctx.llm()
     if settings.executor == "sim":
         from harness.h2.adapters import QuestionTaskAdapter
 
         bench = ctx.bench()
-        provider = ctx.llm()
+        provider = llm
         qmap = {q.qid: q for q in bench.questions()}
         base = bench.base_harness()
         roles = Roles.from_provider(provider)
@@ -160,7 +162,7 @@ def build_components(cfg: Any, settings, manifest, ctx):
         executor = CommandExecutor([str(a) for a in imp.command.command], timeout_s=float(imp.command.timeout_s),
                                    keep_worktrees=bool(imp.command.keep_worktrees))
         backend = make_backend(settings.backend)
-        roles = Roles.from_provider(ctx.llm())
+        roles = Roles.from_provider(llm)
         if not settings.judge:
             roles.judge = None
         return (lambda spec: CommandTaskAdapter(**common(spec), executor=executor, backend=backend)), roles
@@ -288,6 +290,87 @@ def finish_report(cfg: Any, args: argparse.Namespace, settings, domain_reports: 
     return report
 
 
+def real_model(cfg: Any, settings) -> bool:
+    """The sim executor's probes answered by a real model (llm.provider != sim): the case that needs a stated budget."""
+    return settings.executor == "sim" and str(cfg.llm.provider) != "sim"
+
+
+async def measure_rate(cfg: Any, manifest, ctx) -> Any:
+    """Seconds per call on the configured server, measured now with one solver-sized and one editor-sized request
+    (no response cache: a replay would measure the disk)."""
+    import time
+
+    from harness.compose import build_provider
+    from harness.h2.budget import CallRate
+    from harness.llm.protocol import ChatMessage, LLMRequest, Role
+
+    questions = {q.qid: q for q in ctx.bench().questions()}
+    first = questions[manifest.tasks[0].qids[0]]
+    choices = "".join(f"\n{'ABCDEFGHIJ'[i]}. {c}" for i, c in enumerate((first.choices or ())[:10]))
+    provider = build_provider(cfg.llm)
+    seconds = []
+    try:
+        for role, text in ((Role.SOLVER, f"{first.question}{choices}\nAnswer with your reasoning, then ANSWER: <answer>."),
+                           (Role.EDITOR, f"Write a detailed strategy guide, about 300 words, for answering {first.task_type} questions.")):
+            started = time.perf_counter()
+            await provider.complete(LLMRequest.make(role, [ChatMessage("user", text)], temperature=0.0))
+            seconds.append(time.perf_counter() - started)
+    finally:
+        closer = getattr(provider, "aclose", None)
+        if closer is not None:
+            await closer()
+    return CallRate(seconds[0], seconds[1])
+
+
+def estimate_line(cfg: Any, settings, manifest, rate: Any) -> str:
+    """The plan's LLM calls and the time they take at the measured `rate`, against the stated budget."""
+    from harness.h2.budget import planned_llm_calls
+    from harness.tracking.progress import format_seconds
+
+    solver, editor = planned_llm_calls(len(manifest.tasks), settings.k, len(settings.modes), int(cfg.improve.questions_per_task),
+                                       settings.judge)
+    budget = [f"{cfg.improve.max_llm_calls} LLM calls" if cfg.improve.max_llm_calls is not None else None,
+              f"{cfg.improve.max_minutes:g} min" if cfg.improve.max_minutes is not None else None]
+    stated = " and ".join(b for b in budget if b) or "none stated"
+    return (f"[improve] estimate: at most {solver} solver + {editor} editor-sized LLM calls for {len(manifest.tasks)} task(s); "
+            f"measured now {rate.solver_s:.2f} s per solver call and {rate.editor_s:.2f} s per editor call on {cfg.llm.model} "
+            f"-> about {format_seconds(rate.seconds(solver, editor))} if all are made (one after another; long prompts and "
+            f"retries add to it); budget: {stated}")
+
+
+OPT_IN = ("[improve] not run: on a real model Harness² runs only with a stated budget; opt in with improve.max_minutes "
+          "and/or improve.max_llm_calls (e.g. `dvc exp run -S improve.max_minutes=10`, or `python -m harness.config.snapshot "
+          "... improve.max_minutes=10`); docs/pipeline.md \"Harness² on a real model\"")
+
+
+def write_skipped(settings, domains: list[str], reason: str) -> list[dict]:
+    """An empty domain report per domain (improve_report and DVC find them), saying why nothing ran."""
+    from harness.atomic import atomic_write_json
+    from harness.h2.sweep import DOMAIN_REPORT
+
+    reports = []
+    for domain in domains:
+        report = {"version": 1, "domain": domain, "run_tag": settings.run_tag, "k": settings.k, "modes": list(settings.modes),
+                  "executor": settings.executor, "seconds": 0.0, "rows": [], "skipped": reason}
+        atomic_write_json(Path(settings.out_dir) / domain / DOMAIN_REPORT, report)
+        reports.append(report)
+    return reports
+
+
+def nothing_lines(rows: list[dict]) -> list[str]:
+    """One line per round (task x mode) that produced nothing: crashed, or delivered its base harness."""
+    out = []
+    for r in rows:
+        if r["status"] == "crashed":
+            out.append(f"[improve] {r['task_id']}/{r['mode']}: produced nothing (crashed: {r['error']})")
+        elif r["pick"] == "base":
+            score = "ungraded" if r["score"] is None else f"score {r['score']}"
+            out.append(f"[improve] {r['task_id']}/{r['mode']}: produced nothing (delivered its base harness): "
+                       f"{len(r['fallbacks'])} editor fallback(s), {r['dead_probes']} dead probe(s), "
+                       f"budget {r['budget_tripped'] or 'not reached'}, {score}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from harness.pipeline.entry import configure_and_load
@@ -339,16 +422,40 @@ def main(argv: list[str] | None = None) -> int:
         if not args.yes:
             print("plan only: add --yes to run it")
             return 0
+        imp = cfg.improve
+        max_calls = None if imp.max_llm_calls is None else int(imp.max_llm_calls)
+        max_minutes = None if imp.max_minutes is None else float(imp.max_minutes)
+        if real_model(cfg, settings):
+            print(estimate_line(cfg, settings, manifest, asyncio.run(measure_rate(cfg, manifest, ctx))), flush=True)
+            if max_calls is None and max_minutes is None:
+                print(OPT_IN, flush=True)
+                domain_reports = write_skipped(settings, manifest.domains(), "no budget stated on a real model (improve.max_minutes, "
+                                                                              "improve.max_llm_calls)")
+                if not args.domain:
+                    finish_report(cfg, args, settings, domain_reports, root)
+                return 0
+        llm = None
+        if max_calls is not None or max_minutes is not None:
+            from harness.h2.budget import BudgetedProvider
+
+            llm = BudgetedProvider(ctx.llm(), max_calls=max_calls, max_seconds=None if max_minutes is None else 60 * max_minutes)
         try:
-            make_adapter, roles = build_components(cfg, settings, manifest, ctx)
+            make_adapter, roles = build_components(cfg, settings, manifest, ctx, llm)
         except (ValueError, RuntimeError) as exc:
             print(f"stages.improve: {exc}", file=sys.stderr)
             return 2
         domain_reports = asyncio.run(run_plan(manifest, settings, make_adapter, roles))
+        if llm is not None:
+            from harness.tracking.progress import format_seconds
+
+            print(f"[improve] budget: {llm.calls} LLM calls made in {format_seconds(llm.elapsed())}, {llm.refused} refused"
+                  + (f" ({llm.tripped})" if llm.tripped else " (not reached)"), flush=True)
     finally:
         ctx.close()
     rows = [r for d in domain_reports for r in d["rows"]]
     crashed = sum(r["status"] == "crashed" for r in rows)
+    for line in nothing_lines(rows):
+        print(line)
     print(f"ran {len(rows)} task x mode round(s), {crashed} crashed; per-domain outputs in {settings.out_dir}")
     if not args.domain:
         finish_report(cfg, args, settings, domain_reports, root)

@@ -218,6 +218,11 @@ class ImproveConfig:
     run_tag: str = "improve"
     budget_usd: Optional[float] = 1.0  # per task and mode; None = no USD cap
     max_sessions: Optional[int] = None
+    # a stated budget for one `stages.improve` run (one improve@<domain> stage): LLM calls and minutes; past it every
+    # further call is refused and the rounds fall back. With a real model (llm.provider != sim) and the sim executor,
+    # Harness² runs only when one of them is set (docs/pipeline.md "Harness² on a real model")
+    max_llm_calls: Optional[int] = None
+    max_minutes: Optional[float] = None
     workers: int = 2  # domains run concurrently
     auto_apply: bool = False
     judge: bool = True  # grade each delivered deliverable (a judge failure is ungraded)

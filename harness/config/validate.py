@@ -312,6 +312,10 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             "must be an integer in [1, 3] (Harness² budget gate: k <= 3)")
     if c.value("improve.budget_usd") is not None:
         c.positive_number("improve.budget_usd")
+    if c.value("improve.max_llm_calls") is not None:
+        c.positive_int("improve.max_llm_calls")
+    if c.value("improve.max_minutes") is not None:
+        c.positive_number("improve.max_minutes")
     manifest, tasks_dir = c.value("improve.manifest"), c.value("improve.tasks_dir")
     c.check("improve.tasks_dir", lambda v: v is None or (isinstance(v, str) and Path(v).is_dir()),
             "must be null (the manifest's directory) or an existing directory holding every file the manifest's tasks name")

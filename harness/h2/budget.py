@@ -169,3 +169,75 @@ class BudgetGate:
             "tripped": self.tripped,
             "refused": list(self.refused),
         }
+
+
+# ---------------------------------------------------------------- a stated budget for a whole improve run
+
+
+def planned_llm_calls(tasks: int, k: int, n_modes: int, questions_per_task: int, judge: bool) -> tuple[int, int]:
+    """(solver calls, editor-sized calls) a sweep of the sim executor makes at most, counting one agent call per
+    question: every execution (1 base shared by the modes, then 3k per mode) answers each question of its task; per
+    mode 3k editor sessions, each with at most one revision and one format retry, a selector and a reflector call;
+    two judge calls (delivered and base deliverable) per task and mode."""
+    executions = executions_for(k) + (n_modes - 1) * (executions_for(k) - 1)
+    sessions = n_modes * (3 * check_k(k) * 3 + 2 + (2 if judge else 0))
+    return tasks * executions * questions_per_task, tasks * sessions
+
+
+@dataclass(frozen=True)
+class CallRate:
+    """Seconds per call measured on the configured server, for a solver-sized and an editor-sized reply."""
+
+    solver_s: float
+    editor_s: float
+
+    def seconds(self, solver_calls: int, editor_calls: int) -> float:
+        return solver_calls * self.solver_s + editor_calls * self.editor_s
+
+
+class BudgetedProvider:
+    """An LLMProvider that refuses every call (LLMError kind "budget") once `max_calls` calls were made or
+    `max_seconds` passed since it was built; the Harness² roles treat a refused call as a failed one (the editor
+    falls back, a probe is dead, the judge leaves the task ungraded), so the rounds still finish and are recorded."""
+
+    def __init__(self, inner: Any, *, max_calls: int | None = None, max_seconds: float | None = None,
+                 clock: Any = None):
+        import time
+
+        self.inner = inner
+        self.name = inner.name
+        self.structured_output = getattr(inner, "structured_output", None)
+        self.max_calls, self.max_seconds = max_calls, max_seconds
+        self._clock = clock or time.monotonic
+        self._started = self._clock()
+        self.calls = 0
+        self.refused = 0
+        self.tripped: str | None = None
+
+    def model_for(self, role: Any) -> str:
+        return self.inner.model_for(role)
+
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+    def _check(self) -> str | None:
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return f"improve.max_llm_calls = {self.max_calls} reached"
+        if self.max_seconds is not None and self.elapsed() >= self.max_seconds:
+            return f"improve.max_minutes = {self.max_seconds / 60:g} reached"
+        return None
+
+    async def complete(self, request: Any) -> Any:
+        from harness.llm.protocol import LLMError
+
+        self.tripped = self.tripped or self._check()
+        if self.tripped is not None:
+            self.refused += 1
+            raise LLMError("budget", f"Harness² budget: {self.tripped}; call refused", role=request.role)
+        self.calls += 1
+        return await self.inner.complete(request)
+
+    async def aclose(self) -> None:
+        closer = getattr(self.inner, "aclose", None)
+        if closer is not None:
+            await closer()

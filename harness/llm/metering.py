@@ -3,7 +3,10 @@
 Every role is counted (solver, diagnoser, editor, selector, reflector, judge, probe), whether the reply
 came from the server or from the response cache. `usd` is the cost of the work: a replayed reply counts
 at the price it was paid when it was first stored (`LLMResponse.replayed_usd`), so a run resumed from the
-cache reports the same USD as an uninterrupted one; `usd_paid` is what this execution paid.
+cache reports the same USD as an uninterrupted one; `usd_paid` is what this execution paid. `seconds` is the
+wall time this execution waited for the replies (a replayed reply: the cache lookup), summed over calls that may
+overlap (`llm.concurrency`): a measurement of the execution, so the run report shows it outside its
+deterministic part (reports/timing.md).
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ class RoleSpend:
     completion_tokens: int = 0
     usd: float = 0.0  # cost of the calls (replayed ones at their original price)
     usd_paid: float = 0.0  # paid by this execution
+    seconds: float = 0.0  # summed reply latency of this execution (replayed replies: the cache lookup)
 
     def add(self, other: RoleSpend) -> None:
+        self.seconds = math.fsum((self.seconds, other.seconds))
         self.calls += other.calls
         self.replayed += other.replayed
         self.prompt_tokens += other.prompt_tokens
@@ -96,7 +101,7 @@ class MeteredProvider:
         spend.add(RoleSpend(calls=1, replayed=int(response.cached), prompt_tokens=response.usage.prompt_tokens,
                             completion_tokens=response.usage.completion_tokens,
                             usd=float(response.replayed_usd if response.cached else response.cost_usd),
-                            usd_paid=float(response.cost_usd)))
+                            usd_paid=float(response.cost_usd), seconds=float(response.latency_s)))
 
     def take(self) -> StageSpend:
         spend, self._spend = self._spend, StageSpend()

@@ -149,6 +149,7 @@ class SkippedDoc:
     h2: Optional[dict[str, Any]] = None
     source: Optional[str] = None
     external: Optional[dict[str, Any]] = None
+    record: Optional[EvolutionRecord] = None  # skipped_no_change: what the editor replied (edits, parse error, reason)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,8 @@ class EvolveDoc:
     system_cases: list[CaseSample] = field(default_factory=list)
     tool_packs: dict[str, ToolCasePack] = field(default_factory=dict)
     diagnosis_usd: float = 0.0
+    diagnosis_cases: int = 0  # failures sent to the diagnoser
+    diagnosis_unparseable: int = 0  # of which the reply did not parse twice (no diagnosis reached the editor)
     h2: Optional[dict[str, Any]] = None  # Harness² totals (evolve.method=h2)
     stopped: bool = False
     external: Optional[dict[str, Any]] = None  # evolve.method=candidates: path, digest, total, proposed (ids), left

@@ -49,6 +49,7 @@ from harness.loop.observation import step_report_row, write_gate_evidence, write
 from harness.loop.validate import GateRequest, GateRolloutFn, ValidationOutcome, gate_outcomes, validate_skill_local
 from harness.questions import Question
 from harness.store import read_version_tree
+from harness.tracking.progress import GateProgress
 from harness.tree import HarnessTree
 
 DEFAULT_FILE = f"{DEFAULT_SKILL}/SKILL.md"  # inside the skills tree; never put on probation
@@ -237,11 +238,14 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
         for tt in cand.task_types:
             if tt in pools.task_types:
                 informing.update(pools.informing_samples(tt))
+        progress = GateProgress(f"gate@e{gc.epoch}.s{gc.step} {cand.task_type}", block_params.max_pairs,
+                                accept_at=block_params.lambda_accept if rule.sequential else None)
+        progress.start()
         outcome = asyncio.run(validate_skill_local(GateRequest(
             task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
             candidate_tree=candidate_view, plan=planned.planner, questions=gc.questions, rollout=gc.rollout, params=block_params,
             gate_run_prefix=prefix, workspace_dir=gc.workspace_dir, baseline_cache=baseline_cache, prompts_version=pv,
-            epoch=gc.epoch, step=gc.step, known_baseline=known, informing_samples=informing,
+            epoch=gc.epoch, step=gc.step, known_baseline=known, informing_samples=informing, on_block=progress,
         )))
         write_gate_evidence(gc.runlog_path, outcome.evidence)
         write_quadrant_pairs(gc.runlog_path, gate_run_id=prefix, epoch=gc.epoch, step=gc.step, task_type=cand.task_type,

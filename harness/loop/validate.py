@@ -194,6 +194,8 @@ class GateRequest:
     step: int = 0
     known_baseline: Optional[Mapping[str, bool]] = None
     informing_samples: Optional[Mapping[str, Collection[int]]] = None
+    # called after every block with (block number, its pairs, the verdict): progress lines (tracking.GateProgress)
+    on_block: Optional[Callable[[int, Sequence[PairResult], GateVerdict], None]] = None
 
     def __post_init__(self) -> None:
         if GATE_MARK not in self.gate_run_prefix:
@@ -299,6 +301,8 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             out.pairs.extend(block_pairs)
             out.blocks = b + 1
             out.verdict = verdict
+            if r.on_block is not None:
+                r.on_block(b, block_pairs, verdict)
 
         run = await run_gate(planner, sample_block, decide, on_block=on_block, label=f"gate {gate_run_prefix}")
         out.action = run.decision.action

@@ -12,8 +12,9 @@ available, is consulted here (reports may; the loop never does).
 from __future__ import annotations
 
 import json
+import logging
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from harness.kernel.schedule import StateLayout
 from harness.llm.metering import SPEND_FILE, StageSpend
 from harness.loop.observation import TABLES, read_table
 from harness.loop.state import REPORT, RUNLOG, WORKSPACE, StateError, read_lineage, resolve_fragments
-from harness.pipeline.summary import EpochSummary, GateDecision, RunSummary
+from harness.pipeline.summary import EpochSummary, GateDecision, Proposal, RunSummary
 
 OBSERVATION_TABLES = tuple(TABLES)
 # gate actions counted as decisions in the per-epoch metrics
@@ -194,6 +195,19 @@ def epoch_spend(layout: RunLayout, epoch: int) -> StageSpend:
     return total
 
 
+def spend_by_stage_kind(layout: RunLayout) -> dict[str, StageSpend]:
+    """stage kind (rollout, evolve, gate, slow, certify, holdout) -> the LLM spend of all its stages, every role."""
+    kinds: dict[str, StageSpend] = {}
+    for epoch in range(1, layout.epochs + 1):
+        for step in range(1, layout.steps_per_epoch + 1):
+            for kind in ("rollout", "evolve", "gate"):
+                kinds.setdefault(kind, StageSpend()).add(read_spend(layout.step_stage(kind, epoch, step)))
+        kinds.setdefault("slow", StageSpend()).add(read_spend(layout.slow(epoch)))
+    kinds.setdefault("certify", StageSpend()).add(read_spend(layout.certify))
+    kinds.setdefault("holdout", StageSpend()).add(read_spend(layout.holdout))
+    return {kind: spend for kind, spend in kinds.items() if spend.roles}
+
+
 def spend_by_epoch(layout: RunLayout) -> dict[int, StageSpend]:
     """epoch -> `epoch_spend` of every epoch of the schedule."""
     return {epoch: epoch_spend(layout, epoch) for epoch in range(1, layout.epochs + 1)}
@@ -338,6 +352,7 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
     certificate = read_certificate(layout.holdout / CERTIFICATE_FILE) if (layout.holdout / CERTIFICATE_FILE).is_file() else None
     run_spend.add(read_spend(layout.certify))
 
+    proposals, diagnosis_cases, diagnosis_unparseable = _proposals(layout, gates)
     gate_paths: dict[str, list[tuple[int, float]]] = {}
     for row in sorted(read_table(layout.fragments(), "gate_evidence"), key=lambda r: (r["gate_run_id"], int(r["seq"]))):
         gate_paths.setdefault(str(row["gate_run_id"]), []).append((int(row["seq"]), float(row["log_e"])))
@@ -357,10 +372,120 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
         parse_modes=_merged(list(modes_by_run.values())),
         soft_calibration=soft_calibration(layout.fragments()),
         certificate=certificate,
+        proposals=tuple(proposals),
+        diagnosis_cases=diagnosis_cases,
+        diagnosis_unparseable=diagnosis_unparseable,
+        spend_by_stage={kind: {role: asdict(r) for role, r in sorted(spend.roles.items())}
+                        for kind, spend in spend_by_stage_kind(layout).items()},
     )
     if with_oracle and str(cfg.benchmark.name) == "sim":
         summary = _with_oracle(cfg, layout, summary)
     return summary
+
+
+# Why a proposal did not become (or became) an install, in one word; `cause_of` reads the gate's and the editor's reason.
+CAUSES = {
+    "accepted": "accepted by the gate",
+    "probation": "installed on probation (undecided gate)",
+    "budget": "gate undecided at its pair budget (gate.max_pairs)",
+    "futility": "gate stopped for futility",
+    "evidence_against": "gate's evidence pointed against the edit",
+    "screen": "failed the pre-gate screen on the step's questions",
+    "parse_failure": "editor reply did not parse",
+    "no_change": "editor proposed no change",
+    "not_applied": "editor's edits could not be applied",
+    "stale": "skill file changed earlier in the step",
+    "other": "other",
+}
+
+
+def cause_of(action: str, reason: str, *, parse_error: str = "", edits_proposed: int = 0) -> str:
+    """The `CAUSES` key of one decision: the gate action, else the words of its reason."""
+    text = reason.lower()
+    if action == "accept":
+        return "accepted"
+    if action == "probation":
+        return "probation"
+    if action == "skipped_stale":
+        return "stale"
+    if action == "skipped_no_change":
+        return "parse_failure" if parse_error else "not_applied" if edits_proposed else "no_change"
+    if action != "reject":
+        return "other"
+    if text.startswith("screen"):
+        return "screen"
+    if "futility" in text:
+        return "futility"
+    if "undecided" in text or "end of the budget" in text:
+        return "budget"
+    if "reached log" in text or "lambda_dir" in text or "direction" in text or text.startswith(("gepa", "skillopt", "cap_evolve", "mcnemar", "re-checked")):
+        return "evidence_against"
+    return "other"
+
+
+EXCERPT_LINES = 6
+EXCERPT_CHARS = 160
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"
+
+
+def change_excerpt(old_text: str, new_text: str, edits: list[Any]) -> str:
+    """The changed lines of old -> new (`+ line` / `- line`, at most EXCERPT_LINES), else the proposed edits' texts."""
+    import difflib
+
+    lines = [f"{row[0]} {_clip(row[1:])}" for row in difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), lineterm="", n=0)
+             if row[:1] in "+-" and not row.startswith(("+++", "---")) and row[1:].strip()]
+    if not lines:
+        lines = [f"{e.op}: {_clip(e.text or e.old)}" for e in edits]
+    more = len(lines) - EXCERPT_LINES
+    return "\n".join(lines[:EXCERPT_LINES] + ([f"(+{more} more lines)"] if more > 0 else []))
+
+
+def _proposals(layout: RunLayout, gates: list[GateDecision]) -> tuple[list[Proposal], int, int]:
+    """(every proposal of the run with its decision, failures diagnosed, diagnoses unparseable) from each step's
+    evolve.json and the gate's decision rows."""
+    from harness.loop.documents import EVOLVE, DocumentError, EvolveDoc, read_document
+
+    decided = {(g.epoch, g.step, g.task_type): g for g in gates}
+    out: list[Proposal] = []
+    cases = unparseable = 0
+    for epoch in range(1, layout.epochs + 1):
+        for step in range(1, layout.steps_per_epoch + 1):
+            path = layout.evolve(epoch, step) / EVOLVE
+            if not path.is_file():
+                continue
+            try:
+                doc = read_document(path, EvolveDoc)
+            except DocumentError as exc:  # written by an older version (a run resumed across an upgrade)
+                logging.getLogger("harness.progress").warning("[report] proposals of e%d.s%d left out: %s", epoch, step, exc)
+                continue
+            if doc.stopped:
+                continue
+            cases += doc.diagnosis_cases
+            unparseable += doc.diagnosis_unparseable
+            for cand in doc.candidates:
+                rec = cand.record
+                g = decided.get((epoch, step, cand.task_type))
+                action, reason = (g.action, g.reason) if g else ("not gated", "no decision row in the gate's report")
+                out.append(Proposal(epoch, step, cand.task_type, cand.skill_file, cand.source or doc.method,
+                                    change_excerpt(rec.old_text, rec.new_text, rec.edits), len(rec.edits), len(rec.applied_edits),
+                                    action, cause_of(action, reason), reason, g.log_e if g else None, g.n_pairs if g else None))
+            for skip in doc.skipped:
+                if skip.action != "skipped_no_change":
+                    continue  # cooldown, no failures: nothing was proposed
+                reply = skip.record
+                parse_error = reply.parse_error if reply else ""
+                edits = reply.edits if reply else []
+                excerpt = change_excerpt("", "", edits) if edits else "(no edit)"
+                proposed = skip.edits_proposed or 0
+                out.append(Proposal(epoch, step, skip.task_type, skip.skill_file, skip.source or doc.method, excerpt, proposed, 0,
+                                    skip.action, cause_of(skip.action, skip.reason, parse_error=parse_error, edits_proposed=proposed),
+                                    skip.reason))
+    out.sort(key=lambda p: (p.epoch, p.step, p.task_type, p.skill_file))
+    return out, cases, unparseable
 
 
 def _gate_decisions(layout: RunLayout, epoch: int, modes_by_run: dict[str, dict[str, int]]) -> list[GateDecision]:

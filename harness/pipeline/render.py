@@ -8,8 +8,9 @@
 - ``plots/gate_evidence/<gate>.csv``  the accept e-process path of each gate (seq, log_e)
 - ``report.md``                    the run report in Markdown (the three charts as images)
 - ``report.html``                  the same, self-contained, with the charts inline
+- ``timing.md``                    LLM calls and wall time per stage kind and role (this execution's measurement)
 
-Everything is deterministic (no timestamps), so an interrupted-and-resumed
+Everything but ``timing.md`` is deterministic (no timestamps, no wall times), so an interrupted-and-resumed
 run renders byte-identical files to an uninterrupted one. Writes are atomic.
 """
 
@@ -27,6 +28,8 @@ from typing import Any, Sequence
 
 from harness.atomic import atomic_write_json, atomic_write_text
 from harness.identity import PURPOSES
+from harness.pipeline.collect import CAUSES
+from harness.pipeline.evaluate import wilson_interval
 from harness.pipeline.summary import RunSummary
 from harness.pipeline.svg import PALETTE, Panel, Series, line_chart_svg, small_multiples_svg, stacked_bars_svg
 
@@ -38,6 +41,7 @@ CHARTS = {"accuracy_chart": "plots/accuracy.svg", "gate_evidence_chart": "plots/
           "cost_chart": "plots/cost.svg"}
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
+TIMING_MD = "timing.md"
 
 
 def write_reports(summary: RunSummary, out_dir: Path) -> dict[str, Path]:
@@ -53,6 +57,7 @@ def write_reports(summary: RunSummary, out_dir: Path) -> dict[str, Path]:
         "cost_chart": atomic_write_text(out_dir / CHARTS["cost_chart"], cost_chart(summary)),
         "markdown": atomic_write_text(out_dir / REPORT_MD, render_markdown(summary)),
         "html": atomic_write_text(out_dir / REPORT_HTML, render_html(summary)),
+        "timing": atomic_write_text(out_dir / TIMING_MD, render_timing(summary)),
     }
     return paths
 
@@ -232,11 +237,101 @@ def _gate_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+HOLDOUT_INTERVAL = "95 % interval (Wilson, per rollout)"
+
+
+def _wilson(row: dict[str, Any]) -> str:
+    n, acc = row.get("n"), row.get("hard_acc")
+    if not n or acc is None:
+        return "n/a"
+    low, high = wilson_interval(round(float(acc) * int(n)), int(n))
+    return f"[{low:.4f}, {high:.4f}]"
+
+
 def _holdout_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
-    header = ["which", "skills", "prompts", "n", "hard acc", "soft", "mixed"]
-    rows = [[_fmt(r.get(k)) for k in ("which", "skills_version", "prompts_version", "n", "hard_acc", "soft_score", "mixed_score")]
-            for r in summary.holdout]
+    header = ["which", "skills", "prompts", "n", "hard acc", HOLDOUT_INTERVAL, "soft", "mixed"]
+    rows = [[_fmt(r.get(k)) for k in ("which", "skills_version", "prompts_version", "n", "hard_acc")] + [_wilson(r)]
+            + [_fmt(r.get(k)) for k in ("soft_score", "mixed_score")] for r in summary.holdout]
     return header, rows
+
+
+# ------------------------------------------------------------------ what was tried, and why nothing was installed
+
+
+def _proposal_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
+    header = ["epoch.step", "task type", "file", "proposed change", "edits applied / proposed", "decision", "why", "log E",
+              "pairs", "reason"]
+    rows = [[f"{p.epoch}.{p.step}", p.task_type, p.skill_file, p.excerpt, f"{p.edits_applied} / {p.edits_proposed}", p.decision,
+             p.cause, _fmt(p.log_e), _fmt(p.n_pairs), p.reason] for p in summary.proposals]
+    return header, rows
+
+
+def cause_counts(summary: RunSummary) -> dict[str, int]:
+    """`collect.CAUSES` key -> proposals of the run with that outcome (zero counts left out)."""
+    counts: dict[str, int] = {}
+    for p in summary.proposals:
+        counts[p.cause] = counts.get(p.cause, 0) + 1
+    return {cause: counts[cause] for cause in CAUSES if counts.get(cause)}
+
+
+def _cause_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
+    return ["outcome", "proposals"], [[CAUSES[c], str(n)] for c, n in cause_counts(summary).items()]
+
+
+def tried_lines(summary: RunSummary) -> list[str]:
+    """The measured account of the proposals: the gates' pairs and ties, the diagnoser's parse count, and when nothing
+    was installed, the largest cause."""
+    gated = [g for g in summary.gates if g.n_pairs]
+    pairs = sum(g.n_pairs or 0 for g in gated)
+    ties = sum(g.ties or 0 for g in gated)
+    wins = sum(g.wins or 0 for g in gated)
+    losses = sum(g.losses or 0 for g in gated)
+    lines = [f"{len(summary.proposals)} edits proposed; {len(gated)} gates ran {pairs} pairs: {wins} wins, {losses} losses, "
+             f"{ties} ties" + (f" ({100 * ties / pairs:.0f} % ties)" if pairs else "") + "."]
+    if summary.diagnosis_cases:
+        lines.append(f"Diagnoser: {summary.diagnosis_unparseable} of {summary.diagnosis_cases} failure diagnoses did not parse "
+                     "(those failures reached the editor without a diagnosis).")
+    counts = cause_counts(summary)
+    if not counts.get("accepted") and not counts.get("probation"):
+        refused = {c: n for c, n in counts.items() if c not in ("accepted", "probation")}
+        if refused:
+            top = max(refused, key=lambda c: refused[c])
+            lines.append(f"Nothing was installed. Largest measured cause: {CAUSES[top].lower()} ({refused[top]} of "
+                         f"{len(summary.proposals)} proposals); " + ", ".join(f"{CAUSES[c].lower()}: {n}" for c, n in refused.items()) + ".")
+        else:
+            lines.append("Nothing was installed: the editor proposed no edit (no failures, or every skill in cooldown).")
+    return lines
+
+
+# ------------------------------------------------------------------ LLM calls per stage and role
+
+
+def _role_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
+    header = ["stage", "role", "calls", "prompt tokens", "completion tokens", "USD"]
+    rows = [[kind, role, str(r["calls"]), str(r["prompt_tokens"]), str(r["completion_tokens"]), f"{r['usd']:.4f}"]
+            for kind, roles in summary.spend_by_stage.items() for role, r in roles.items()]
+    return header, rows
+
+
+ROLES_NOTE = (f"Wall time per stage and role: [{TIMING_MD}]({TIMING_MD}) (a measurement of this execution, kept out of this "
+              "report so that a resumed run renders it byte-identical).")
+
+
+def render_timing(summary: RunSummary) -> str:
+    """reports/timing.md: each stage kind's LLM calls per role with the seconds this execution waited for them."""
+    rows = []
+    for kind, roles in summary.spend_by_stage.items():
+        for role, r in roles.items():
+            fresh = int(r["calls"]) - int(r["replayed"])
+            seconds = float(r.get("seconds", 0.0))
+            rows.append([kind, role, str(r["calls"]), str(r["replayed"]), f"{seconds:.2f}",
+                         f"{seconds / r['calls']:.3f}" if r["calls"] else "n/a", str(fresh)])
+    return (f"# Timing: {summary.run_name}\n\n"
+            "LLM calls per stage kind and role, and the seconds this execution waited for their replies (the sum of the "
+            "calls' latencies: calls run `llm.concurrency` at a time, so the sum can exceed the stage's wall time; a "
+            "replayed call is a response-cache lookup). This file describes one execution: a resumed or re-run "
+            "stage has more replayed calls and fewer seconds.\n\n"
+            + _markdown_table(["stage", "role", "calls", "replayed", "seconds", "seconds / call", "calls to the server"], rows))
 
 
 def _pts(value: Any) -> str:
@@ -271,7 +366,7 @@ def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     if not rows:
         return "_none_\n"
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", "<br>") for cell in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -279,7 +374,7 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     if not rows:
         return "<p><em>none</em></p>\n"
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>\n" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c).replace(chr(10), '<br>')}</td>" for c in row) + "</tr>\n" for row in rows)
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
 
 
@@ -329,6 +424,13 @@ def render_markdown(summary: RunSummary) -> str:
     parts.append(f"\n<details><summary>All {len(summary.gates)} gate decisions</summary>\n\n")
     parts.append(_markdown_table(*_gate_table(summary)))
     parts.append("\n</details>\n")
+    parts.append("\n## What was tried\n\n" + "\n".join(tried_lines(summary)) + "\n\n")
+    parts.append(_markdown_table(*_cause_table(summary)))
+    parts.append(f"\n<details><summary>All {len(summary.proposals)} proposed edits</summary>\n\n")
+    parts.append(_markdown_table(*_proposal_table(summary)))
+    parts.append("\n</details>\n")
+    parts.append("\n## LLM calls per stage and role\n\n" + ROLES_NOTE + "\n\n")
+    parts.append(_markdown_table(*_role_table(summary)))
     if summary.certificate is not None:
         attempts, types = _certificate_tables(summary)
         parts.append("\n## Delivery certificate\n\n" + _certificate_intro(summary) + "\n\n")
@@ -371,6 +473,12 @@ def render_html(summary: RunSummary) -> str:
         "<h2>Gate decisions</h2>\n"
         f"{gate_evidence_chart(summary)}<h3>Per task type</h3>\n{_html_table(*_gate_summary_table(summary))}"
         f"<details><summary>All {len(summary.gates)} gate decisions</summary>\n{_html_table(*_gate_table(summary))}</details>\n"
+        "<h2>What was tried</h2>\n" + "".join(f"<p>{escape(line)}</p>\n" for line in tried_lines(summary))
+        + f"{_html_table(*_cause_table(summary))}"
+        f"<details><summary>All {len(summary.proposals)} proposed edits</summary>\n{_html_table(*_proposal_table(summary))}</details>\n"
+        f"<h2>LLM calls per stage and role</h2>\n<p>Wall time per stage and role: <a href=\"{TIMING_MD}\">{TIMING_MD}</a> "
+        "(a measurement of this execution, kept out of this report so that a resumed run renders it byte-identical).</p>\n"
+        f"{_html_table(*_role_table(summary))}"
         f"{_certificate_html(summary)}"
         "<h2>Held-out evaluation (test pool)</h2>\n"
         f"{_html_table(*_holdout_table(summary))}"

@@ -15,7 +15,7 @@ from typing import Any
 from harness.loop.telemetry import telemetry_dir
 from harness.pipeline.collect import RunLayout, collect_run
 from harness.pipeline.learned import append_learned, run_changes
-from harness.pipeline.render import write_reports
+from harness.pipeline.render import tried_lines, write_reports
 from harness.pipeline.summary import RunSummary
 from harness.tracking.readable import readable
 
@@ -53,6 +53,8 @@ def make_report(
     # what was learned: diff base -> delivered per file, each line with its gate (harness/pipeline/learned.py)
     append_learned(files["markdown"], files["html"], run_changes(layout.root / layout.state_dir, layout.epochs))
     log.info("[report] %s", ", ".join(f"{k}={readable(v)}" for k, v in summary.final_metrics().items() if v is not None))
+    for line in tried_lines(summary):  # what was tried and, when nothing was installed, why (the report's "What was tried")
+        log.info("[report] %s", line)
     run_id = None
     if bool(cfg.tracking.enabled):
         log.info("[report] logging the run to MLflow (experiment %s; importing mlflow takes a few seconds)",

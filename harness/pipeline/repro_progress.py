@@ -30,6 +30,7 @@ from typing import Iterable, Sequence
 
 from harness.atomic import atomic_write_text
 from harness.kernel.schedule import STEP_KINDS, full_schedule
+from harness.tracking.progress import format_seconds
 
 LEDGER = "repro.jsonl"
 KEEP_LINES = 600  # about ten full default runs
@@ -206,17 +207,6 @@ def estimate_left(remaining: Sequence[str], current: dict[str, float], previous:
         return None
     fallback = sum(measured) / len(measured)
     return sum(current.get(stage_kind(s), previous.get(stage_kind(s), fallback)) for s in remaining)
-
-
-def format_seconds(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def progress_line(stage: str, order: Sequence[str], ledger: Sequence[Start], invocation: str | None, now: float,

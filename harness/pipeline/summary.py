@@ -71,6 +71,25 @@ class GateDecision:
 
 
 @dataclass(frozen=True)
+class Proposal:
+    """One proposed edit of the run (a candidate the gate decided, or an editor reply that gave no candidate)."""
+
+    epoch: int
+    step: int
+    task_type: str
+    skill_file: str
+    source: str  # the evolve method, or the candidates file's `source`
+    excerpt: str  # the proposed change: changed lines of the diff, or the edits' texts when none applied
+    edits_proposed: int
+    edits_applied: int
+    decision: str  # accept | probation | reject | skipped_no_change | skipped_stale | ...
+    cause: str  # why, in one word (`collect.CAUSES`): accepted, budget, futility, evidence_against, screen, parse_failure, ...
+    reason: str  # the gate's or the editor's own words
+    log_e: float | None = None
+    n_pairs: int | None = None
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_name: str
     benchmark: str
@@ -92,6 +111,12 @@ class RunSummary:
     soft_calibration: tuple[int, float, float] | None = None
     # the delivery certificate (harness/contracts/certificate.py) the harness was delivered with; None before certify
     certificate: Any = None
+    proposals: tuple[Proposal, ...] = ()  # every proposed edit, in (epoch, step, task type) order
+    diagnosis_cases: int = 0  # failures sent to the diagnoser over the run
+    diagnosis_unparseable: int = 0  # of which no reply parsed (the editor got no diagnosis for them)
+    # stage kind (rollout, evolve, gate, slow, certify, holdout) -> role -> llm_spend.json fields (calls, tokens, USD,
+    # seconds): seconds describe the execution and go to reports/timing.md only
+    spend_by_stage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def final_metrics(self) -> dict[str, float | int | None]:
         """The flat metrics of reports/metrics.json (deterministic: no timings, no cache counters)."""

@@ -126,6 +126,8 @@ def log_to_mlflow(
         artifacts: list[tuple[Path, str | None]] = [  # (path, artifact dir; None: a directory logged under its name)
             (accuracy_svg, "plots"), (evidence_svg, "plots"), (files["markdown"], "report"), (files["html"], "report"),
             (files["metrics"], "report")]
+        if "timing" in files:  # wall time per stage kind and role (render.TIMING_MD)
+            artifacts.append((files["timing"], "report"))
         artifacts += [(p, "plots/gate_evidence") for p in sorted(files["gate_evidence"].glob("*.csv"))]
         delivered = layout.holdout / "delivered"
         if delivered.is_dir():

@@ -11,14 +11,18 @@ rounded (harness/tracking/readable.py).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from harness.tracking.readable import RoundFloatArgs
 
 PROGRESS_LOGGER = "harness.progress"
+# seconds between two progress lines inside one gate (an engineering setting: the environment only)
+GATE_INTERVAL_ENV = "HARNESS_GATE_PROGRESS_S"
+GATE_INTERVAL_S = 10.0
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -93,3 +97,80 @@ class ProgressReporter:
     def _emit(self, final: bool = False) -> None:
         logging.getLogger(PROGRESS_LOGGER).info(self.line(final))
         self.lines_emitted += 1
+
+
+def gate_interval_s() -> float:
+    """Seconds between a gate's progress lines: `HARNESS_GATE_PROGRESS_S` when set (0 = every block), else 10."""
+    raw = os.environ.get(GATE_INTERVAL_ENV, "").strip()
+    if not raw:
+        return GATE_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {GATE_INTERVAL_ENV}={raw!r}: expected a number of seconds (0 = every block)") from None
+    if value < 0:
+        raise ValueError(f"environment variable {GATE_INTERVAL_ENV}={raw!r}: expected seconds >= 0")
+    return value
+
+
+@dataclass
+class GateProgress:
+    """The `on_block` hook of one gate (harness/kernel/engine.py `run_gate`): after a block, at most one line every
+    `min_interval_s` seconds, with the pairs so far / `max_pairs`, log E against the accept threshold and the time
+    left at the rate measured so far if the gate ran to `max_pairs` (an upper bound: it stops when the evidence
+    decides). A gate that printed a line also prints its decision, so a long gate never ends silently."""
+
+    label: str  # e.g. "gate@e1.s2 algebra"
+    max_pairs: int
+    accept_at: float | None = None  # log E threshold of this gate
+    min_interval_s: float = field(default_factory=gate_interval_s)
+    clock: Callable[[], float] = time.monotonic
+    pairs: int = 0
+    lines_emitted: int = 0
+    _started: float | None = field(default=None, repr=False)
+    _last_emit: float | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        """Start the clock (call before the first block is sampled; else the first block's end starts it)."""
+        self._started = self._last_emit = self.clock()
+
+    def __call__(self, block: int, block_pairs: Sequence[Any], decision: Any) -> None:
+        now = self.clock()
+        if self._started is None:
+            self._started = self._last_emit = now
+        self.pairs += len(block_pairs)
+        terminal = getattr(decision, "action", "continue") != "continue"
+        due = self._last_emit is not None and now - self._last_emit >= self.min_interval_s
+        if due or (terminal and self.lines_emitted):
+            logging.getLogger(PROGRESS_LOGGER).info(self.line(block, decision, now))
+            self.lines_emitted += 1
+            self._last_emit = now
+
+    def line(self, block: int, decision: Any, now: float) -> str:
+        log_e = getattr(decision, "log_e", None)
+        evidence = "log E n/a" if log_e is None else f"log E {log_e:.2f}"
+        if self.accept_at is not None and log_e is not None:
+            evidence += f" (accept at {self.accept_at:.2f})"
+        action = getattr(decision, "action", "continue")
+        head = f"[{self.label}] block {block + 1}: {self.pairs}/{self.max_pairs} pairs, {evidence}"
+        if action != "continue":
+            reason = getattr(decision, "reason", "")
+            return f"{head}; decided: {action}" + (f" ({reason})" if reason else "")
+        elapsed = now - (self._started if self._started is not None else now)
+        if elapsed <= 0 or not self.pairs:
+            return f"{head}; time left: unknown"
+        rate = self.pairs / elapsed
+        left = max(self.max_pairs - self.pairs, 0) / rate
+        return f"{head}; at most {format_seconds(left)} left at {rate:.2f} pairs/s"
+
+
+def format_seconds(seconds: float) -> str:
+    """`42 s`, `3 min 07 s`, `1 h 05 min`."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

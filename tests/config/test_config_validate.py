@@ -72,6 +72,8 @@ RULES = [
     ("evolve.method", "magic", "h2", "h2, reflective"),
     ("evolve.h2_mode", "both", "sequential", "parallel, sequential"),
     ("evolve.h2_budget_usd", 0.0, 0.01, "> 0"),
+    ("improve.max_llm_calls", 0, 1, ">= 1"),
+    ("improve.max_minutes", 0.0, 0.5, "> 0"),
     ("evolve.cooldown_steps", -1, 0, ">= 0"),
     ("pools.test_size", 0, 1, ">= 1"),
     ("pools.diagnosis_size", 19, 18, "exceeds the 30 sim questions"),

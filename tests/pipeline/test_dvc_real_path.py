@@ -33,7 +33,8 @@ def test_dvc_repro_on_the_real_path_completes_and_follows_the_questions_file(tmp
     # the README's DVC path: the overrides written into params.yaml; one step per epoch and one Harness² task per
     # domain keep the test short (every stage kind still runs)
     overrides = ("llm=openai", "benchmark=jsonl", "benchmark.path=data/q.jsonl", "llm.model=scripted", "tracking=none",
-                 "train.epochs=1", "batching.batch_size=6", "improve.tasks_per_domain=1")
+                 "train.epochs=1", "batching.batch_size=6", "improve.tasks_per_domain=1",
+                 "improve.max_minutes=30")  # on a real model Harness² runs only with a stated budget (docs/pipeline.md)
     project = make_project(tmp_path / "project", overrides=overrides, files={"data/q.jsonl": source})
     params = yaml.safe_load((project / "params.yaml").read_text())
     assert params["improve"]["domains"] == list(TASK_TYPES)  # derived from the data, not the simulator's task types

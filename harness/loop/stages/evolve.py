@@ -146,11 +146,12 @@ def stage_evolve_reflective(ctx: StageContext, epoch: int, step: int, prev_state
             rec.old_text = ""  # a new file: the gate installs it where there was none
         if not rec.changed or (seeded_from is not None and not rec.applied_edits):
             why = rec.parse_error or rec.no_change_reason or "no edit applied"
-            skipped.append(SkippedDoc(tts[0], tts, f, "skipped_no_change", why, edits_proposed=len(rec.edits)))
+            skipped.append(SkippedDoc(tts[0], tts, f, "skipped_no_change", why, edits_proposed=len(rec.edits), record=rec))
             continue
         candidates.append(CandidateDoc(tts[0], tts, f, case_qids=[c.qid for c in fails], record=rec))
     write_document(out / EVOLVE, EvolveDoc(
         run_id=run_id, method=str(ctx.cfg.evolve.method), edit_budget=budget, candidates=candidates, skipped=skipped,
-        system_cases=[c for c in cases if not c.correct], tool_packs=dict(inp.tool_packs), diagnosis_usd=diagnosis.usd))
+        system_cases=[c for c in cases if not c.correct], tool_packs=dict(inp.tool_packs), diagnosis_usd=diagnosis.usd,
+        diagnosis_cases=sum(len(v) for v in diagnosis.failures.values()), diagnosis_unparseable=diagnosis.n_unparseable))
     mark_done(out, {"candidates": len(candidates), "skipped": len(skipped)}, spend=ctx.take_spend())
     progress.info("[evolve@e%d.s%d] %d candidates, %d skipped (edit budget %d)", epoch, step, len(candidates), len(skipped), budget)
