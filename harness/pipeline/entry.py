@@ -107,8 +107,8 @@ def stage_tracking(stage: str, cfg: Any, project_root: Path):
 def one_line_errors() -> tuple[type[BaseException], ...]:
     """Errors that stop a stage or a run with their one-line message, not a traceback: a bad config (`ConfigError`,
     every violation as `key = value: rule`), bad state, the local
-    response store and an unusable endpoint (`StageStopError`: `LocalStoreError`, `PreflightError`), the INFRA and
-    scored-share guards (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
+    response store and an unusable endpoint (`StageStopError`: `LocalStoreError`, `PreflightError`), an LLM call
+    that failed for good outside a rollout (`LLMError`: an editor or diagnoser call), the INFRA and scored-share guards (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
     a run directory another job holds (`RunDirInUse`), and every corrupt or unreadable input or store named
     with its path (`InputFileError`, questions, documents, checkpoints, the tracking database). With
     ``--debug`` or ``HYDRA_FULL_ERROR=1`` nothing is caught: the traceback is shown."""
@@ -117,7 +117,7 @@ def one_line_errors() -> tuple[type[BaseException], ...]:
     from harness.config.errors import ConfigError
     from harness.contracts.answers import AnswerFormatError
     from harness.inputs import InputFileError
-    from harness.llm.protocol import StageStopError
+    from harness.llm.protocol import LLMError, StageStopError
     from harness.loop.checkpoint import CheckpointError
     from harness.loop.documents import DocumentError
     from harness.loop.state import StateError
@@ -128,7 +128,7 @@ def one_line_errors() -> tuple[type[BaseException], ...]:
     from harness.tracking.store import TrackingConfigError, TrackingDbError
     from harness.workspace import WorkspaceError
 
-    return (ConfigError, StateError, StageStopError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
+    return (ConfigError, StateError, StageStopError, LLMError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
             QuestionsError, DocumentError, CheckpointError, StoreError, WorkspaceError, TrackingDbError,
             TrackingConfigError)
 

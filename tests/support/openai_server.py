@@ -21,7 +21,9 @@ Queue behaviours with `script(...)`; once the queue is empty every request
 is "normal". `GET /v1/models` (the provider's preflight) is answered apart,
 never recorded nor scripted: 404 unless `served_models` lists the models.
 `require_key`: every request without `Authorization: Bearer <key>` gets 401
-(set it at any time to make a live server refuse the key). `latency_s` delays every response. Every request is recorded
+(set it at any time to make a live server refuse the key). `down`: every
+request is dropped unanswered and its connection closed (a server that died
+under its open keep-alive connections; the client sees a connection error). `latency_s` delays every response. Every request is recorded
 (path, headers, JSON body) so tests can assert what was sent.
 """
 
@@ -118,6 +120,7 @@ class FakeOpenAIServer:
     _rng: random.Random | None = None
     served_models: tuple[str, ...] | None = None
     require_key: str | None = None
+    down: bool = False
 
     def handle_get(self, path: str, headers: Headers) -> Reply:
         """`GET /v1/models`: the served models (404 without `served_models`); 401 without the required key."""
@@ -180,10 +183,16 @@ class FakeOpenAIServer:
                     pass  # a client that timed out or closed its pool
 
             def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                if server.down:
+                    self.close_connection = True
+                    return
                 self._send(server.handle_get(self.path, Headers(self.headers.items())))
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if server.down:  # dropped unanswered: the connection closes
+                    self.close_connection = True
+                    return
                 self._send(server.handle(self.path, Headers(self.headers.items()), raw))
 
             def _send(self, reply: Reply) -> None:
@@ -337,6 +346,9 @@ class _HTTPConnection(asyncio.Protocol):
         raw = bytes(self._buffer[end + 4:end + 4 + length])
         del self._buffer[:end + 4 + length]
         parts = request_line.split(" ")
+        if self._server.down:
+            self._transport.close()
+            return
         path = parts[1] if len(parts) > 1 else "/"
         reply = self._server.handle_get(path, headers) if parts[0] == "GET" else self._server.handle(path, headers, raw)
         self._busy = True

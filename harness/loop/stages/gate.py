@@ -28,6 +28,7 @@ from harness.loop.state import (
     write_lineage,
 )
 from harness.loop.train_state import Progress
+from harness.loop.validate import ScoredShareGuard
 
 progress = logging.getLogger("harness.progress")
 
@@ -55,7 +56,8 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     log = HarnessLog(out_dir / RUNLOG)
     try:
         gc = GateContext(run_name=ctx.run_name, epoch=epoch, step=step, params=ctx.gate, questions=qs,
-                         validation_by_type=validation_by_type, rollout=ro.gate_rollout_fn(ctx, log),
+                         validation_by_type=validation_by_type,
+                         rollout=ScoredShareGuard(ctx.infra_limits, f"gate@e{epoch}.s{step}").gate_rollout(ro.gate_rollout_fn(ctx, log)),
                          workspace_dir=ws, runlog_path=out_dir / RUNLOG, cooldown_steps=int(ctx.cfg.evolve.cooldown_steps),
                          seed=int(ctx.cfg.train.seed),
                          batch_outcomes=ro.metric_batch_outcomes(ctx, Path(rollout) / RUNLOG, ro_doc.run_id, ro_doc.sample_index, outcomes))
