@@ -139,3 +139,35 @@ def test_stages_train_exits_non_zero_with_one_line_and_mlflow_failed(served, tmp
     db = next(tmp_path.glob("**/mlflow.db"))
     statuses = [row[0] for row in sqlite3.connect(db).execute("SELECT status FROM runs")]
     assert statuses == ["FAILED"], statuses
+
+
+def test_an_editor_reply_holding_a_lone_surrogate_never_crashes_a_run_or_its_replay(tmp_path, monkeypatch):
+    """The editor answers with "\\ud800" (a valid JSON escape, not valid Unicode): the run finishes, evolve.json holds
+    U+FFFD where the surrogate was, and a second run replaying the same cache with the server gone finishes too."""
+    from harness.loop.runner import Runner
+
+    answers = _questions(tmp_path / "data" / "q.jsonl")
+    scripted = ScriptedModel(answers)
+
+    def reply(body):
+        text = scripted(body)
+        return text.replace("check every step", "check \ud800 every step") if "<edit" in text else text
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    with FakeOpenAIServer(reply=reply, record=False) as server:
+        cfg = _config(tmp_path, server.base_url, f"llm.cache_dir={tmp_path / 'cache'}")
+        runner = Runner(cfg, tmp_path / "first")
+        try:
+            runner.train()
+        finally:
+            runner.ctx.close()
+    evolve = (tmp_path / "first" / "state" / "e1" / "s1" / "evolve" / "evolve.json").read_text(encoding="utf-8")
+    assert "check \\ufffd every step" in evolve or "check \ufffd every step" in evolve
+    assert (tmp_path / "first" / "state" / "holdout" / "holdout.json").is_file()
+    replay = Runner(cfg, tmp_path / "second")  # the server is gone: everything comes from the cache
+    try:
+        replay.train()
+    finally:
+        replay.ctx.close()
+    assert (tmp_path / "second" / "state" / "holdout" / "holdout.json").read_text() == \
+        (tmp_path / "first" / "state" / "holdout" / "holdout.json").read_text()
