@@ -31,7 +31,7 @@ from harness.llm.backoff import backoff_delay, parse_retry_after
 from harness.llm.client_ipc import RemoteAttemptError
 from harness.llm.preflight import preflight
 from harness.llm.prices import cost_usd, has_price, validate_prices
-from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, PreflightError, Role, Usage, sample_seed
+from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, PreflightError, Role, StageStopError, Usage, sample_seed
 from harness.llm.roles import check_role_names, model_for_role
 
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("harness.llm.openai")
 
 MAX_BAD_RESPONSE_RETRIES = 2
+# far beyond any context window or llm.max_tokens: a request or reply this large is a broken harness file or server
+MAX_REQUEST_CHARS = 2_000_000
+MAX_REPLY_CHARS = 1_000_000
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 LOCAL_DUMMY_KEY = "local-no-key"
 RETRYABLE_KINDS = frozenset({"timeout", "rate_limit", "server", "connection"})
@@ -201,6 +204,9 @@ def extract_completion(body: Any) -> tuple[str, Usage | None]:
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise ValueError("choices[0].message.content is missing or not a string")
+    if len(content) > MAX_REPLY_CHARS:
+        raise ValueError(f"choices[0].message.content holds {len(content):,} characters, more than the {MAX_REPLY_CHARS:,} "
+                         "any reply may have (a server ignoring max_tokens?); not stored")
     usage = body.get("usage")
     if not isinstance(usage, dict):
         return content, None
@@ -257,6 +263,23 @@ def retry_after_max_of(llm_cfg: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= backoff_max:
         raise ValueError(f"llm.retry_after_max_s must be a number >= llm.backoff_max_s ({backoff_max}), got {value!r}")
     return float(value)
+
+
+class RequestTooLargeError(StageStopError):
+    """A request larger than MAX_REQUEST_CHARS: every call would carry it, so the stage stops (never sent, never paid)."""
+
+
+def check_request_size(request: LLMRequest) -> None:
+    """RequestTooLargeError naming the role, the size and the largest message when the request exceeds MAX_REQUEST_CHARS."""
+    sizes = [len(m.content) for m in request.messages]
+    if sum(sizes) <= MAX_REQUEST_CHARS:
+        return
+    largest = max(range(len(sizes)), key=sizes.__getitem__)
+    role = request.messages[largest].role
+    hint = (" (the system message is built from the harness files: system_prompt.md, tools/*.md and the skill file; "
+            "shrink the largest of them)") if role == "system" else ""
+    raise RequestTooLargeError(f"{request.role.value} request of {sum(sizes):,} characters exceeds {MAX_REQUEST_CHARS:,}; its "
+                               f"largest message is the {role} message ({sizes[largest]:,} characters){hint}; nothing was sent")
 
 
 class _LoopResources:
@@ -461,6 +484,7 @@ class OpenAIProvider:
                     res.in_flight[index] -= 1
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        check_request_size(request)
         await self.check_endpoint()
         model = self.model_for(request.role)
         payload = self._payload(request, model)
