@@ -19,8 +19,8 @@ from harness.bench.jsonl import seeded_skill
 from harness.contracts.solver import resolve_skill_file
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill
-from harness.kernel.budget import edit_budget_at
 from harness.inputs import InputFileError, rerun_advice
+from harness.kernel.budget import edit_budget_at
 from harness.kernel.types import CaseSample, SkillCasePack, ToolCasePack
 from harness.log import RunLogReader
 from harness.loop import rollouts as ro
