@@ -171,3 +171,22 @@ def test_an_editor_reply_holding_a_lone_surrogate_never_crashes_a_run_or_its_rep
         replay.ctx.close()
     assert (tmp_path / "second" / "state" / "holdout" / "holdout.json").read_text() == \
         (tmp_path / "first" / "state" / "holdout" / "holdout.json").read_text()
+
+
+def test_a_missing_key_is_one_line_before_prepare_runs(tmp_path):
+    """No API key for a remote server: stages.train says so in one line before any stage work (no questions written)."""
+    _questions(tmp_path / "data" / "q.jsonl")
+    for name in ("conf", "dvc.yaml"):
+        subprocess.run(["cp", "-r", str(REPO_ROOT / name), str(tmp_path / name)], check=True)
+    environ = {k: v for k, v in os.environ.items() if k != "HT_OUTAGE_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "stages.train", "llm=openai", "benchmark=jsonl", "benchmark.path=data/q.jsonl",
+         "llm.base_url=https://api.example.com/v1", "llm.api_key_env=HT_OUTAGE_KEY", *SMALL, "tracking=none",
+         "hydra.run.dir=runs/job"],
+        cwd=tmp_path, env={**environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("stages.train:") and "warning:" not in line]
+    assert lines == ["stages.train: environment variable HT_OUTAGE_KEY (llm.api_key_env) is not set; it must hold the API "
+                     "key for https://api.example.com/v1 (a local base_url such as http://127.0.0.1:8000/v1 needs no key)"], \
+        done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and not list((tmp_path / "runs" / "job").rglob("questions.parquet"))
