@@ -44,6 +44,10 @@ def test_nothing_listening_is_named_with_the_url_and_is_not_a_timeout():
     message = str(info.value)
     assert f"nothing is listening at http://127.0.0.1:{port}/v1 (connection refused)" in message
     assert "timeout" not in message.lower() and "timed out" not in message.lower()
+    token_url = f"http://tok-SECRET-123@127.0.0.1:{port}/v1?api_key=q-SECRET-456"  # credentials never shown
+    with pytest.raises(PreflightError) as info:
+        asyncio.run(ask(OpenAIProvider(fast_llm_config(base_url=token_url), api_key=KEY)))
+    assert f"http://127.0.0.1:{port}/v1 (connection refused)" in str(info.value) and "SECRET" not in str(info.value)
 
 
 def test_refused_key_is_one_line_naming_the_variable_and_the_server_is_not_asked_twice():
