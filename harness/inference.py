@@ -38,7 +38,7 @@ from harness.agent.loop import AgentLoop, AgentResult, TraceStep
 from harness.bench.protocol import Scorer, ToolDispatch
 from harness.bench.soft import mean_soft_score, scored
 from harness.contracts.solver import resolve_skill_file
-from harness.llm.protocol import LLMProvider, LocalStoreError, Usage
+from harness.llm.protocol import LLMProvider, StageStopError, Usage
 from harness.questions import Question
 from harness.tree import HarnessTree
 
@@ -340,7 +340,7 @@ async def run_inference(
             async with semaphore:
                 result = await agent.run(tree, question, tool_dispatch=dispatch, sample_index=sample_index)
             record = _record_from(pessimistic, skill_hash, result, question, scorer)
-        except (asyncio.CancelledError, LocalStoreError):  # a local failure is no rollout outcome: it stops the run
+        except (asyncio.CancelledError, StageStopError):  # a local failure or an unusable endpoint is no rollout outcome: it stops the run
             raise
         except Exception as exc:  # anything unexpected is recorded on the pessimistic record
             logger.exception("rollout of qid %s (sample %d) in run %s crashed", question.qid, sample_index, run_id)

@@ -11,7 +11,8 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
-PARAMS = ("benchmark", "llm", "certify", "train.run_name", "train.seed", "train.epochs")
+PARAMS = ("benchmark", "llm", "certify", "train.run_name", "train.seed", "train.epochs", "gate.infra_max_ratio",
+          "gate.infra_min_denominator")
 # Path keys DVC already sees in the stage's command line, deps or outs.
 LOCATIONS = ("train.state_dir",)
 

@@ -47,8 +47,8 @@ from harness.llm.protocol import (
     LLMError,
     LLMProvider,
     LLMRequest,
-    LocalStoreError,
     Role,
+    StageStopError,
     Usage,
 )
 from harness.questions import Question
@@ -172,7 +172,7 @@ class AgentLoop:
             except LLMError as exc:
                 note(LLM_ERROR, str(exc))
                 return finish("error", step + 1, error=str(exc))
-            except LocalStoreError:  # our cache or disk failed, not the model: the stage stops
+            except StageStopError:  # our cache or disk failed, or the endpoint is unusable: the stage stops
                 raise
             except Exception as exc:  # a provider bug must not kill the batch; it is recorded as infra
                 logger.exception("unexpected error from provider %s on qid %s", getattr(self.llm, "name", "?"), question.qid)

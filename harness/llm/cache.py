@@ -20,6 +20,23 @@ A failure of the cache file itself (full disk, read-only file, corrupt
 database) raises `LocalStoreError` naming the file and the cause: it is
 ours, never recorded as the provider's infra failure.
 
+Integrity: every row carries `checksum`, the sha256 of its key (the request
+identity) and its stored content (provider, model, text, tokens, cost,
+log-probabilities). `get` recomputes it: a row that does not match (a flipped
+letter, a row copied under another key, an edited logprobs field) is named
+with the cache file and key in a warning, deleted and counted
+(`cache_stats.corrupt`), and the request is paid again, never replayed.
+Rows of a cache file written before checksums existed are adopted when the
+file is opened: their checksum is computed from what they hold (they were
+written by this code; nothing older can be verified, and re-paying every
+cached call would change every resumed run's samples).
+A reply holding lone surrogates (valid JSON escapes such as "\\ud800", not
+valid Unicode) is a malformed reply: `CachedProvider` replaces each with
+U+FFFD and logs it before storing, so the stage and every replay see the same
+writable text; an older cache row holding one is replayed with the same
+replacement. No later run meets text that cannot be written as UTF-8 (an
+editor reply holding "\\ud800" once crashed the write of evolve.json).
+
 Statistics: each `ResponseCache` counts its own hits, misses and USD saved
 (`stats`); `flush_stats()` adds them to persisted totals (`persisted_stats()`)
 that survive the process, so a pipeline stage can report them.
@@ -29,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -60,13 +78,14 @@ CREATE TABLE IF NOT EXISTS responses (
     cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL,
     created_at REAL NOT NULL,
-    logprobs TEXT
+    logprobs TEXT,
+    checksum TEXT
 );
 CREATE TABLE IF NOT EXISTS cache_stats (
     name TEXT PRIMARY KEY,
     value REAL NOT NULL
 );
-INSERT OR IGNORE INTO cache_stats (name, value) VALUES ('hits', 0), ('misses', 0), ('usd_saved', 0);
+INSERT OR IGNORE INTO cache_stats (name, value) VALUES ('hits', 0), ('misses', 0), ('usd_saved', 0), ('corrupt', 0);
 """
 
 
@@ -87,6 +106,27 @@ def cache_key(identity: Mapping[str, Any], request: LLMRequest) -> str:
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     # surrogatepass: a conversation holding a lone surrogate still has a key (valid text hashes as plain UTF-8)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_ROW_COLUMNS = "provider, model, text, prompt_tokens, completion_tokens, cost_usd, logprobs"
+
+
+def row_checksum(key: str, row: tuple[Any, ...]) -> str:
+    """sha256 hex of a cache row's key and its stored content (`_ROW_COLUMNS`, as stored)."""
+    provider, model, text, prompt_tokens, completion_tokens, cost, logprobs = row
+    canonical = json.dumps([key, provider, model, text, int(prompt_tokens), int(completion_tokens), repr(float(cost)), logprobs],
+                           ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def replace_lone_surrogates(text: str) -> tuple[str, int]:
+    """(`text` with each lone surrogate replaced by U+FFFD, how many there were): valid Unicode, writable as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fixed = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+        return fixed, sum(1 for ch in text if "\ud800" <= ch <= "\udfff")
+    return text, 0
 
 
 _ESCAPED = "\ufffejson:"  # a noncharacter: no model writes it; marks a text stored as ASCII JSON
@@ -174,6 +214,15 @@ class ResponseCache:
                 columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
                 if "logprobs" not in columns:  # a cache file written before token log-probabilities were stored
                     self._conn.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT")
+                adopted = []
+                if "checksum" not in columns:  # written before checksums: its rows are adopted, once
+                    self._conn.execute("ALTER TABLE responses ADD COLUMN checksum TEXT")
+                    adopted = self._conn.execute(f"SELECT key, {_ROW_COLUMNS} FROM responses").fetchall()
+                    self._conn.executemany("UPDATE responses SET checksum = ? WHERE key = ?",
+                                           [(row_checksum(r[0], tuple(r[1:])), r[0]) for r in adopted])
+            if adopted:
+                logger.info("%s: %d response-cache entries written before checksums were adopted (checksums computed "
+                            "from their content)", target, len(adopted))
         self._stats = CacheStats()
         self._unflushed = CacheStats()
 
@@ -223,27 +272,56 @@ class ResponseCache:
 
     # -- entries
     def get(self, key: str) -> CachedEntry | None:
+        """The entry of `key`, verified against its checksum; None when absent, or when it did not match (the row
+        is then deleted, counted in `cache_stats.corrupt` and named in a warning: the caller pays for it again)."""
         with self._lock, self._local("reading"):
             row = self._connection().execute(
-                "SELECT provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s, logprobs FROM responses WHERE key = ?",
-                (key,),
-            ).fetchone()
+                f"SELECT {_ROW_COLUMNS}, latency_s, checksum FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        logprobs = None if row[7] is None else logprobs_from_json(json.loads(row[7]))
-        return CachedEntry(row[0], row[1], decode_text(row[2]), Usage(int(row[3]), int(row[4])), float(row[5]), float(row[6]), logprobs)
+        content, latency, checksum = tuple(row[:7]), row[7], row[8]
+        if checksum != row_checksum(key, content):
+            self._drop_corrupt(key, "its content does not match its checksum")
+            return None
+        provider, model, stored_text, prompt_tokens, completion_tokens, cost, stored_logprobs = content
+        try:
+            logprobs = None if stored_logprobs is None else logprobs_from_json(json.loads(stored_logprobs))
+            text = decode_text(stored_text)
+        except ValueError as exc:  # checksum right, content unreadable: written so by a bug, not the provider's fault
+            raise LocalStoreError(f"{self.path}: LLM response cache entry {key}: unreadable ({exc}); move the file aside "
+                                  "(a new cache is started; its calls are paid again), then re-run the stage") from None
+        text, surrogates = replace_lone_surrogates(text)
+        if surrogates:
+            logger.warning("%s: cached reply %s holds %d lone surrogate(s) (a malformed reply): replayed with U+FFFD",
+                           self.path, key, surrogates)
+        return CachedEntry(provider, model, text, Usage(int(prompt_tokens), int(completion_tokens)), float(cost), float(latency), logprobs)
+
+    def _drop_corrupt(self, key: str, why: str) -> None:
+        logger.warning("%s: LLM response cache entry %s: %s; it is deleted and the request is sent again", self.path, key, why)
+        with self._lock, self._local("deleting a corrupt entry"):
+            conn = self._connection()
+            with self._transaction(conn):
+                conn.execute("DELETE FROM responses WHERE key = ?", (key,))
+                conn.execute("UPDATE cache_stats SET value = value + 1 WHERE name = 'corrupt'")
+
+    def corrupt_count(self) -> int:
+        """Entries found corrupt (and deleted) over every process that used this cache file."""
+        with self._lock, self._local("reading statistics"):
+            row = self._connection().execute("SELECT value FROM cache_stats WHERE name = 'corrupt'").fetchone()
+        return int(row[0]) if row else 0
 
     def put(self, key: str, response: LLMResponse) -> CachedEntry:
         """Store `response` unless the key exists; return the stored entry (the race winner's)."""
         logprobs = None if response.logprobs is None else json.dumps([t.to_json() for t in response.logprobs], ensure_ascii=True)
-        row = (key, response.provider, response.model, encode_text(response.text), response.usage.prompt_tokens,
-               response.usage.completion_tokens, float(response.cost_usd), float(response.latency_s), time.time(), logprobs)
+        content = (response.provider, response.model, encode_text(response.text), int(response.usage.prompt_tokens),
+                   int(response.usage.completion_tokens), float(response.cost_usd), logprobs)
+        row = (key, *content, float(response.latency_s), time.time(), row_checksum(key, content))
         with self._lock, self._local("writing a reply"):
             conn = self._connection()
             with self._transaction(conn):
                 inserted = conn.execute(
-                    "INSERT OR IGNORE INTO responses (key, provider, model, text, prompt_tokens, completion_tokens, cost_usd, latency_s, "
-                    "created_at, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount == 1
+                    f"INSERT OR IGNORE INTO responses (key, {_ROW_COLUMNS}, latency_s, created_at, checksum) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row).rowcount == 1
         if inserted:
             return CachedEntry(response.provider, response.model, response.text, response.usage, float(response.cost_usd),
                                float(response.latency_s), response.logprobs)
@@ -336,6 +414,11 @@ class CachedProvider:
         try:
             self.cache.record_miss()
             response = await self.inner.complete(request)
+            text, surrogates = replace_lone_surrogates(response.text)
+            if surrogates:  # a malformed reply: kept (the parser may still read it), but as valid Unicode
+                logger.warning("malformed reply of model %s (%s): %d lone surrogate(s) replaced with U+FFFD",
+                               response.model, request.role.value, surrogates)
+                response = dataclasses.replace(response, text=text)
             stored = self.cache.put(key, response)
             if stored.text != response.text:  # another process stored this key first: use its sample
                 response = _from_entry(stored, latency_s=response.latency_s, cost_usd=response.cost_usd, cached=False)

@@ -29,8 +29,9 @@ import openai
 from harness.contracts.logprobs import TokenLogprob, parse_logprobs
 from harness.llm.backoff import backoff_delay, parse_retry_after
 from harness.llm.client_ipc import RemoteAttemptError
+from harness.llm.preflight import preflight
 from harness.llm.prices import cost_usd, has_price, validate_prices
-from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, Role, Usage, sample_seed
+from harness.llm.protocol import LLMError, LLMRequest, LLMResponse, PreflightError, Role, StageStopError, Usage, sample_seed
 from harness.llm.roles import check_role_names, model_for_role
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("harness.llm.openai")
 
 MAX_BAD_RESPONSE_RETRIES = 2
+# far beyond any context window or llm.max_tokens: a request or reply this large is a broken harness file or server
+MAX_REQUEST_CHARS = 2_000_000
+MAX_REPLY_CHARS = 1_000_000
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 LOCAL_DUMMY_KEY = "local-no-key"
 RETRYABLE_KINDS = frozenset({"timeout", "rate_limit", "server", "connection"})
@@ -200,6 +204,9 @@ def extract_completion(body: Any) -> tuple[str, Usage | None]:
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise ValueError("choices[0].message.content is missing or not a string")
+    if len(content) > MAX_REPLY_CHARS:
+        raise ValueError(f"choices[0].message.content holds {len(content):,} characters, more than the {MAX_REPLY_CHARS:,} "
+                         "any reply may have (a server ignoring max_tokens?); not stored")
     usage = body.get("usage")
     if not isinstance(usage, dict):
         return content, None
@@ -258,6 +265,23 @@ def retry_after_max_of(llm_cfg: Any) -> float:
     return float(value)
 
 
+class RequestTooLargeError(StageStopError):
+    """A request larger than MAX_REQUEST_CHARS: every call would carry it, so the stage stops (never sent, never paid)."""
+
+
+def check_request_size(request: LLMRequest) -> None:
+    """RequestTooLargeError naming the role, the size and the largest message when the request exceeds MAX_REQUEST_CHARS."""
+    sizes = [len(m.content) for m in request.messages]
+    if sum(sizes) <= MAX_REQUEST_CHARS:
+        return
+    largest = max(range(len(sizes)), key=sizes.__getitem__)
+    role = request.messages[largest].role
+    hint = (" (the system message is built from the harness files: system_prompt.md, tools/*.md and the skill file; "
+            "shrink the largest of them)") if role == "system" else ""
+    raise RequestTooLargeError(f"{request.role.value} request of {sum(sizes):,} characters exceeds {MAX_REQUEST_CHARS:,}; its "
+                               f"largest message is the {role} message ({sizes[largest]:,} characters){hint}; nothing was sent")
+
+
 class _LoopResources:
     """What one event loop owns: its client pools (in-process SDK) and its `llm.concurrency` request slots."""
 
@@ -267,6 +291,7 @@ class _LoopResources:
         self.clients: list[openai.AsyncOpenAI] = []
         self.in_flight: list[int] = []
         self.closer: Any = None  # the async generator that closes the pools at the loop's shutdown
+        self.preflight_lock = asyncio.Lock()  # the first requests of a loop wait for one preflight
 
 
 class OpenAIProvider:
@@ -275,10 +300,11 @@ class OpenAIProvider:
     name = "openai"
 
     def __init__(self, llm_cfg: Any, *, api_key: str | None = None, rng: random.Random | None = None, sleep=asyncio.sleep,
-                 client_pool: ClientProcessPool | None = None):
+                 client_pool: ClientProcessPool | None = None, preflight: bool = True):
         """`client_pool`: worker processes to share (e.g. between providers of one process); the caller closes
         it, and its endpoint and timeout must be this config's. Without it, `llm.client_processes` > 1 starts
-        a pool owned (and closed by `aclose`) by this provider."""
+        a pool owned (and closed by `aclose`) by this provider. `preflight=False`: no endpoint check before the
+        first call (a caller that checked already, or a test of how a single attempt fails)."""
         check_role_names(llm_cfg)
         self._cfg = llm_cfg
         self._prices = dict(getattr(llm_cfg, "prices", None) or {})
@@ -322,6 +348,8 @@ class OpenAIProvider:
         self._sleep = sleep
         self._warned_no_price: set[str] = set()
         self._warned_no_usage: set[str] = set()
+        self._preflight_passed = not preflight
+        self._preflight_error: PreflightError | None = None
 
     def model_for(self, role: Role) -> str:
         return model_for_role(self._cfg, role)
@@ -411,6 +439,35 @@ class OpenAIProvider:
     def _payload(self, request: LLMRequest, model: str) -> dict[str, Any]:
         return {"model": model, "messages": [m.to_dict() for m in request.messages], **self.sampling_params(request)}
 
+    def configured_models(self) -> list[str]:
+        """Every model this config can ask: `llm.model` and each `llm.models` entry."""
+        models = {str(m) for m in (getattr(self._cfg, "models", None) or {}).values() if m}
+        if getattr(self._cfg, "model", None):
+            models.add(str(self._cfg.model))
+        return sorted(models)
+
+    async def check_endpoint(self) -> None:
+        """The preflight (harness/llm/preflight.py), once per provider: before its first chat completion; a failure
+        is remembered and raised again for every later call (PreflightError stops the stage)."""
+        if self._preflight_passed:
+            return
+        if self._preflight_error is not None:
+            raise self._preflight_error
+        res = await self._loop_resources()
+        async with res.preflight_lock:
+            if self._preflight_passed:
+                return
+            if self._preflight_error is not None:
+                raise self._preflight_error
+            try:
+                await preflight(self._base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT, self._api_key,
+                                self.configured_models(), timeout_s=self._timeout_s, where=self.endpoint,
+                                api_key_env=getattr(self._cfg, "api_key_env", None) or "OPENAI_API_KEY")
+            except PreflightError as exc:  # its message never holds the key (preflight.py builds it without)
+                self._preflight_error = exc
+                raise
+            self._preflight_passed = True
+
     async def _attempt(self, payload: dict[str, Any]) -> Any:
         """The JSON reply of one attempt, in this process or in a client worker process, holding one of the
         loop's `llm.concurrency` request slots while it is in flight (never while a retry waits)."""
@@ -427,6 +484,8 @@ class OpenAIProvider:
                     res.in_flight[index] -= 1
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        check_request_size(request)
+        await self.check_endpoint()
         model = self.model_for(request.role)
         payload = self._payload(request, model)
         started = time.perf_counter()

@@ -15,8 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 from harness.contracts.logprobs import TokenLogprob
 from harness.contracts.roles import Role
 
-__all__ = ["CacheableProvider", "ChatMessage", "LLMError", "LLMProvider", "LLMRequest", "LLMResponse", "Role", "Usage",
-           "sample_seed"]
+__all__ = ["CacheableProvider", "ChatMessage", "LLMError", "LLMProvider", "LLMRequest", "LLMResponse", "LocalStoreError",
+           "PreflightError", "Role", "StageStopError", "Usage", "sample_seed"]
 
 # `seed` sent with a request: its sample index modulo a prime below 2**31 (llama.cpp and OpenAI take a 32-bit
 # seed). Two sample indices less than SEED_MODULUS apart (every rollout sample of one gate) never share a seed.
@@ -76,12 +76,22 @@ class LLMResponse:
     logprobs: tuple[TokenLogprob, ...] | None = None  # per generated token, when the request asked for them
 
 
-class LocalStoreError(RuntimeError):
+class StageStopError(RuntimeError):
+    """Not an outcome of a rollout: the stage stops with this one-line message (the agent loop and the
+    rollout runner re-raise it instead of recording an infrastructure failure)."""
+
+
+class LocalStoreError(StageStopError):
     """A failure on our side of a call (the response cache file, the disk): never the model's failure.
 
     It is not an outcome of the rollout (not infra, not wrong): it aborts the
     stage, whose message names the file and the cause.
     """
+
+
+class PreflightError(StageStopError):
+    """The endpoint cannot serve the run (no API key, nothing listening, key refused, model not served): found by
+    the preflight request before the first paid call (harness/llm/preflight.py)."""
 
 
 class LLMError(RuntimeError):

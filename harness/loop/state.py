@@ -183,8 +183,8 @@ def open_carried_state(prev_state: Path, out: Path, what: str, stage: str) -> Ca
     if lineage.stopped:
         pass_through(prev, out_dir, lineage, stage)
         return None
+    state, progress = load_state(prev)  # read from the source: an error names the file to repair, not its copy
     copy_state_dir(prev, out_dir)
-    state, progress = load_state(out_dir)
     return CarriedState(prev, out_dir, lineage, state, progress)
 
 

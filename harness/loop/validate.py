@@ -148,13 +148,68 @@ def skill_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
+def scored_share_too_low(n_infra: int, n_total: int, params: InfraRule) -> bool:
+    """The scored-share rule of a stage's rollouts (docs/faults.md): nothing scored out of at least one rollout; or
+    the infrastructure-failure share above `gate.infra_max_ratio`, counted over at least `gate.infra_min_denominator`
+    rollouts (fewer count as that many: a small batch is judged, and a lone failure in it does not trip). From
+    `infra_min_denominator` rollouts on it is the gate's INFRA rule (kernel.gate.infra_ratio_exceeded)."""
+    if n_total <= 0:
+        return False
+    if n_infra >= n_total:
+        return True
+    return infra_ratio_exceeded(n_infra, max(n_total, int(params.infra_min_denominator)), params)
+
+
+def scored_share_message(n_infra: int, n_total: int, params: InfraRule, where: str) -> str:
+    """One line: which stage, how many rollouts were scored, the threshold, and what to do."""
+    return (f"{where}: only {n_total - n_infra} of {n_total} rollouts were scored ({n_infra} failed for infrastructure "
+            f"reasons: no answer, a refused key or an unreadable reply; see the warnings above), below the scored share "
+            f"{1 - float(params.infra_max_ratio):.2f} (1 - gate.infra_max_ratio); the stage is stopped and no accuracy "
+            "is reported: fix the model server and re-run")
+
+
 def guard_infra_failures(n_infra: int, n_total: int, params: InfraRule, where: str) -> None:
-    """Raise when the INFRA rule (kernel.gate.infra_ratio_exceeded) trips on these rollouts."""
-    if infra_ratio_exceeded(n_infra, n_total, params):
-        raise InfraFailureError(
-            f"{where}: {n_infra} of {n_total} rollouts failed for infrastructure reasons "
-            f"(> gate.infra_max_ratio={params.infra_max_ratio}); the gate is aborted, not decided"
-        )
+    """Raise InfraFailureError when the scored-share rule (`scored_share_too_low`) trips on these rollouts."""
+    if scored_share_too_low(n_infra, n_total, params):
+        raise InfraFailureError(scored_share_message(n_infra, n_total, params, where))
+
+
+class ScoredShareGuard:
+    """Counts a stage's rollouts and stops the stage (InfraFailureError) when its scored share falls below the rule
+    of `scored_share_too_low`, counted over every rollout of the stage so far; a call that scores nothing stops
+    it at once (its accuracy would be computed from nothing). Wraps the stage's rollout functions."""
+
+    def __init__(self, params: InfraRule, where: str):
+        self.params = params
+        self.where = where
+        self.n_total = 0
+        self.n_infra = 0
+
+    def count(self, values: Sequence[object], run_id: str = "") -> None:
+        """Add one call's per-request values (None = infrastructure failure) and apply the rule."""
+        failed = sum(v is None for v in values)
+        self.n_total += len(values)
+        self.n_infra += failed
+        where = f"{self.where} (run {run_id})" if run_id else self.where
+        if values and failed == len(values):
+            raise InfraFailureError(scored_share_message(failed, len(values), self.params, where))
+        guard_infra_failures(self.n_infra, self.n_total, self.params, where)
+
+    def rollout(self, fn: RolloutFn) -> RolloutFn:
+        async def guarded(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> list[Optional[bool]]:
+            got = await fn(tree, requests, run_id)
+            self.count(got, run_id)
+            return got
+
+        return guarded
+
+    def gate_rollout(self, fn: GateRolloutFn) -> GateRolloutFn:
+        async def guarded(tree: HarnessTree, requests: Sequence[tuple[Question, int]], run_id: str) -> Sequence[Optional[GateValue]]:
+            got = await fn(tree, requests, run_id)
+            self.count(got, run_id)
+            return got
+
+        return guarded
 
 
 def materialize_candidate(workspace_dir: Path, tree: HarnessTree, label: str) -> Path:

@@ -41,6 +41,8 @@ class CompareRequest:
 
 def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
     """Compare the two harnesses (see the module doc); writes <out>/certificate.json and the run log."""
+    from harness.loop.validate import ScoredShareGuard
+
     ctx = make_context(cfg, root)
     surface = str(cfg.benchmark.harness_surface)
     candidate = Contender("candidate", load_harness(request.candidate, surface, "--candidate").tree, path=str(request.candidate))
@@ -64,7 +66,8 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
                       request.candidate, request.baseline or "the starting harness", len(qids), request.pool, params.alpha,
                       params.max_pairs)
         certificate = asyncio.run(run_certificate(
-            [candidate], baseline, qids=qids, questions=questions, rollout=ro.rollout_fn(ctx, log), params=params,
+            [candidate], baseline, qids=qids, questions=questions,
+            rollout=ScoredShareGuard(ctx.infra_limits, "compare").rollout(ro.rollout_fn(ctx, log)), params=params,
             fallback_share=float(cfg.certify.fallback_share), run_id=lambda arm: f"compare_{tag}_{arm}",
             seed=request.seed, first_index=COMPARE_INDEX + 10**6 * request.seed, pool=request.pool, what="compare"))
     finally:

@@ -65,6 +65,15 @@ def run_stage(
     from harness.loop.context import make_context
 
     started = time.monotonic()
+    if any(key == "llm" or key.startswith("llm.") for key in params):
+        from harness.llm.preflight import require_api_key
+        from harness.llm.protocol import PreflightError
+
+        try:  # a missing key is said before the stage does any work
+            require_api_key(cfg.llm)
+        except PreflightError as exc:
+            print(f"stages.{stage}: {exc}", file=sys.stderr)
+            return 2
     view = KeyView(cfg, (*params, *locations), stage)
     ctx = make_context(view, project_root)
     tracked = stage_tracking(stage, cfg, project_root)  # the live MLflow run (harness/pipeline/live_run.py)
@@ -98,7 +107,8 @@ def stage_tracking(stage: str, cfg: Any, project_root: Path):
 def one_line_errors() -> tuple[type[BaseException], ...]:
     """Errors that stop a stage or a run with their one-line message, not a traceback: a bad config (`ConfigError`,
     every violation as `key = value: rule`), bad state, the local
-    response store, the INFRA guard (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
+    response store and an unusable endpoint (`StageStopError`: `LocalStoreError`, `PreflightError`), an LLM call
+    that failed for good outside a rollout (`LLMError`: an editor or diagnoser call), the INFRA and scored-share guards (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
     a run directory another job holds (`RunDirInUse`), and every corrupt or unreadable input or store named
     with its path (`InputFileError`, questions, documents, checkpoints, the tracking database). With
     ``--debug`` or ``HYDRA_FULL_ERROR=1`` nothing is caught: the traceback is shown."""
@@ -107,7 +117,7 @@ def one_line_errors() -> tuple[type[BaseException], ...]:
     from harness.config.errors import ConfigError
     from harness.contracts.answers import AnswerFormatError
     from harness.inputs import InputFileError
-    from harness.llm.protocol import LocalStoreError
+    from harness.llm.protocol import LLMError, StageStopError
     from harness.loop.checkpoint import CheckpointError
     from harness.loop.documents import DocumentError
     from harness.loop.state import StateError
@@ -118,7 +128,7 @@ def one_line_errors() -> tuple[type[BaseException], ...]:
     from harness.tracking.store import TrackingConfigError, TrackingDbError
     from harness.workspace import WorkspaceError
 
-    return (ConfigError, StateError, LocalStoreError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
+    return (ConfigError, StateError, StageStopError, LLMError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
             QuestionsError, DocumentError, CheckpointError, StoreError, WorkspaceError, TrackingDbError,
             TrackingConfigError)
 

@@ -257,14 +257,10 @@ def _questions_ref(path: Path, root: Path) -> str:
 
 
 def _check_infra(n_infra: int, n_total: int, cfg: Any, where: str) -> None:
-    from harness.kernel.gate import infra_ratio_exceeded
     from harness.loop.context import InfraLimits
-    from harness.loop.validate import InfraFailureError
+    from harness.loop.validate import guard_infra_failures
 
-    limits = InfraLimits(float(cfg.gate.infra_max_ratio), int(cfg.gate.infra_min_denominator))
-    if infra_ratio_exceeded(n_infra, n_total, limits):
-        raise InfraFailureError(f"{where}: {n_infra} of {n_total} rollouts failed for infrastructure reasons "
-                                f"(> gate.infra_max_ratio={limits.infra_max_ratio}); no accuracy is reported")
+    guard_infra_failures(n_infra, n_total, InfraLimits(float(cfg.gate.infra_max_ratio), int(cfg.gate.infra_min_denominator)), where)
 
 
 def check_out(out: Path) -> Path:

@@ -63,6 +63,9 @@ def _run_locked_job(cfg: DictConfig, hydra_cfg, job_dir: Path) -> float | None:
     cli_overrides = list(hydra_cfg.overrides.task)
     rebase_outputs(cfg, job_dir, project_root)
     frozen = finalize_config(cfg, cli_overrides=cli_overrides)
+    from harness.llm.preflight import require_api_key
+
+    require_api_key(frozen.llm)  # a missing key is one line before prepare/pools run (PreflightError)
     log.info("[train] job dir %s, overrides: %s", job_dir, " ".join(cli_overrides) or "(none)")
 
     ctx = make_context(frozen, project_root)

@@ -199,8 +199,9 @@ class FixedTextProvider(CountingProvider):
         return LLMResponse(text=self.text, model=self.model_for(request.role), provider=self.name, usage=Usage(3, 2), cost_usd=0.02)
 
 
-@pytest.mark.parametrize("text", ["lone \ud800 surrogate", "\udfff", "\ufffejson:\"looks escaped\"", "plain ü text"])
-def test_unencodable_reply_is_stored_escaped_replayed_exactly_and_paid_once(tmp_path, text):
+@pytest.mark.parametrize(("text", "seen"), [("lone \ud800 surrogate", "lone \ufffd surrogate"), ("\udfff", "\ufffd"),
+                                            ("\ufffejson:\"looks escaped\"", None), ("plain ü text", None)])
+def test_malformed_reply_is_made_valid_unicode_replayed_identically_and_paid_once(tmp_path, text, seen):
     import sqlite3
 
     inner = FixedTextProvider(text)
@@ -208,12 +209,14 @@ def test_unencodable_reply_is_stored_escaped_replayed_exactly_and_paid_once(tmp_
         first = run_all(CachedProvider(inner, cache), [req()])[0]
     with ResponseCache(tmp_path / "cache") as cache:  # a resume: a new process, the same file
         again = run_all(CachedProvider(inner, cache), [req()])[0]
-    assert inner.calls == 1 and first.text == text and again.text == text and again.cached
+    expected = seen or text  # lone surrogates become U+FFFD (a malformed reply, logged); any other text is exact
+    assert inner.calls == 1 and first.text == expected and again.text == expected and again.cached
+    expected.encode("utf-8")  # writable as UTF-8 (evolve.json, the run log)
     with sqlite3.connect(tmp_path / "cache" / "responses.sqlite") as conn:
         stored = conn.execute("SELECT CAST(text AS BLOB) FROM responses").fetchone()[0]
     stored.decode("utf-8")  # what is on disk is valid UTF-8
-    # only text UTF-8 cannot hold (or text starting with the escape marker) is stored escaped
-    assert (stored == text.encode("utf-8", "surrogatepass")) == (text == "plain ü text")
+    # only text starting with the escape marker is stored escaped
+    assert (stored == expected.encode("utf-8")) == (not text.startswith("\ufffejson:"))
 
 
 def test_a_conversation_holding_a_lone_surrogate_has_a_key(tmp_path):

@@ -166,9 +166,10 @@ def test_auth_error_is_not_retried(server, client_processes):
 
 
 def test_connection_refused_is_a_connection_error():
+    """How one attempt fails (the preflight, which names the URL, is off here: tests/llm/test_preflight.py)."""
     cfg = fast_llm_config(base_url="http://127.0.0.1:9/v1", max_retries=1)  # port 9: nothing listens
     with pytest.raises(LLMError) as info:
-        run(complete_and_close(OpenAIProvider(cfg, api_key=SECRET), request()))
+        run(complete_and_close(OpenAIProvider(cfg, api_key=SECRET, preflight=False), request()))
     assert info.value.kind == "connection"
 
 

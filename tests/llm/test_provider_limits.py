@@ -177,7 +177,7 @@ class RawServer:
 
 
 def _kind_of(base_url: str, **cfg) -> tuple[str, str]:
-    provider = OpenAIProvider(fast_llm_config(base_url=base_url, max_retries=0, **cfg), api_key="local")
+    provider = OpenAIProvider(fast_llm_config(base_url=base_url, max_retries=0, **cfg), api_key="local", preflight=False)  # one attempt's kind
 
     async def go():
         try:

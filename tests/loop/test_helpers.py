@@ -11,11 +11,16 @@ from harness.loop.state import StatePaths, mark_done, resume_plan
 from harness.loop.validate import InfraFailureError, guard_infra_failures
 
 
-def test_guard_infra_failures_needs_denominator():
+def test_guard_infra_failures_judges_small_batches_too():
     p = GateParams(infra_max_ratio=0.2, infra_min_denominator=10)
-    guard_infra_failures(5, 9, p, "x")  # too few to judge
+    guard_infra_failures(1, 9, p, "x")  # fewer than 10 count as 10: a lone failure in a small batch does not trip
+    guard_infra_failures(2, 5, p, "x")  # 2/10 = 0.2, not above
     guard_infra_failures(2, 10, p, "x")
-    with pytest.raises(InfraFailureError, match="3 of 10"):
+    with pytest.raises(InfraFailureError, match="only 4 of 9 rollouts were scored"):  # 5/10 > 0.2: the old hole
+        guard_infra_failures(5, 9, p, "x")
+    with pytest.raises(InfraFailureError, match="only 0 of 2 rollouts were scored"):  # nothing scored: always
+        guard_infra_failures(2, 2, p, "x")
+    with pytest.raises(InfraFailureError, match="step rollout r: only 7 of 10"):
         guard_infra_failures(3, 10, p, "step rollout r")
 
 

@@ -1,5 +1,6 @@
 """A run that cannot be evidence stops with one line on stderr and exit code 2, never a traceback:
-the INFRA guard (every request refused: nothing listens on the port) in `stages.train` and in a DVC stage.
+nothing listening on the port, found by the provider's preflight before the first paid call (the scored-share guard
+of a server that dies later: tests/pipeline/test_outage.py), in `stages.train` and in a DVC stage.
 A bad configuration stops the same way, listing every violation, and leaves nothing behind: no run or
 sweep directory, no lock file, no MLflow run; Hydra's own composition errors keep Hydra's form and status
 and say "did you mean" for a misspelt key."""
@@ -28,17 +29,18 @@ def _one_line(stderr: str, prefix: str) -> str:
     return lines[0]
 
 
-def test_an_infra_abort_in_stages_train_is_one_line(tmp_path):
+def test_a_dead_server_in_stages_train_is_one_line(tmp_path):
     project = make_project(tmp_path / "project")
     done = subprocess.run([sys.executable, "-m", "stages.train", "train=tiny", "tracking=none", *DEAD,
                            f"llm.base_url={_dead_url()}", "hydra.run.dir=runs/job"],
                           cwd=project, env=env(), capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2, done.stderr[-3000:]
     line = _one_line(done.stderr, "stages.train:")
-    assert "failed for infrastructure reasons" in line and "gate.infra_max_ratio" in line
+    assert "nothing is listening at http://127.0.0.1:" in line and "(connection refused)" in line
+    assert "timeout" not in line.lower() and "timed out" not in line.lower()
 
 
-def test_an_infra_abort_in_a_dvc_stage_is_one_line(tmp_path):
+def test_a_dead_server_in_a_dvc_stage_is_one_line(tmp_path):
     project = make_project(tmp_path / "project", ("train=tiny", "tracking=none", *DEAD, f"llm.base_url={_dead_url()}"))
     run = [sys.executable, "-m"]
     steps = [["stages.prepare", "--out", "data/questions.parquet"],
@@ -52,7 +54,7 @@ def test_an_infra_abort_in_a_dvc_stage_is_one_line(tmp_path):
                           cwd=project, env=env(), capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2, done.stderr[-3000:]
     line = _one_line(done.stderr, "stages.rollout@e1.s1:")
-    assert "failed for infrastructure reasons" in line
+    assert "nothing is listening at http://127.0.0.1:" in line and "(connection refused)" in line
     assert not (project / "state/e1/s1/rollout/DONE.json").exists()
 
 

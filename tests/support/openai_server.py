@@ -18,7 +18,12 @@ scriptable behaviours:
   "401"            401 invalid key
 
 Queue behaviours with `script(...)`; once the queue is empty every request
-is "normal". `latency_s` delays every response. Every request is recorded
+is "normal". `GET /v1/models` (the provider's preflight) is answered apart,
+never recorded nor scripted: 404 unless `served_models` lists the models.
+`require_key`: every request without `Authorization: Bearer <key>` gets 401
+(set it at any time to make a live server refuse the key). `down`: every
+request is dropped unanswered and its connection closed (a server that died
+under its open keep-alive connections; the client sees a connection error). `latency_s` delays every response. Every request is recorded
 (path, headers, JSON body) so tests can assert what was sent.
 """
 
@@ -113,6 +118,18 @@ class FakeOpenAIServer:
     _address: tuple[str, int] | None = None
     n_requests: int = 0
     _rng: random.Random | None = None
+    served_models: tuple[str, ...] | None = None
+    require_key: str | None = None
+    down: bool = False
+
+    def handle_get(self, path: str, headers: Headers) -> Reply:
+        """`GET /v1/models`: the served models (404 without `served_models`); 401 without the required key."""
+        if self.require_key is not None and headers.get("authorization") != f"Bearer {self.require_key}":
+            return Reply(401, json.dumps({"error": {"message": "invalid api key"}}).encode(), {}, 0.0)
+        if path.rstrip("/") != "/v1/models" or self.served_models is None:
+            return Reply(404, json.dumps({"error": {"message": f"no route {path}"}}).encode(), {}, 0.0)
+        data = [{"id": m, "object": "model", "owned_by": "test"} for m in self.served_models]
+        return Reply(200, json.dumps({"object": "list", "data": data}).encode(), {}, 0.0)
 
     def handle(self, path: str, headers: Headers, raw: bytes) -> Reply:
         """Record one request, take the next scripted behaviour, and build its reply (both engines)."""
@@ -121,6 +138,8 @@ class FakeOpenAIServer:
         except json.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
         behaviour = self._next_behaviour()
+        if self.require_key is not None and headers.get("authorization") != f"Bearer {self.require_key}":
+            behaviour = "401"
         with self._lock:
             if self.record:
                 self.requests.append(RecordedRequest(path, headers, body, behaviour))
@@ -163,9 +182,20 @@ class FakeOpenAIServer:
                 except (ConnectionResetError, BrokenPipeError):
                     pass  # a client that timed out or closed its pool
 
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                if server.down:
+                    self.close_connection = True
+                    return
+                self._send(server.handle_get(self.path, Headers(self.headers.items())))
+
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                reply = server.handle(self.path, Headers(self.headers.items()), raw)
+                if server.down:  # dropped unanswered: the connection closes
+                    self.close_connection = True
+                    return
+                self._send(server.handle(self.path, Headers(self.headers.items()), raw))
+
+            def _send(self, reply: Reply) -> None:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 try:
@@ -316,7 +346,11 @@ class _HTTPConnection(asyncio.Protocol):
         raw = bytes(self._buffer[end + 4:end + 4 + length])
         del self._buffer[:end + 4 + length]
         parts = request_line.split(" ")
-        reply = self._server.handle(parts[1] if len(parts) > 1 else "/", headers, raw)
+        if self._server.down:
+            self._transport.close()
+            return
+        path = parts[1] if len(parts) > 1 else "/"
+        reply = self._server.handle_get(path, headers) if parts[0] == "GET" else self._server.handle(path, headers, raw)
         self._busy = True
         asyncio.get_running_loop().call_later(reply.delay_s, self._send, reply)
 

@@ -24,6 +24,7 @@ from harness.loop.certify import Contender, arm_slug, run_certificate
 from harness.loop.context import StageContext
 from harness.loop.persistence import read_pools
 from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, is_done, mark_done, require_done
+from harness.loop.validate import ScoredShareGuard
 from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
@@ -85,7 +86,8 @@ def stage_certify(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
         for arm in [BASE] + [c.label for c in candidates]:
             log.record_run(certify_run_id(ctx.run_name, arm_slug(arm)), "certify")
         certificate = asyncio.run(run_certificate(
-            candidates, baseline, qids=test, questions=ctx.questions(), rollout=ro.rollout_fn(ctx, log), params=params,
+            candidates, baseline, qids=test, questions=ctx.questions(),
+            rollout=ScoredShareGuard(ctx.infra_limits, "certify").rollout(ro.rollout_fn(ctx, log)), params=params,
             fallback_share=float(ctx.cfg.certify.fallback_share), run_id=lambda arm: certify_run_id(ctx.run_name, arm),
             seed=int(ctx.cfg.train.seed), first_index=CERTIFY_INDEX, pool="test", otherwise=start))
     finally:

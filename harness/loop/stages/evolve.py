@@ -19,6 +19,7 @@ from harness.bench.jsonl import seeded_skill
 from harness.contracts.solver import resolve_skill_file
 from harness.evolution.diagnose import run_diagnosis
 from harness.evolution.evolve import evolve_single_skill
+from harness.inputs import InputFileError, rerun_advice
 from harness.kernel.budget import edit_budget_at
 from harness.kernel.types import CaseSample, SkillCasePack, ToolCasePack
 from harness.log import RunLogReader
@@ -70,6 +71,7 @@ def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_d
     if ro_doc.sample_index is None:
         raise ValueError(f"{rollout}: a finished (not stopped) rollout has no sample_index")
     reader = RunLogReader([Path(rollout) / RUNLOG])
+    require_prediction_rows(reader, Path(rollout) / RUNLOG, run_id, outcomes)
     tree = wsp.harness_view(prev / WORKSPACE)
     groups: dict[str, list[str]] = {}
     for tt in sorted({qs[q].task_type for q in outcomes}):
@@ -80,6 +82,16 @@ def evolve_inputs(ctx: StageContext, epoch: int, prev: Path, rollout: Path, ro_d
         skills=read_version_tree(prev / WORKSPACE / "skills", wsp.read_manifest(prev / WORKSPACE).skills_version),
         groups=sorted(groups.items(), key=lambda kv: kv[1][0]),
     )
+
+
+def require_prediction_rows(reader: RunLogReader, runlog: Path, run_id: str, outcomes: Mapping[str, Optional[bool]]) -> None:
+    """InputFileError naming the run log when it holds fewer rows of `run_id` than the rollout's outcomes.json scored (an
+    emptied or truncated table would otherwise read as "no failures": 0 candidates, exit 0)."""
+    scored = sum(v is not None for v in outcomes.values())
+    rows = reader.query("SELECT COUNT(*) AS n FROM predictions WHERE run_id = ? AND correct IS NOT NULL", (run_id,))[0]["n"]
+    if rows < scored:
+        raise InputFileError(f"{runlog}: the run log holds {rows} scored prediction rows of run {run_id}, but the rollout's "
+                             f"outcomes.json lists {scored}: the table was emptied or truncated; {rerun_advice(runlog)}")
 
 
 def skill_groups(groups: list[tuple[str, list[str]]], failures: Mapping[str, list[CaseSample]],

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.inputs import InputFileError, rerun_advice
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext, by_task_type
@@ -28,8 +29,18 @@ from harness.loop.state import (
     write_lineage,
 )
 from harness.loop.train_state import Progress
+from harness.loop.validate import ScoredShareGuard
 
 progress = logging.getLogger("harness.progress")
+
+def open_baseline_cache(copy: Path, source: Path) -> DurableBaselineCache:
+    """The baseline cache carried from the previous state (appends stay in this stage's copy); a corrupt line is an
+    InputFileError naming the source file, the one to repair, and the stage to re-run."""
+    try:
+        return DurableBaselineCache(copy)
+    except ValueError as exc:
+        raise InputFileError(f"{str(exc).replace(str(copy), str(source))}; {rerun_advice(source)}") from None
+
 
 def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, evolve: Path, out: Path) -> None:
     """Incremental correctness, slow packs, the per-skill gate, cooldown decrement, checkpoint 'in_epoch'."""
@@ -51,11 +62,12 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     # -- per-skill gate
     validation_by_type = by_task_type(p["validation"], qs)
     pools = load_state_gate_pools(out_dir, validation_by_type)
-    cache = DurableBaselineCache(out_dir / BASELINE_CACHE)  # the copy carried from prev; appends stay in this stage
+    cache = open_baseline_cache(out_dir / BASELINE_CACHE, carried.prev / BASELINE_CACHE)
     log = HarnessLog(out_dir / RUNLOG)
     try:
         gc = GateContext(run_name=ctx.run_name, epoch=epoch, step=step, params=ctx.gate, questions=qs,
-                         validation_by_type=validation_by_type, rollout=ro.gate_rollout_fn(ctx, log),
+                         validation_by_type=validation_by_type,
+                         rollout=ScoredShareGuard(ctx.infra_limits, f"gate@e{epoch}.s{step}").gate_rollout(ro.gate_rollout_fn(ctx, log)),
                          workspace_dir=ws, runlog_path=out_dir / RUNLOG, cooldown_steps=int(ctx.cfg.evolve.cooldown_steps),
                          seed=int(ctx.cfg.train.seed),
                          batch_outcomes=ro.metric_batch_outcomes(ctx, Path(rollout) / RUNLOG, ro_doc.run_id, ro_doc.sample_index, outcomes))

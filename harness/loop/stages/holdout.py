@@ -19,6 +19,7 @@ from harness.loop.observation import write_holdout_eval
 from harness.loop.persistence import read_pools
 from harness.loop.stages.certify import DELIVERED, read_delivery
 from harness.loop.state import RUNLOG, WORKSPACE, StateError, fresh_output, mark_done, read_lineage, require_done
+from harness.loop.validate import ScoredShareGuard
 from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
@@ -42,14 +43,17 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
     log = HarnessLog(out_dir / RUNLOG)
     rows: list[dict[str, Any]] = []  # holdout_eval rows (harness/loop/observation.py)
     try:
-        rollout, soft_of = ro.rollout_fn(ctx, log), ro.soft_score_fn(log)
+        guard = ScoredShareGuard(ctx.infra_limits, "holdout (test pool)")
+        rollout, soft_of = guard.rollout(ro.rollout_fn(ctx, log)), ro.soft_score_fn(log)
         for which, (s, v) in (("base", ("v0", "v0")), ("delivered", (sv, pv))):
             run_id = holdout_run_id(ctx.run_name, which)
             log.record_run(run_id, "holdout", skills_version=s, prompts_version=v)
             tree = wsp.harness_view(ws, s, v)
             got = asyncio.run(rollout(tree, [(qs[q], HOLDOUT_INDEX) for q in p["test"]], run_id))
             seen = [x for x in got if x is not None]
-            acc = sum(bool(x) for x in seen) / len(seen) if seen else 0.0
+            if not seen:  # never an accuracy from nothing (an empty test pool asks nothing)
+                raise StateError(f"{pools}: the test pool is empty: the holdout has nothing to score; re-run the pools stage")
+            acc = sum(bool(x) for x in seen) / len(seen)
             soft = soft_of(run_id)
             rows.append(dict(epoch=0, which=which, run_id=run_id, skills_version=s, prompts_version=v, n=len(p["test"]),
                              hard_acc=acc, soft_score=soft, mixed_score=mixed_score(acc, soft)))

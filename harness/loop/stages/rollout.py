@@ -44,16 +44,17 @@ def stage_rollout(ctx: StageContext, epoch: int, step: int, prev_state: Path, ba
     finally:
         log.close()
     n_infra = sum(v is None for v in got)
-    guard_infra_failures(n_infra, len(got), ctx.infra_limits, f"step rollout {run_id}")
+    guard_infra_failures(n_infra, len(got), ctx.infra_limits, f"rollout@e{epoch}.s{step} (run {run_id})")
     replies = [(str(r["parse_mode"]), r["reasoning"]) for r in RunLogReader(out / RUNLOG).query(
         "SELECT parse_mode, reasoning FROM predictions WHERE run_id = ? AND correct IS NOT NULL ORDER BY qid", (run_id,))]
     check_answer_format(replies, float(ctx.cfg.benchmark.max_unparsed_share), model=model_for_role(ctx.cfg.llm, Role.SOLVER),
                         where=f"step rollout {run_id}")
     write_document(out / OUTCOMES, RolloutDoc(run_id=run_id, sample_index=index, skills_version=m.skills_version,
                                               prompts_version=m.prompts_version, outcomes=dict(zip(qids, got))))
-    acc = sum(bool(v) for v in got if v is not None) / max(1, sum(v is not None for v in got))
+    scored = [v for v in got if v is not None]
+    acc = sum(bool(v) for v in scored) / len(scored) if scored else None  # an empty batch: no accuracy, never 0.0
     mark_done(out, {"run_id": run_id, "n": len(qids), "acc": acc}, spend=ctx.take_spend())
-    progress.info("[rollout@e%d.s%d] %d questions, acc %.3f", epoch, step, len(qids), acc)
+    progress.info("[rollout@e%d.s%d] %d questions, acc %s", epoch, step, len(qids), "n/a" if acc is None else f"{acc:.3f}")
 
 
 def read_rollout(rollout: Path) -> RolloutDoc:

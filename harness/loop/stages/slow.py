@@ -28,6 +28,7 @@ from harness.loop.state import (
     write_lineage,
 )
 from harness.loop.train_state import Progress
+from harness.loop.validate import ScoredShareGuard
 from harness.store import read_version_tree
 
 progress = logging.getLogger("harness.progress")
@@ -69,7 +70,9 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
         cfg = ctx.cfg
         deps = SlowDeps(
             run_name=ctx.run_name, epoch=epoch, workspace_dir=ws, runlog_path=out_dir / RUNLOG, questions=qs,
-            validation=list(p["validation"]), test=list(p["test"]), rollout=ro.rollout_fn(ctx, log), llm=ctx.llm(),
+            validation=list(p["validation"]), test=list(p["test"]),
+            rollout=ScoredShareGuard(ctx.infra_limits, f"slow@e{epoch} (slow update and validation eval)").rollout(ro.rollout_fn(ctx, log)),
+            llm=ctx.llm(),
             traces=lambda run_id, qid, idx: ro.trace_text(out_dir / RUNLOG, run_id, qid, idx),
             probation_verdict=ro.probation_verdict_fn(ctx), soft_score=ro.soft_score_fn(log), shadow_best=shadow_best(fragments),
             edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),

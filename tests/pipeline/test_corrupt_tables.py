@@ -1,0 +1,104 @@
+"""Corrupt state is named by its source file (issue 31 item 6): a real tiny training run stopped after its first
+gate; its files are then emptied or garbled by hand, and the stage that reads them refuses, naming the file to repair
+(not the copy a stage carries) and the stage that rewrites it."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from harness.inputs import InputFileError
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class Stop(BaseException):
+    """Ends the run after a chosen stage (not an Exception: nothing in the loop may swallow it)."""
+
+
+def _cfg():
+    from harness.config.load import load_config
+
+    return load_config(["train=tiny", "tracking=none", "train.epochs=1"], env_file=None, environ={})
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> Path:
+    """A tiny run stopped after gate@e1.s1 (rollout, evolve and gate of step 1 done)."""
+    from harness.loop.runner import Runner
+
+    root = tmp_path_factory.mktemp("stopped")
+
+    def stop_after_gate(item) -> None:
+        if item.name == "gate@e1.s1":
+            raise Stop
+
+    runner = Runner(_cfg(), root)
+    try:
+        with pytest.raises(Stop):
+            runner.train(after_stage=stop_after_gate)
+    finally:
+        runner.ctx.close()
+    return root
+
+
+def _copy(stopped: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "run"
+    shutil.copytree(stopped, root)
+    return root
+
+
+def test_an_emptied_run_log_table_is_named_not_read_as_no_failures(stopped: Path, tmp_path: Path) -> None:
+    from harness.loop.runner import Runner
+
+    root = _copy(stopped, tmp_path)
+    shutil.rmtree(root / "state" / "e1" / "s1" / "evolve")  # evolve runs again, on the emptied table
+    shutil.rmtree(root / "state" / "e1" / "s1" / "gate")
+    runlog = root / "state" / "e1" / "s1" / "rollout" / "runlog.sqlite"
+    with sqlite3.connect(runlog) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM predictions").fetchone()[0] > 0
+        conn.execute("DELETE FROM predictions")
+    resumed = Runner(_cfg(), root)
+    try:
+        with pytest.raises(InputFileError) as info:
+            resumed.train()
+    finally:
+        resumed.ctx.close()
+    message = str(info.value)
+    assert message.startswith(f"{runlog}: the run log holds 0 scored prediction rows of run tiny_e1_s1")
+    assert "the table was emptied or truncated" in message and "re-run the stage that wrote it" in message
+    assert not (root / "state" / "e1" / "s1" / "evolve" / "DONE.json").exists()
+
+
+def test_a_truncated_checkpoint_is_named_at_its_source_not_the_copy(stopped: Path, tmp_path: Path) -> None:
+    from harness.loop.checkpoint import CheckpointError
+    from harness.loop.state import CHECKPOINT, open_carried_state
+
+    root = _copy(stopped, tmp_path)
+    source = root / "state" / "e1" / "s1" / "gate" / CHECKPOINT
+    source.write_text(source.read_text()[:100])
+    with pytest.raises(CheckpointError) as info:
+        open_carried_state(source.parent, root / "state" / "e1" / "s2" / "gate", "previous step", "gate@e1.s2")
+    assert str(info.value).startswith(f"{source}: checkpoint is not valid JSON"), str(info.value)
+    assert "re-run the stage that wrote it" in str(info.value)
+
+
+def test_a_garbled_baseline_cache_line_is_named_at_its_source(stopped: Path, tmp_path: Path) -> None:
+    from harness.loop.stages.gate import open_baseline_cache
+    from harness.loop.state import BASELINE_CACHE
+
+    root = _copy(stopped, tmp_path)
+    source = root / "state" / "e1" / "s1" / "gate" / BASELINE_CACHE
+    lines = source.read_text().splitlines(keepends=True)
+    assert len(lines) >= 2, "the first gate cached no baseline rows to garble"
+    source.write_text("".join(["{not json\n", *lines]))
+    copy = tmp_path / "carried" / BASELINE_CACHE
+    copy.parent.mkdir()
+    shutil.copy2(source, copy)
+    with pytest.raises(InputFileError) as info:
+        open_baseline_cache(copy, source)
+    assert str(info.value).startswith(f"{source}:1: corrupt baseline cache line"), str(info.value)
+    assert str(copy) not in str(info.value) and "re-run the stage that wrote it" in str(info.value)
