@@ -520,7 +520,7 @@ def per_type_modes(runs: list[dict]) -> dict | None:
     what the first certified attempt, or the base, would have delivered): gain, runs with some task type worse than the
     base by > 2 pts, training + certificate rollouts. None when no run has a certificate in rollback mode."""
     ours = sorted((r for r in runs if r["rule"] == OURS and not r["tradeoff"] and r.get("certificate")), key=lambda r: r["seed"])
-    if not ours or not all(r["certificate"].get("per_type") == "rollback" for r in ours):
+    if not ours or not all(r["certificate"].get("per_type", "flag") != "flag" for r in ours):
         return None
 
     def row(pick: str) -> dict:

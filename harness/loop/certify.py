@@ -34,7 +34,8 @@ progress = logging.getLogger("harness.progress")
 
 INFRA_MAX_SHARE = 0.2  # more failed pairs than this share: the server, not the harness, is being measured
 INFRA_MIN_PAIRS = 20
-PER_TYPE = ("flag", "rollback")  # certify.per_type
+PER_TYPE = ("flag", "rollback", "rollback_shared")  # certify.per_type
+SKILLS_PREFIX = "skills/"
 RECERTIFY_OFFSET = 500_000  # a rollback re-certification's sample indices: first_index + this + pair number (fresh)
 
 
@@ -83,21 +84,26 @@ def _look_line(what: str, decision: CertifyDecision, rollouts: int, params: Cert
             f" · rollouts {rollouts}")
 
 
-def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequence[str]) -> tuple[HarnessTree, dict[str, str], dict[str, str]]:
+def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequence[str], *,
+                  shared: bool = False) -> tuple[HarnessTree, dict[str, str], dict[str, str]]:
     """`parent` with the skill file each of `task_types` reads put back to the baseline's version (removed when the
-    baseline has none): (tree, {path: "restored" | "removed"}, {task type: why it kept its file}). A type whose file
-    is the baseline's already keeps it: what changed for it is a shared file (system prompt, tool guides), which a
-    per-type rollback cannot touch without changing every other type."""
+    baseline has none): (tree, {path: "restored" | "removed"}, {task type: why it kept its file}). `shared`: the
+    files every type reads (everything outside skills/: system prompt, tool guides) go back to the baseline's too,
+    so a rolled-back type with a skill file of its own reads exactly the baseline's harness. Without it, a type whose
+    file is the baseline's keeps it: what changed for it are shared files."""
     changes: dict[str, str | None] = {}
-    files: dict[str, str] = {}
     kept: dict[str, str] = {}
+    if shared:
+        changes.update({p: baseline.get(p) for p in set(parent) | set(baseline)
+                        if not p.startswith(SKILLS_PREFIX) and parent.get(p) != baseline.get(p)})
     for task_type in sorted(set(task_types)):
         path = resolve_skill_file(parent, task_type)
         if parent.get(path) == baseline.get(path):
-            kept[task_type] = f"{path} is the baseline's: the change comes from shared files (system prompt, tool guides)"
+            if not shared or not changes:
+                kept[task_type] = f"{path} is the baseline's: the change comes from shared files (system prompt, tool guides)"
             continue
         changes[path] = baseline.get(path)
-        files[path] = "restored" if path in baseline else "removed"
+    files = {p: "restored" if p in baseline else "removed" for p in sorted(changes)}
     return parent.with_files(changes), files, kept
 
 
@@ -135,7 +141,7 @@ async def run_certificate(
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
         raise ValueError(f"{what}: per_type {per_type!r}, expected one of {list(PER_TYPE)}")
-    if per_type == "rollback" and params.max_pairs > RECERTIFY_OFFSET:
+    if per_type != "flag" and params.max_pairs > RECERTIFY_OFFSET:
         raise ValueError(f"{what}: certify.max_pairs {params.max_pairs} > {RECERTIFY_OFFSET}: the re-certification's "
                          "fresh sample indices would overlap the first attempts'")
     unknown = sorted(set(qids) - set(questions))
@@ -199,20 +205,20 @@ async def run_certificate(
     chosen = next((a for a in attempts if a.decision == "certified"), None)
     rolled_back: Optional[Attempt] = None
     flags = sorted({t.task_type for t in chosen.per_task_type if t.flagged}) if chosen else []
-    if per_type == "rollback" and chosen is not None and flags:
+    if per_type != "flag" and chosen is not None and flags:
         parent = tried[chosen.label]
-        tree, files, kept = rollback_tree(parent.tree, baseline.tree, flags)
+        tree, files, kept = rollback_tree(parent.tree, baseline.tree, flags, shared=per_type == "rollback_shared")
         start = first_index + RECERTIFY_OFFSET
         info = {"of": chosen.label, "task_types": sorted(set(flags) - set(kept)), "files": files, "kept": kept,
-                "first_index": start,
+                "first_index": start, "shared": per_type == "rollback_shared",
                 "level": f"alpha {chosen.alpha:g} of {chosen.label!r}: tested only after it was certified, on fresh samples "
                          "(fixed sequence), so the two together are falsely certified with probability <= that level",
                 "why": "flagged: " + ", ".join(f"{t.task_type} {100 * t.estimate:+.1f} pts on {t.pairs} pairs"
                                                for t in chosen.per_task_type if t.flagged)}
         child = Contender(f"{chosen.label} rolled back", tree, parent.skills_version, parent.prompts_version)
         if not files:
-            rolled_back = _skipped(child, chosen.alpha, "no flagged task type has a skill file of its own that changed: "
-                                                        "nothing to roll back", rollback=info)
+            rolled_back = _skipped(child, chosen.alpha, "no file the flagged task types read differs from the baseline's "
+                                                        "and may be rolled back: nothing to roll back", rollback=info)
         else:
             rolled_back = await attempt(child, chosen.alpha, {}, start, rollback=info)
         attempts.append(rolled_back)
@@ -242,7 +248,7 @@ async def run_certificate(
     level_doc: dict[str, Any] = {
         "attempts": split,
         "rule": "Bonferroni over the attempts (levels fixed before any certification sample, summing to alpha)"
-                + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type == "rollback" else ""),
+                + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
         "total": params.alpha}
     return Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
                        kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population_of(pool, qids),

@@ -123,3 +123,20 @@ def test_flag_mode_never_rolls_back(world_ctx):
     assert cert.per_type == "flag" and len(cert.attempts) == 1 and cert.delivered == "candidate"
     assert bad in cert.flagged_task_types and "t_certify_candidate-rolled-back" not in seen
 
+
+
+def test_rollback_tree_puts_back_the_flagged_types_files_and_with_shared_the_system_prompt():
+    from harness.loop.certify import rollback_tree
+
+    base = HarnessTree({"system_prompt.md": "be brief\n", "skills/a/SKILL.md": "a0\n", "skills/b/SKILL.md": "b0\n",
+                        "skills/default-strategy/SKILL.md": "d0\n"})
+    parent = base.with_files({"system_prompt.md": "be brief\n- For a questions, trap\n", "skills/a/SKILL.md": "a1\n",
+                              "skills/b/SKILL.md": "b1\n", "skills/c/SKILL.md": "c1\n"})
+    tree, files, kept = rollback_tree(parent, base, ["a", "c", "e"])
+    # a: its own file back; c: a file the base does not have is removed; e reads default-strategy, unchanged: kept
+    assert files == {"skills/a/SKILL.md": "restored", "skills/c/SKILL.md": "removed"} and set(kept) == {"e"}
+    assert tree["skills/a/SKILL.md"] == "a0\n" and "skills/c/SKILL.md" not in tree
+    assert tree["skills/b/SKILL.md"] == "b1\n" and tree["system_prompt.md"] == parent["system_prompt.md"]
+    tree, files, kept = rollback_tree(parent, base, ["a", "e"], shared=True)
+    assert files == {"skills/a/SKILL.md": "restored", "system_prompt.md": "restored"} and kept == {}
+    assert tree == base.with_files({"skills/b/SKILL.md": "b1\n", "skills/c/SKILL.md": "c1\n"})

@@ -117,7 +117,8 @@ def _delivered(chosen: Attempt, candidates: list[Contender], baseline: Contender
     if not chosen.rollback:
         return next(c for c in candidates if c.label == chosen.label)
     parent = next(c for c in candidates if c.label == chosen.rollback["of"])
-    tree, _, _ = rollback_tree(parent.tree, baseline.tree, list(chosen.rollback["task_types"]))
+    tree, _, _ = rollback_tree(parent.tree, baseline.tree, list(chosen.rollback["task_types"]),
+                               shared=bool(chosen.rollback.get("shared")))
     if tree.fingerprint != chosen.fingerprint:
         raise StateError(f"certify: the rollback of {parent.label!r} rebuilt as {tree.fingerprint}, certified as {chosen.fingerprint}")
     return Contender(chosen.label, tree, parent.skills_version, parent.prompts_version)
