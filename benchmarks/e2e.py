@@ -537,7 +537,7 @@ def per_type_modes(runs: list[dict]) -> dict | None:
                 "mean_rollouts_with_cert": statistics.mean(spent)}
 
     tried = [r["certificate"]["rollback"] for r in ours if r["certificate"].get("rollback")]
-    return {"rollback": row("rollback"), "flag": row("flag"), "rollback_tried": len(tried),
+    return {"mode": ours[0]["certificate"]["per_type"], "rollback": row("rollback"), "flag": row("flag"), "rollback_tried": len(tried),
             "rollback_certified": sum(t["decision"] == "certified" for t in tried),
             "rollback_skipped": sum(t["decision"] == "skipped" for t in tried),
             "kept_types": sum(len(t["kept"]) for t in tried), "rollback_rollouts": sum(t["rollouts"] for t in tried)}
@@ -547,9 +547,10 @@ def per_type_lines(modes: dict | None) -> list[str]:
     if not modes:
         return []
     L = ["", "## Flagged task types: per-file rollback or flag only (issue 26 item 1)", "",
-         f"Our rule's runs as run (`certify.per_type=rollback`) and the same runs under `certify.per_type=flag` (the rollback "
-         "re-certification taken out; both modes share every other rollout). A rollback puts the flagged types' skill files back "
-         "to the start's and certifies that harness once more on fresh samples; it is delivered when certified. "
+         f"Our rule's runs as run (`certify.per_type={modes.get('mode', 'rollback')}`) and the same runs under `certify.per_type=flag` "
+         "(the rollback re-certification taken out; both modes share every other rollout). A rollback puts the flagged types' skill "
+         "files (`rollback_shared`: and the system prompt and tool guides) back to the start's and certifies that harness once more "
+         "on fresh samples; it is delivered when certified (docs/certificate.md). "
          f"Rollbacks tried: {modes['rollback_tried']} ({modes['rollback_certified']} certified, {modes['rollback_skipped']} with "
          f"nothing to roll back; {modes['kept_types']} flagged types kept their file because it was the start's: shared files "
          f"changed them), {modes['rollback_rollouts']} rollouts in all.", "",
@@ -557,7 +558,7 @@ def per_type_lines(modes: dict | None) -> list[str]:
          "|---|---|---|---|---|"]
     for mode in ("rollback", "flag"):
         m = modes[mode]
-        L.append(f"| {mode} | {m['runs']} | {m['mean_gain_pts']:+.2f} | {m['type_worse_2pt']}/{m['runs']} "
+        L.append(f"| {modes.get('mode', 'rollback') if mode == 'rollback' else mode} | {m['runs']} | {m['mean_gain_pts']:+.2f} | {m['type_worse_2pt']}/{m['runs']} "
                  f"({100 * m['type_worse_2pt'] / m['runs']:.0f} %) | {m['mean_rollouts_with_cert']:.0f} |")
     return L
 
@@ -785,7 +786,8 @@ def _reading_26(summary: dict) -> list[str]:
         share = ours["type_worse_2pt"] / ours["typed_runs"]
         L.append(f"- delivered harnesses with some task type worse than the base by > 2 pts <= 10 % of runs: "
                  f"{ours['type_worse_2pt']}/{ours['typed_runs']} ({100 * share:.0f} %) — {'met' if share <= 0.10 else '**NOT met**'} "
-                 "(per task type the test pool has few questions; the certificate's per-type flags are the lead's half).")
+                 "(per task type the test pool has few questions; what the certificate does with a flagged type is "
+                 "`certify.per_type`, see 'Flagged task types' below).")
     L.append(f"- delivered harness truly worse than the base: {ours['worse_than_base']} of {ours['runs']} runs.")
     return L
 
