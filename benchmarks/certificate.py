@@ -11,7 +11,13 @@ candidate against the base harness. The oracle gives the true gain Delta on the 
 - null: neutral rules added to every skill file (Delta ~ 0, either sign);
 - harmful: a trap added to one task type's skill file;
 - hidden: an insight for one small task type and a trap for a larger one, Delta <= 0 (aggregates hide regressions);
-- helpful: insights added to every task type with one (Delta > 0: power, cost, bound coverage and width).
+- helpful: insights added to every task type with one (Delta > 0: power, cost, bound coverage and width);
+- mixed: helpful on every type but one, which gets a trap instead (certifiable, one type truly worse: what the
+  per-type rollback, `certify.per_type=rollback`, is for).
+
+The certificate runs as the config says (`certify.per_type`: rollback by default); the delivered harness (the
+candidate, its per-type rollback, or the base) is judged by the oracle too: certified and delivered truly not better,
+and delivered with a task type truly worse than the base by > 2 pts.
 
 Reported per world and overall: P(certified | Delta <= 0) (must be <= alpha), P(certified and Delta < 0), the
 share of runs whose lower bound exceeds Delta (must be <= alpha), power, pairs and rollouts, mean width
@@ -47,7 +53,7 @@ WORLDS = [
     ("6 types x30, pop 90", 6, 30, 90),
     ("11 types x20, pop 220", 11, 20, 220),
 ]
-KINDS = ("null", "harmful", "hidden", "helpful")
+KINDS = ("null", "harmful", "hidden", "helpful", "mixed")
 
 
 def _config(n_types: int, per_type: int, seed: int) -> Any:
@@ -92,6 +98,12 @@ def _candidate(world: Any, base: Any, kind: str, rng: random.Random) -> Any:
             insight = world.rules_of(t, "insight")
             if insight:
                 add(t, rng.choice(insight).text)
+    elif kind == "mixed":
+        trapped = rng.choice([t for t in types if world.rules_of(t, "trap")])
+        for t in types:
+            rules = world.rules_of(t, "trap" if t == trapped else "insight")
+            if rules:
+                add(t, rng.choice(rules).text)
     else:
         raise ValueError(kind)
     return HarnessTree(files)
@@ -102,7 +114,7 @@ def run_one(job: dict) -> dict:
     from harness.identity import CERTIFY_INDEX
     from harness.log import HarnessLog
     from harness.loop import rollouts as ro
-    from harness.loop.certify import Contender, run_certificate
+    from harness.loop.certify import Contender, rollback_tree, run_certificate
     from harness.loop.context import make_context
     from harness.loop.stages.certify import certify_params
     from harness.sim.oracle import Oracle
@@ -134,16 +146,27 @@ def run_one(job: dict) -> dict:
                                            questions={q.qid: q for q in world.questions}, rollout=ro.rollout_fn(ctx, log),
                                            params=certify_params(cfg), fallback_share=0.2,
                                            run_id=lambda arm: f"bench_certify_{arm}", seed=seed, first_index=CERTIFY_INDEX,
-                                           pool="bench"))
+                                           pool="bench", per_type=str(cfg.certify.per_type)))
     finally:
         log.close()
     a = cert.attempts[0]
     worst_type = min(true_by_type.values())
+    chosen = cert.chosen
+    delivered = base if chosen is None else candidate if not chosen.rollback else \
+        rollback_tree(candidate, base, chosen.rollback["task_types"])[0]
+    delivered_by_type = {t: oracle.expected_accuracy(delivered, [q for q in qids if types[q] == t])
+                         - oracle.expected_accuracy(base, [q for q in qids if types[q] == t]) for t in true_by_type}
+    retry = next((x for x in cert.attempts if x.rollback is not None), None)
     flagged = {r.task_type for r in a.per_task_type if r.flagged}
     return {"world": label, "seed": seed, "kind": kind, "delta": delta, "certified": cert.certified, "pairs": a.pairs,
             "rollouts": a.rollouts, "crossed_at": a.crossed_at, "estimate": a.estimate, "lower_bound": a.lower_bound, "upper_bound": a.upper_bound,
             "worst_type_delta": worst_type, "types_worse_2pts": sorted(t for t, d in true_by_type.items() if d < -0.02),
-            "flagged": sorted(flagged), "wall_s": time.monotonic() - started}
+            "flagged": sorted(flagged), "per_type": cert.per_type, "cert_rollouts": cert.rollouts,
+            "rollback": None if retry is None else {"decision": retry.decision, "task_types": retry.rollback["task_types"],
+                                                    "rollouts": retry.rollouts},
+            "delivered_delta": oracle.expected_accuracy(delivered, qids) - oracle.expected_accuracy(base, qids),
+            "delivered_types_worse_2pts": sorted(t for t, d in delivered_by_type.items() if d < -0.02),
+            "wall_s": time.monotonic() - started}
 
 
 def _rate(hits: int, n: int) -> str:
@@ -159,10 +182,13 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
              f"alpha = {alpha}; each run is one `run_certificate` (the certify stage's and stages.compare's engine) of a "
              "candidate built from the world's rules against the base harness, on a random population of the world's "
              "questions; Delta = the oracle's true gain on that population.", "",
+             "Columns up to `power` are about the first attempt (the candidate); `certified, delivered Delta <= 0` is about what "
+             "is delivered (the candidate, its per-type rollback re-certified on fresh samples, or the base); rollouts include "
+             "the re-certification.", "",
              "| world | candidates | runs | Delta <= 0 | certified given Delta <= 0 | certified and Delta < 0 | "
-             "LCB > Delta | power (Delta > +3 pts) | mean pairs | mean pairs to the crossing (certified runs) | mean rollouts | "
-             "mean width (pts) | mean LCB / Delta |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "LCB > Delta | power (Delta > +3 pts) | certified, delivered Delta <= 0 | mean pairs | mean pairs to the crossing "
+             "(certified runs) | mean rollouts | mean width (pts) | mean LCB / Delta |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary: dict[str, Any] = {"alpha": alpha, "worlds": {}}
     groups = [(w, [r for r in runs if r["world"] == w]) for w in dict.fromkeys(r["world"] for r in runs)]
     groups.append(("all worlds", runs))
@@ -177,7 +203,8 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
         row = {"runs": len(rs), "null": len(null), "certified_null": sum(r["certified"] for r in null),
                "certified_worse": len(worse), "lcb_above_delta": len(miss), "power_n": len(big),
                "power_hits": sum(r["certified"] for r in big), "mean_pairs": statistics.mean(r["pairs"] for r in rs),
-               "mean_rollouts": statistics.mean(r["rollouts"] for r in rs),
+               "mean_rollouts": statistics.mean(r.get("cert_rollouts", r["rollouts"]) for r in rs),
+               "certified_delivered_not_better": sum(r["certified"] and r.get("delivered_delta", r["delta"]) <= 0 for r in rs),
                "mean_width_pts": statistics.mean(width) if width else None,
                "mean_lcb_over_delta": statistics.mean(ratio) if ratio else None}
         summary["worlds"][name] = row
@@ -188,11 +215,13 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
         ratio_cell = "n/a" if not ratio else f"{statistics.mean(ratio):.2f}"
         lines.append(f"| {name} | {kinds} | {len(rs)} | {len(null)} | {_rate(row['certified_null'], len(null))} | "
                      f"{_rate(len(worse), len(rs))} | {_rate(len(miss), len(rs))} | {_rate(row['power_hits'], len(big))} | "
+                     f"{_rate(row['certified_delivered_not_better'], len(rs))} | "
                      f"{row['mean_pairs']:.0f} | {crossed_cell} | {row['mean_rollouts']:.0f} | {width_cell} | {ratio_cell} |")
     # per kind, all worlds
     lines += ["", "## By candidate kind (all worlds)", "",
-              "| kind | runs | mean Delta (pts) | certified | mean pairs | runs with a task type truly worse by > 2 pts | of those, flagged |",
-              "|---|---|---|---|---|---|---|"]
+              "| kind | runs | mean Delta (pts) | certified | mean pairs | runs with a task type truly worse by > 2 pts | of those, flagged "
+              "| rollbacks tried / certified | mean delivered Delta (pts) | delivered with a type truly worse by > 2 pts |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for kind in KINDS:
         rs = [r for r in runs if r["kind"] == kind]
         if not rs:
@@ -201,12 +230,17 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
         caught = [r for r in worse_type if set(r["flagged"]) & set(r["types_worse_2pts"])]
         lines.append(f"| {kind} | {len(rs)} | {100 * statistics.mean(r['delta'] for r in rs):+.1f} | "
                      f"{_rate(sum(r['certified'] for r in rs), len(rs))} | {statistics.mean(r['pairs'] for r in rs):.0f} | "
-                     f"{len(worse_type)} | {len(caught)} |")
+                     f"{len(worse_type)} | {len(caught)} | {sum(r.get('rollback') is not None for r in rs)} / "
+                     f"{sum((r.get('rollback') or {}).get('decision') == 'certified' for r in rs)} | "
+                     f"{100 * statistics.mean(r.get('delivered_delta', r['delta']) for r in rs):+.1f} | "
+                     f"{sum(bool(r.get('delivered_types_worse_2pts')) for r in rs)} |")
     all_row = summary["worlds"]["all worlds"]
     lines += ["", "## Targets (issue 26 item 3)", "",
               f"- certified when Delta <= 0, over all worlds: {_rate(all_row['certified_null'], all_row['null'])} "
               f"(target <= alpha = {alpha}; refuses in {1 - all_row['certified_null'] / max(all_row['null'], 1):.1%}, target >= 95 %)",
               f"- lower bound above the true gain: {_rate(all_row['lcb_above_delta'], all_row['runs'])} (target <= alpha)",
+              f"- certified and what is delivered truly not better (rollbacks included): "
+              f"{_rate(all_row['certified_delivered_not_better'], all_row['runs'])} (target <= alpha)",
               f"- mean width of certified bounds (estimate - lower bound): {all_row['mean_width_pts']} pts; "
               f"lower bound / true gain: {all_row['mean_lcb_over_delta']}"]
     return "\n".join(lines) + "\n", summary

@@ -288,11 +288,23 @@ def _certificate(state: Path) -> dict | None:
     except CertificateError:
         return None
     shown = cert.chosen or next((a for a in cert.attempts if a.decision != "skipped"), None)
+    # what certify.per_type=flag would have delivered from the same run: the first certified attempt (the rollback
+    # re-certification is the only attempt the two modes do not share: same slots, same sample indices)
+    first = next((a for a in cert.attempts if a.rollback is None and a.decision == "certified"), None)
+    retry = next((a for a in cert.attempts if a.rollback is not None), None)
     return {"certified": cert.certified, "decision": shown.decision if shown else "skipped", "alpha": cert.alpha,
             "pairs": shown.pairs if shown else 0, "rollouts": cert.rollouts,
             "estimate": shown.estimate if shown else None, "lower_bound": shown.lower_bound if shown else None,
             "width": shown.width if shown else None, "delivered": cert.delivered,
-            "flagged_types": list(cert.flagged_task_types)}
+            "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
+            "rollback": None if retry is None else {"decision": retry.decision, "rollouts": retry.rollouts,
+                                                    "task_types": list(retry.rollback["task_types"]),
+                                                    "kept": sorted(retry.rollback.get("kept", {})),
+                                                    "delivered": cert.chosen is retry},
+            "flag_mode": {"delivered": first.label if first else "base", "skills_version": first.skills_version if first else "v0",
+                          "prompts_version": first.prompts_version if first else "v0",
+                          "rollouts": cert.rollouts - (retry.rollouts if retry else 0),
+                          "flagged_types": sorted(t.task_type for t in first.per_task_type if t.flagged) if first else []}}
 
 
 def run_one(job: dict) -> dict:
@@ -399,12 +411,19 @@ def run_one(job: dict) -> dict:
         from harness.tree import HarnessTree
 
         delivered = HarnessTree.load(delivered_dir)
+        cert = _certificate(state)
+        flag_mode = None
+        if cert is not None and cert["rollback"] is not None:  # the same run under certify.per_type=flag
+            fm = cert["flag_mode"]
+            flag_tree = wsp.harness_view(ws_final, fm["skills_version"], fm["prompts_version"])
+            flag_mode = {"delivered_test": oracle.expected_accuracy(flag_tree, test),
+                         "delivered_by_type": _by_type(oracle, world, flag_tree, test), "certify_rollouts": fm["rollouts"]}
         out = {
             "seed": seed, "rule": rule, "epochs": epochs, "tradeoff": bool(job.get("tradeoff")),
             "base_test": oracle.expected_accuracy(base_tree, test),
             "delivered_test": oracle.expected_accuracy(delivered, test),
             "base_by_type": _by_type(oracle, world, base_tree, test), "delivered_by_type": _by_type(oracle, world, delivered, test),
-            "certificate": _certificate(state),
+            "certificate": cert, "flag_mode": flag_mode,
             "sampled_test": result["test"], "delivered": result["delivered"], "stopped_early": result["stopped_early"],
             "curve": curve, "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts, "screened_out": screened_out,
             "fdr_tests": fdr_tests, "fdr_spent": fdr_spent, "fdr_levels": fdr_levels,
@@ -460,7 +479,8 @@ def _delivery_summary(deliveries: list[dict]) -> dict:
             "mean_width": statistics.mean(nums("width")) if nums("width") else None,
             "mean_rollouts": statistics.mean(nums("rollouts")) if nums("rollouts") else None,
             "bound_held": sum(low <= g + 1e-12 for low, g in lows), "bounds": len(lows),
-            "fallback": sum(c.get("delivered") not in (None, "final") for c, _ in certs),
+            "fallback": sum(c.get("delivered") is not None and not str(c["delivered"]).startswith("final") for c, _ in certs),
+            "rolled_back": sum(bool((c.get("rollback") or {}).get("delivered")) for c, _ in certs),
             "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs)}
     return out
 
@@ -492,6 +512,54 @@ def delivery_lines(summary: dict) -> list[str]:
             spent = "–" if c["mean_rollouts"] is None else f"{c['mean_rollouts']:.0f}"
             L.append(f"| {rule} | {c['runs']} | {c['certified']}/{c['runs']} | {c['fallback']} | {c['certified_and_worse']} | "
                      f"{low} | {width} | {c['bound_held']}/{c['bounds']} | {c['flagged_runs']} | {spent} |")
+    return L
+
+
+def per_type_modes(runs: list[dict]) -> dict | None:
+    """Our rule's runs under certify.per_type=rollback (as run) and =flag (the same runs, the re-certification taken out:
+    what the first certified attempt, or the base, would have delivered): gain, runs with some task type worse than the
+    base by > 2 pts, training + certificate rollouts. None when no run has a certificate in rollback mode."""
+    ours = sorted((r for r in runs if r["rule"] == OURS and not r["tradeoff"] and r.get("certificate")), key=lambda r: r["seed"])
+    if not ours or not all(r["certificate"].get("per_type", "flag") != "flag" for r in ours):
+        return None
+
+    def row(pick: str) -> dict:
+        gains, worse, spent = [], 0, []
+        for r in ours:
+            alt = r.get("flag_mode") if pick == "flag" else None
+            test = alt["delivered_test"] if alt else r["delivered_test"]
+            by_type = alt["delivered_by_type"] if alt else r["delivered_by_type"]
+            cert = alt["certify_rollouts"] if alt else r["certificate"]["rollouts"]
+            gains.append(100 * (test - r["base_test"]))
+            worse += any(by_type[t] - r["base_by_type"][t] < -0.02 for t in r["base_by_type"])
+            spent.append(r["curve"][-1]["rollouts"] + cert)
+        return {"runs": len(ours), "mean_gain_pts": statistics.mean(gains), "type_worse_2pt": worse,
+                "mean_rollouts_with_cert": statistics.mean(spent)}
+
+    tried = [r["certificate"]["rollback"] for r in ours if r["certificate"].get("rollback")]
+    return {"mode": ours[0]["certificate"]["per_type"], "rollback": row("rollback"), "flag": row("flag"), "rollback_tried": len(tried),
+            "rollback_certified": sum(t["decision"] == "certified" for t in tried),
+            "rollback_skipped": sum(t["decision"] == "skipped" for t in tried),
+            "kept_types": sum(len(t["kept"]) for t in tried), "rollback_rollouts": sum(t["rollouts"] for t in tried)}
+
+
+def per_type_lines(modes: dict | None) -> list[str]:
+    if not modes:
+        return []
+    L = ["", "## Flagged task types: per-file rollback or flag only (issue 26 item 1)", "",
+         f"Our rule's runs as run (`certify.per_type={modes.get('mode', 'rollback')}`) and the same runs under `certify.per_type=flag` "
+         "(the rollback re-certification taken out; both modes share every other rollout). A rollback puts the flagged types' skill "
+         "files (`rollback_shared`: and the system prompt and tool guides) back to the start's and certifies that harness once more "
+         "on fresh samples; it is delivered when certified (docs/certificate.md). "
+         f"Rollbacks tried: {modes['rollback_tried']} ({modes['rollback_certified']} certified, {modes['rollback_skipped']} with "
+         f"nothing to roll back; {modes['kept_types']} flagged types kept their file because it was the start's: shared files "
+         f"changed them), {modes['rollback_rollouts']} rollouts in all.", "",
+         "| certify.per_type | runs | mean gain (pts) | some type worse than base > 2 pts | mean rollouts, training + certificate |",
+         "|---|---|---|---|---|"]
+    for mode in ("rollback", "flag"):
+        m = modes[mode]
+        L.append(f"| {modes.get('mode', 'rollback') if mode == 'rollback' else mode} | {m['runs']} | {m['mean_gain_pts']:+.2f} | {m['type_worse_2pt']}/{m['runs']} "
+                 f"({100 * m['type_worse_2pt'] / m['runs']:.0f} %) | {m['mean_rollouts_with_cert']:.0f} |")
     return L
 
 
@@ -620,6 +688,8 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
               "| seed | e-LOND tests (gates given a level) | base budget spent (of fdr_level) |", "|---|---|---|"]
         L += [f"| {seed} | {t} | {sp:.4f} |" if sp is not None else f"| {seed} | {t} | — |" for seed, t, sp in fdr_runs]
     L += delivery_lines(summary)
+    summary["per_type_modes"] = per_type_modes(runs)
+    L += per_type_lines(summary["per_type_modes"])
     L += _reading(summary)
     L += _why(summary, runs, seeds, by)
     return "\n".join(L) + "\n", summary
@@ -716,7 +786,8 @@ def _reading_26(summary: dict) -> list[str]:
         share = ours["type_worse_2pt"] / ours["typed_runs"]
         L.append(f"- delivered harnesses with some task type worse than the base by > 2 pts <= 10 % of runs: "
                  f"{ours['type_worse_2pt']}/{ours['typed_runs']} ({100 * share:.0f} %) — {'met' if share <= 0.10 else '**NOT met**'} "
-                 "(per task type the test pool has few questions; the certificate's per-type flags are the lead's half).")
+                 "(per task type the test pool has few questions; what the certificate does with a flagged type is "
+                 "`certify.per_type`, see 'Flagged task types' below).")
     L.append(f"- delivered harness truly worse than the base: {ours['worse_than_base']} of {ours['runs']} runs.")
     return L
 

@@ -56,6 +56,11 @@ class Attempt:
     threshold: Optional[float]  # log(1 / alpha)
     crossed_at: Optional[int]
     per_task_type: list[TypeRow] = field(default_factory=list)
+    # a per-type rollback re-certification (certify.per_type=rollback): "of" (the certified attempt it modifies),
+    # "task_types" (flagged, rolled back), "files" ({path: "restored" | "removed"}), "kept" ({task type: why its
+    # file was not rolled back}), "first_index" (its fresh sample indices), "level" (why its alpha is the parent's);
+    # None for every other attempt (and in files written before it existed)
+    rollback: Optional[dict[str, Any]] = None
 
     @property
     def width(self) -> Optional[float]:
@@ -79,6 +84,9 @@ class Certificate:
     rollouts: int
     flagged_task_types: list[str]
     format: str = CERTIFICATE_FORMAT
+    per_type: str = "flag"  # certify.per_type: "flag" (flags only) or "rollback" (one per-file rollback re-certification)
+    # the level of every attempt and why they add up to alpha (docs/certificate.md "Levels"); {} in older files
+    levels: dict[str, Any] = field(default_factory=dict)
 
     @property
     def chosen(self) -> Optional[Attempt]:
@@ -101,9 +109,12 @@ def write_certificate(path: Path, certificate: Certificate) -> Path:
     return path
 
 
+_OPTIONAL = ("format", "per_task_type", "rollback", "per_type", "levels")  # keys with a default: absent in older files
+
+
 def _take(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
     names = [f.name for f in fields(cls)]
-    missing = [n for n in names if n not in raw and n not in ("format", "per_task_type")]
+    missing = [n for n in names if n not in raw and n not in _OPTIONAL]
     if missing:
         raise CertificateError(f"{where}: missing key(s) {missing}")
     return {n: raw[n] for n in names if n in raw}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from harness.contracts.certificate import Attempt, Certificate, TypeRow
+from harness.contracts.solver import resolve_skill_file
 from harness.kernel.certificate import CertifyDecision, CertifyParams, UniformDraws, certify_decision, per_type_estimates
 from harness.kernel.engine import run_gate
 from harness.kernel.gate import pair_block
@@ -33,6 +34,9 @@ progress = logging.getLogger("harness.progress")
 
 INFRA_MAX_SHARE = 0.2  # more failed pairs than this share: the server, not the harness, is being measured
 INFRA_MIN_PAIRS = 20
+PER_TYPE = ("flag", "rollback", "rollback_shared")  # certify.per_type
+SKILLS_PREFIX = "skills/"
+RECERTIFY_OFFSET = 500_000  # a rollback re-certification's sample indices: first_index + this + pair number (fresh)
 
 
 class CertifyInfraError(InfraFailureError):
@@ -80,6 +84,34 @@ def _look_line(what: str, decision: CertifyDecision, rollouts: int, params: Cert
             f" · rollouts {rollouts}")
 
 
+def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequence[str], *,
+                  shared: bool = False) -> tuple[HarnessTree, dict[str, str], dict[str, str]]:
+    """`parent` with the skill file each of `task_types` reads put back to the baseline's version (removed when the
+    baseline has none): (tree, {path: "restored" | "removed"}, {task type: why it kept its file}). `shared`: the
+    files every type reads (everything outside skills/: system prompt, tool guides) go back to the baseline's too,
+    so a rolled-back type with a skill file of its own reads exactly the baseline's harness. Without it, a type whose
+    file is the baseline's keeps it: what changed for it are shared files."""
+    changes: dict[str, str | None] = {}
+    kept: dict[str, str] = {}
+    if shared:
+        changes.update({p: baseline.get(p) for p in set(parent) | set(baseline)
+                        if not p.startswith(SKILLS_PREFIX) and parent.get(p) != baseline.get(p)})
+    for task_type in sorted(set(task_types)):
+        path = resolve_skill_file(parent, task_type)
+        if parent.get(path) == baseline.get(path):
+            if not shared or not changes:
+                kept[task_type] = f"{path} is the baseline's: the change comes from shared files (system prompt, tool guides)"
+            continue
+        changes[path] = baseline.get(path)
+    files = {p: "restored" if p in baseline else "removed" for p in sorted(changes)}
+    return parent.with_files(changes), files, kept
+
+
+def _skipped(contender: Contender, alpha: float, reason: str, rollback: Optional[dict[str, Any]] = None) -> Attempt:
+    return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version, alpha,
+                   "skipped", reason, 0, 0, 0, 0, 0, 0, None, None, None, None, None, None, rollback=rollback)
+
+
 async def run_certificate(
     candidates: Sequence[Contender],
     baseline: Contender,
@@ -95,29 +127,39 @@ async def run_certificate(
     pool: str,
     what: str = "certify",
     otherwise: Optional[Contender] = None,
+    per_type: str = "flag",
 ) -> Certificate:
     """Try `candidates` in order against `baseline` (see the module doc); returns the certificate (not written).
-    When none is certified, `otherwise` (default: the baseline) is what the certificate says is delivered."""
+    When none is certified, `otherwise` (default: the baseline) is what the certificate says is delivered.
+
+    per_type="rollback": when the certified attempt flags task types, their skill files are put back to the
+    baseline's (`rollback_tree`) and that harness is certified once more, on fresh sample indices (first_index +
+    RECERTIFY_OFFSET), at the certified attempt's own level (fixed-sequence testing: it is only tested after its parent
+    was certified, so the chain's false-certification probability stays at the parent's level; docs/certificate.md
+    "Levels"). Certified -> it is delivered; else the parent is, with its flags."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
+    if per_type not in PER_TYPE:
+        raise ValueError(f"{what}: per_type {per_type!r}, expected one of {list(PER_TYPE)}")
+    if per_type != "flag" and params.max_pairs > RECERTIFY_OFFSET:
+        raise ValueError(f"{what}: certify.max_pairs {params.max_pairs} > {RECERTIFY_OFFSET}: the re-certification's "
+                         "fresh sample indices would overlap the first attempts'")
     unknown = sorted(set(qids) - set(questions))
     if unknown:
         raise KeyError(f"{what}: population names unknown qids {unknown[:5]}")
     levels = attempt_levels(params.alpha, len(candidates), fallback_share)
-    base_outcomes: dict[tuple[str, int], Optional[bool]] = {}
     task_type_of = {q: questions[q].task_type for q in set(qids)}
     attempts: list[Attempt] = []
     total = 0
-    for contender, alpha in zip(candidates, levels):
-        if contender.tree.fingerprint == baseline.tree.fingerprint:
-            attempts.append(Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
-                                    alpha, "skipped", "identical to the baseline: nothing to certify", 0, 0, 0, 0, 0, 0,
-                                    None, None, None, None, None, None))
-            continue
+
+    async def attempt(contender: Contender, alpha: float, base_outcomes: dict[tuple[str, int], Optional[bool]],
+                      start: int, rollback: Optional[dict[str, Any]] = None) -> Attempt:
+        """One sequential test of `contender` against the baseline at `alpha`, slots from `start`."""
+        nonlocal total
         level = replace(params, alpha=alpha)
         spent = 0
 
-        async def sample_block(block: list[BlockItem], b: int, contender: Contender = contender) -> list[PairResult]:
+        async def sample_block(block: list[BlockItem], b: int) -> list[PairResult]:
             nonlocal spent
             todo = [it for it in block if (it.qid, it.sample_index) not in base_outcomes]
             if todo:
@@ -129,30 +171,59 @@ async def run_certificate(
             base = [base_outcomes[(it.qid, it.sample_index)] for it in block]
             return pair_block(block, base, list(cand))
 
-        def decide(pairs: Sequence[PairResult], final: bool, level: CertifyParams = level) -> CertifyDecision:
+        def decide(pairs: Sequence[PairResult], final: bool) -> CertifyDecision:
             n_infra = sum(p.infra for p in pairs)
             if len(pairs) >= INFRA_MIN_PAIRS and n_infra / len(pairs) > INFRA_MAX_SHARE:
                 raise CertifyInfraError(f"{what}: {n_infra} of {len(pairs)} pairs had an infrastructure failure "
                                         f"(> {INFRA_MAX_SHARE:.0%}); no certificate is written — fix the model server and re-run")
             return certify_decision(pairs, level, final=final)
 
-        def on_block(b: int, block_pairs: Sequence[PairResult], decision: CertifyDecision, label: str = contender.label,
-                     alpha: float = alpha) -> None:
-            progress.info("%s", _look_line(f"{what} {label}", decision, spent, params, alpha))
+        def on_block(b: int, block_pairs: Sequence[PairResult], decision: CertifyDecision) -> None:
+            progress.info("%s", _look_line(f"{what} {contender.label}", decision, spent, params, alpha))
 
-        plan = UniformDraws(qids, max_pairs=params.max_pairs, block_size=params.block_size, seed=seed, first_index=first_index)
+        plan = UniformDraws(qids, max_pairs=params.max_pairs, block_size=params.block_size, seed=seed, first_index=start)
         run = await run_gate(plan, sample_block, decide, on_block=on_block, label=f"{what} {contender.label}")
         look = run.decision.look
         types = [TypeRow(t.task_type, t.pairs, t.estimate, t.ci_low, t.ci_high, t.flagged)
                  for t in per_type_estimates(run.pairs, task_type_of, level)]
         total += spent
-        attempts.append(Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
-                                alpha, run.decision.action, run.decision.reason, look.pairs, look.wins, look.losses, look.ties,
-                                look.infra, spent, look.estimate, look.lower_bound, look.upper_bound, look.log_e_max,
-                                look.threshold, look.crossed_at, types))
-        if run.decision.action == "certified":
+        return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
+                       alpha, run.decision.action, run.decision.reason, look.pairs, look.wins, look.losses, look.ties,
+                       look.infra, spent, look.estimate, look.lower_bound, look.upper_bound, look.log_e_max,
+                       look.threshold, look.crossed_at, types, rollback=rollback)
+
+    shared: dict[tuple[str, int], Optional[bool]] = {}  # the first attempts draw the same slots: baseline run once
+    tried: dict[str, Contender] = {}
+    for contender, alpha in zip(candidates, levels):
+        if contender.tree.fingerprint == baseline.tree.fingerprint:
+            attempts.append(_skipped(contender, alpha, "identical to the baseline: nothing to certify"))
+            continue
+        tried[contender.label] = contender
+        attempts.append(await attempt(contender, alpha, shared, first_index))
+        if attempts[-1].decision == "certified":
             break
     chosen = next((a for a in attempts if a.decision == "certified"), None)
+    rolled_back: Optional[Attempt] = None
+    flags = sorted({t.task_type for t in chosen.per_task_type if t.flagged}) if chosen else []
+    if per_type != "flag" and chosen is not None and flags:
+        parent = tried[chosen.label]
+        tree, files, kept = rollback_tree(parent.tree, baseline.tree, flags, shared=per_type == "rollback_shared")
+        start = first_index + RECERTIFY_OFFSET
+        info = {"of": chosen.label, "task_types": sorted(set(flags) - set(kept)), "files": files, "kept": kept,
+                "first_index": start, "shared": per_type == "rollback_shared",
+                "level": f"alpha {chosen.alpha:g} of {chosen.label!r}: tested only after it was certified, on fresh samples "
+                         "(fixed sequence), so the two together are falsely certified with probability <= that level",
+                "why": "flagged: " + ", ".join(f"{t.task_type} {100 * t.estimate:+.1f} pts on {t.pairs} pairs"
+                                               for t in chosen.per_task_type if t.flagged)}
+        child = Contender(f"{chosen.label} rolled back", tree, parent.skills_version, parent.prompts_version)
+        if not files:
+            rolled_back = _skipped(child, chosen.alpha, "no file the flagged task types read differs from the baseline's "
+                                                        "and may be rolled back: nothing to roll back", rollback=info)
+        else:
+            rolled_back = await attempt(child, chosen.alpha, {}, start, rollback=info)
+        attempts.append(rolled_back)
+        if rolled_back.decision == "certified":
+            chosen = rolled_back
     fallback = (otherwise or baseline).label
     kind = "non_inferiority" if params.margin > 0 else "superiority"
     if chosen is not None:
@@ -160,18 +231,29 @@ async def run_certificate(
         summary = (f"certified {claim} than {baseline.label} at alpha {params.alpha:g}: {chosen.label} "
                    f"(gain {100 * (chosen.estimate or 0):+.1f} pts, lower bound {100 * (chosen.lower_bound or 0):+.1f} pts, "
                    f"{chosen.pairs} pairs)")
+        if chosen.rollback:
+            summary += f"; rolled back {', '.join(chosen.rollback['task_types'])} ({', '.join(chosen.rollback['files'])})"
+        elif rolled_back is not None and rolled_back.rollback and rolled_back.rollback["files"]:
+            summary += (f"; the rollback of {', '.join(rolled_back.rollback['task_types'])} was not certified "
+                        f"({rolled_back.decision}): delivered with its flags")
     elif all(a.decision == "skipped" for a in attempts):
         summary = f"not certified: nothing to certify (no candidate differs from {baseline.label}); delivering {fallback}"
     else:
-        tried = [a for a in attempts if a.decision != "skipped"]
-        why = tried[0].reason.removeprefix("not certified: ")
-        more = f" ({len(tried) - 1} earlier checkpoint(s) not certified either)" if len(tried) > 1 else ""
+        tested = [a for a in attempts if a.decision != "skipped"]
+        why = tested[0].reason.removeprefix("not certified: ")
+        more = f" ({len(tested) - 1} earlier checkpoint(s) not certified either)" if len(tested) > 1 else ""
         summary = f"not certified at alpha {params.alpha:g}: {why}{more}; delivering {fallback}"
     flagged = sorted({t.task_type for t in (chosen.per_task_type if chosen else []) if t.flagged})
+    split = {a.label: a.alpha for a in attempts if not a.rollback}
+    level_doc: dict[str, Any] = {
+        "attempts": split,
+        "rule": "Bonferroni over the attempts (levels fixed before any certification sample, summing to alpha)"
+                + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
+        "total": params.alpha}
     return Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
                        kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population_of(pool, qids),
                        baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
-                       attempts=attempts, rollouts=total, flagged_task_types=flagged)
+                       attempts=attempts, rollouts=total, flagged_task_types=flagged, per_type=per_type, levels=level_doc)
 
 
 def certificate_metrics(certificate: Certificate) -> dict[str, float | None]:

@@ -33,9 +33,16 @@ def test_certificate_levels_attempts_and_delivery_agree(accept_all_run):
     paths, cfg = accept_all_run["paths"], accept_all_run["cfg"]
     cert = read_certificate(paths.certify)
     alpha = float(cfg.certify.alpha)
-    assert sum(a.alpha for a in cert.attempts) <= alpha + 1e-12  # Bonferroni over the attempts
+    first = [a for a in cert.attempts if a.rollback is None]
+    assert sum(a.alpha for a in first) <= alpha + 1e-12  # Bonferroni over the attempts
+    assert cert.levels["attempts"] == {a.label: a.alpha for a in first} and cert.levels["total"] == alpha
+    for a in cert.attempts:
+        if a.rollback is not None:  # a rollback re-certification runs at its certified parent's level (fixed sequence)
+            parent = next(p for p in first if p.label == a.rollback["of"])
+            assert parent.decision == "certified" and a.alpha == parent.alpha
+    cert_attempts = first
     assert cert.attempts[0].label == "final"
-    assert [a.label for a in cert.attempts[1:]] == [f"epoch {e}" for e in range(int(cfg.train.epochs) - 1, 0, -1)][:len(cert.attempts) - 1]
+    assert [a.label for a in cert_attempts[1:]] == [f"epoch {e}" for e in range(int(cfg.train.epochs) - 1, 0, -1)][:len(cert_attempts) - 1]
     fingerprints = [a.fingerprint for a in cert.attempts]
     assert len(set(fingerprints)) == len(fingerprints)  # each fallback differs from the ones tried before it
     tried = [a for a in cert.attempts if a.decision != "skipped"]
@@ -46,7 +53,12 @@ def test_certificate_levels_attempts_and_delivery_agree(accept_all_run):
     delivered = HarnessTree.load(paths.holdout / "delivered")
     assert delivered == HarnessTree.load(paths.certify / "delivered")
     ws = paths.slow(int(cfg.train.epochs)) / "workspace"
-    assert delivered == wsp.harness_view(ws, sv, pv)
+    if cert.chosen is None or cert.chosen.rollback is None:
+        assert delivered == wsp.harness_view(ws, sv, pv)
+    else:  # the workspace's harness with the rolled-back skill files put back to the start's
+        view, start = wsp.harness_view(ws, sv, pv), wsp.harness_view(ws, "v0", "v0")
+        changed = {p for p in set(view) | set(delivered) if view.get(p) != delivered.get(p)}
+        assert changed == set(cert.chosen.rollback["files"]) and all(delivered.get(p) == start.get(p) for p in changed)
     assert read_certificate(paths.holdout) == cert
     holdout = json.loads((paths.holdout / "holdout.json").read_text())
     assert (holdout["delivered"]["skills_version"], holdout["delivered"]["prompts_version"]) == (sv, pv)

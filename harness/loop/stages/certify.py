@@ -3,7 +3,8 @@
 The training's best pointer ("final") is certified against the starting harness (or `certify.reference`) on the
 test pool, with fresh sample indices: no selection ever looked at those questions. Not certified -> the best
 pointers of earlier epochs are tried (up to `certify.fallbacks`, each at its share of alpha), else the starting
-harness is delivered. The choice and its evidence are the certificate; holdout evaluates what is delivered.
+harness is delivered. With `certify.per_type=rollback`, a certified harness with flagged task types gets those types'
+skill files put back to the baseline's and is certified once more on fresh samples (harness/loop/certify.py). The choice and its evidence are the certificate; holdout evaluates what is delivered.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import workspace as wsp
-from harness.contracts.certificate import Certificate, write_certificate
+from harness.contracts.certificate import Attempt, Certificate, write_certificate
 from harness.identity import CERTIFY_INDEX, certify_run_id
 from harness.kernel.certificate import CertifyParams
 from harness.kernel.schedule import StateLayout
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
-from harness.loop.certify import Contender, arm_slug, run_certificate
+from harness.loop.certify import Contender, arm_slug, rollback_tree, run_certificate
 from harness.loop.context import StageContext
 from harness.loop.persistence import read_pools
-from harness.loop.state import RUNLOG, WORKSPACE, fresh_output, is_done, mark_done, require_done
+from harness.loop.state import RUNLOG, WORKSPACE, StateError, fresh_output, is_done, mark_done, require_done
 from harness.loop.validate import ScoredShareGuard
 from harness.tree import HarnessTree
 
@@ -89,22 +90,57 @@ def stage_certify(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
             candidates, baseline, qids=test, questions=ctx.questions(),
             rollout=ScoredShareGuard(ctx.infra_limits, "certify").rollout(ro.rollout_fn(ctx, log)), params=params,
             fallback_share=float(ctx.cfg.certify.fallback_share), run_id=lambda arm: certify_run_id(ctx.run_name, arm),
-            seed=int(ctx.cfg.train.seed), first_index=CERTIFY_INDEX, pool="test", otherwise=start))
+            seed=int(ctx.cfg.train.seed), first_index=CERTIFY_INDEX, pool="test", otherwise=start,
+            per_type=str(ctx.cfg.certify.per_type)))
     finally:
         log.close()
     chosen = certificate.chosen
-    delivered = next(c for c in candidates if c.label == chosen.label) if chosen else start
+    delivered = _delivered(chosen, candidates, baseline) if chosen else start
     delivered.tree.save(out_dir / DELIVERED)
     write_certificate(out_dir, certificate)
     mark_done(out_dir, {"stage": "certify", "certified": certificate.certified, "delivered": certificate.delivered,
-                        "skills_version": delivered.skills_version, "prompts_version": delivered.prompts_version},
+                        "skills_version": delivered.skills_version, "prompts_version": delivered.prompts_version,
+                        "rolled_back": sorted(chosen.rollback["files"]) if chosen and chosen.rollback else []},
               spend=ctx.take_spend())
     (progress.info if certificate.certified else progress.warning)("[certify] %s", certificate.summary)
+    for a in certificate.attempts:
+        if a.rollback and a.rollback.get("kept"):
+            for task_type, why in sorted(a.rollback["kept"].items()):
+                progress.warning("[certify] task type %r flagged but not rolled back: %s", task_type, why)
     for row in (chosen.per_task_type if chosen else []):
         if row.flagged:
             progress.warning("[certify] task type %r: estimate %+.1f pts on %d pairs (below -%.1f): check its skill file",
                              row.task_type, 100 * row.estimate, row.pairs, 100 * params.flag_drop)
     return certificate
+
+
+def _delivered(chosen: Attempt, candidates: list[Contender], baseline: Contender) -> Contender:
+    """The Contender of the certified attempt: a training candidate, or one with a per-type rollback applied."""
+    if not chosen.rollback:
+        return next(c for c in candidates if c.label == chosen.label)
+    parent = next(c for c in candidates if c.label == chosen.rollback["of"])
+    tree, _, _ = rollback_tree(parent.tree, baseline.tree, list(chosen.rollback["task_types"]),
+                               shared=bool(chosen.rollback.get("shared")))
+    if tree.fingerprint != chosen.fingerprint:
+        raise StateError(f"certify: the rollback of {parent.label!r} rebuilt as {tree.fingerprint}, certified as {chosen.fingerprint}")
+    return Contender(chosen.label, tree, parent.skills_version, parent.prompts_version)
+
+
+def delivered_tree(certify_dir: Path, workspace: Path) -> tuple[Certificate, str, str, HarnessTree]:
+    """(certificate, skills version, prompts version, tree) of what a finished certify stage delivers. With a per-type
+    rollback the versions are those of the harness it modifies and the tree is certify_dir/delivered, checked against
+    the certified fingerprint; otherwise the tree is the workspace's view, checked against certify_dir/delivered."""
+    certificate, sv, pv = read_delivery(certify_dir)
+    saved = HarnessTree.load(Path(certify_dir) / DELIVERED)
+    chosen = certificate.chosen
+    if chosen is not None and chosen.rollback:
+        if saved.fingerprint != chosen.fingerprint:
+            raise StateError(f"{certify_dir}/{DELIVERED} is not the certified rollback {chosen.fingerprint}: re-run the certify stage")
+        return certificate, sv, pv, saved
+    tree = wsp.harness_view(workspace, sv, pv)
+    if tree.fingerprint != saved.fingerprint:
+        raise StateError(f"{certify_dir}/{DELIVERED} is not the workspace's {sv}/{pv}: re-run the certify stage")
+    return certificate, sv, pv, tree
 
 
 def read_delivery(certify_dir: Path) -> tuple[Certificate, str, str]:

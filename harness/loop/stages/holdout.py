@@ -17,10 +17,9 @@ from harness.loop.context import StageContext
 from harness.loop.documents import HOLDOUT, DeliveredDoc, HoldoutDoc, read_document, to_json, write_document
 from harness.loop.observation import write_holdout_eval
 from harness.loop.persistence import read_pools
-from harness.loop.stages.certify import DELIVERED, read_delivery
+from harness.loop.stages.certify import delivered_tree
 from harness.loop.state import RUNLOG, WORKSPACE, StateError, fresh_output, mark_done, read_lineage, require_done
 from harness.loop.validate import ScoredShareGuard
-from harness.tree import HarnessTree
 
 progress = logging.getLogger("harness.progress")
 
@@ -29,13 +28,10 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
     """Deliver what `certify` chose (its tree under out/delivered, its certificate beside it) and evaluate base and
     delivered on the test pool."""
     prev = require_done(Path(final_state), "final state")
-    certificate, sv, pv = read_delivery(Path(certify))
-    out_dir = fresh_output(Path(out))
     ws = prev / WORKSPACE
+    certificate, sv, pv, delivered = delivered_tree(Path(certify), ws)  # a per-type rollback is no workspace version
+    out_dir = fresh_output(Path(out))
     best = wsp.read_best(ws)
-    delivered = wsp.harness_view(ws, sv, pv)
-    if delivered.fingerprint != HarnessTree.load(Path(certify) / DELIVERED).fingerprint:
-        raise StateError(f"{certify}/{DELIVERED} is not the workspace's {sv}/{pv}: re-run the certify stage")
     delivered.save(out_dir / "delivered")
     write_certificate(out_dir, certificate)
     p = read_pools(Path(pools))
@@ -48,7 +44,7 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
         for which, (s, v) in (("base", ("v0", "v0")), ("delivered", (sv, pv))):
             run_id = holdout_run_id(ctx.run_name, which)
             log.record_run(run_id, "holdout", skills_version=s, prompts_version=v)
-            tree = wsp.harness_view(ws, s, v)
+            tree = delivered if which == "delivered" else wsp.harness_view(ws, s, v)
             got = asyncio.run(rollout(tree, [(qs[q], HOLDOUT_INDEX) for q in p["test"]], run_id))
             seen = [x for x in got if x is not None]
             if not seen:  # never an accuracy from nothing (an empty test pool asks nothing)
