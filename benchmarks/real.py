@@ -158,8 +158,8 @@ async def legacy_edit(provider: OpenAIProvider, picked: list[CaseSample], task_t
 async def editor_and_diagnoser(provider: OpenAIProvider, solver: dict[str, Any], calls: int, structured: str) -> dict[str, Any]:
     failures = [r for r in solver["records"] if not r.correct]
     qs = solver["questions"]
-    cases = [CaseSample(qid=r.qid, task_type=r.task_type, question=qs[r.qid].question, predicted=r.predicted, answer=r.answer,
-                        correct=False, trace_excerpt=f"[assistant] {r.reasoning or ''}") for r in failures]
+    cases = [CaseSample.of(qs[r.qid], predicted=r.predicted, correct=False, trace_excerpt=f"[assistant] {r.reasoning or ''}")
+             for r in failures]
     out: dict[str, Any] = {}
     formats = [TEXT, structured] + ([LEGACY] if structured != TEXT else [])
     for fmt in formats:

@@ -126,7 +126,7 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
         run_id = step_run_id("calib", 1, step)
         outcomes = await rollouts(provider, bench, tree, diag, STEP_INDEX * 1 + step)
         failures = [
-            CaseSample(o.qid, world.question(o.qid).task_type, world.question(o.qid).question, o.predicted, world.question(o.qid).answer, False, o.reasoning)
+            CaseSample.of(world.question(o.qid), predicted=o.predicted, correct=False, trace_excerpt=o.reasoning)
             for o in outcomes
             if not o.correct
         ]
