@@ -66,8 +66,8 @@ QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
 TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 PARTS = ("parsing", "train")
-BLOCKS = (*PARTS, "coupling", "compare")  # the report's blocks in order; "coupling" is written by benchmarks/real_coupling.py,
-# "compare" by hand from `python -m stages.compare` runs (its commands are in the block)
+BLOCKS = (*PARTS, "coupling", "compare", "editor")  # the report's blocks in order; "coupling" is written by benchmarks/real_coupling.py,
+# "compare" by hand from `python -m stages.compare` runs (its commands are in the block), "editor" by benchmarks/real_editor.py
 RUN_INFO = "real_bench.json"  # a train job's wall time and server, for --from-job
 # 240 questions: test 40 (held out), validation 20, diagnosis 20 = 2 steps of 10; gates of at most 40 pairs: an accept
 # needs log E >= log(1/level) (e-LOND gives the first gates ~0.0012, so ~6.7), which ~20 straight wins reach and 10
