@@ -142,22 +142,35 @@ def render(before: dict[str, Any], after: dict[str, Any]) -> str:
         gates = ", ".join(f"{k} {v}" for k, v in sorted(s["gates"].items())) or "—"
         lines.append(f"| {doc['label']} | {s['calls']} | {s['proposed']} | {s['applied']} | {s['no_change']} | {s['fallback']} | "
                      f"{gates} | {doc['wall_s'] / 60:.1f} min |")
-    lines += ["", f"Diagnosis questions {before['diagnosis_questions']} (solver failures {before['failures']} before, "
-                  f"{after['failures']} after); validation {before['gate_pairs']} questions, baseline correct "
-                  f"{before['validation_baseline']} before, {after['validation_baseline']} after.", "",
-              "Every call (after):", "", "| # | task type | format | result | edit | gate |", "|---|---|---|---|---|---|"]
-    for i, c in enumerate(after["calls"]):
-        result = ("applied" if c["applied"] else f"no_change: {c['no_change']}" if c["no_change"] is not None
-                  else f"fallback: {c['fallback']}" if c["fallback"] else f"not applied ({', '.join(c['statuses'])})")
-        edit = "; ".join(f"{e['op']}: {e['new'] or e['old']}" for e in c["edits"]) or "—"
-        gate = c["gate"]["action"] + f" (W {c['gate']['wins']} L {c['gate']['losses']} T {c['gate']['ties']})" if "gate" in c else "—"
-        lines.append(f"| {i} | {c['task_type']} | {c['reply_format']} | {_cell(result)} | {_cell(edit)} | {gate} |")
-    lines.append("")
+    b, a = summary(before), summary(after)
+    early = sum(1 for doc in (before, after) for c in doc["calls"] if c.get("gate", {}).get("action") == "accept"
+                and "log E reached" in c["gate"]["reason"])
+    lines += ["", f"Reading: fallbacks (a reply lost after a retry) {b['fallback']} -> {a['fallback']}; the replies the schema admits "
+                  f"but that cannot be applied are now no-changes with their reason ({a['no_change']} of {a['calls']}). Applied "
+                  f"edits {b['applied']} -> {a['applied']}, accepted {b['gates'].get('accept', 0)} -> {a['gates'].get('accept', 0)}: "
+                  "the two runs' editor prompts differ (that is the change), so each call is a different sample and the counts "
+                  "are not paired. Read the edits themselves: the 135M editor writes no rule in either run. "
+                  f"{early} of the accepts were the early crossing of log E >= {GATE.lambda_accept} on two wins and no loss: at "
+                  "this level the default gate accepts a null edit in about 38 % of gates at 40 % discordance "
+                  "(docs/own-run.md, Budget sizing)."]
+    lines += ["", f"Diagnosis questions {before['diagnosis_questions']} (solver accuracy {before['base_accuracy']:.2f}: "
+                  f"{before['failures']} failures before, {after['failures']} after); validation {before['gate_pairs']} questions, "
+                  f"baseline correct {before['validation_baseline']} before, {after['validation_baseline']} after.", ""]
+    for doc in (before, after):
+        lines += [f"Every call, {doc['label']}:", "", "| # | task type | format | result | edit (new text; old for delete) | gate |",
+                  "|---|---|---|---|---|---|"]
+        for i, c in enumerate(doc["calls"]):
+            result = ("applied" if c["applied"] else f"no_change: {c['no_change']}" if c["no_change"] is not None
+                      else f"fallback: {c['fallback']}" if c["fallback"] else f"not applied ({', '.join(c['statuses'])})")
+            edit = "; ".join(f"{e['op']}: {e['old'] if e['op'] == 'delete' else e['new']}" for e in c["edits"]) or "—"
+            gate = (c["gate"]["action"] + f" (W {c['gate']['wins']} L {c['gate']['losses']} T {c['gate']['ties']})") if "gate" in c else "—"
+            lines.append(f"| {i} | {c['task_type']} | {c['reply_format']} | {_cell(result)} | {_cell(edit, 100)} | {gate} |")
+        lines.append("")
     return "\n".join(lines)
 
 
 def _cell(text: str, limit: int = 140) -> str:
-    text = " ".join(str(text).split()).replace("|", "\\|")
+    text = " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")  # a model's code fence must not end the table
     return text if len(text) <= limit else text[:limit] + " …"
 
 
