@@ -170,7 +170,7 @@ def budget_sizing(cfg: DictConfig) -> tuple[list[str], list[Any]]:
                                         f"were a win ({'log E >= %.2f' % sizing.level if sizing.what == 'gate' else 'alpha %g' % sizing.level}); "
                                         f"{would} would (docs/own-run.md, Budget sizing)"))
         elif not sizing.reaches_target:
-            warnings.append(f"warning: {_sizing_line(sizing, keys)}; see docs/own-run.md, Budget sizing")
+            warnings.append(f"{_sizing_line(sizing, keys)}; see docs/own-run.md, Budget sizing")
     return warnings, violations
 
 
@@ -287,8 +287,8 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
             raise problems[0].error
         print(problems_message(entry, problems), file=sys.stderr)
         raise SystemExit(2)
-    for line in warnings:
-        print(f"{entry}: {line}", file=sys.stderr)
+    for line in warnings:  # not "<entry>: ...": that prefix is the one line of an error (tests/pipeline/test_one_line_errors.py)
+        print(f"warning ({entry}): {line}", file=sys.stderr)
 
 
 def remove_unused_job_dir(job_dir: Path, *, existed_before: bool, up_to: Path | None = None) -> bool:
