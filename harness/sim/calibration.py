@@ -148,7 +148,7 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
                 sample_index=STEP_INDEX * 1 + step,
             )
             result.parse_errors += bool(record.parse_error)
-            result.no_change += bool(record.no_change_reason)
+            result.no_change += bool(record.no_change_reason) and not record.edits  # the editor declined (proposed nothing)
             for a in record.apply_report:
                 result.edit_ops[(a.edit.op, a.status)] += 1
             if not record.changed:

@@ -86,7 +86,7 @@ def test_every_reply_valid_under_the_schema_parses_and_is_never_a_fallback(budge
                                              diagnoses=[], rejected=[], edit_budget=budget, sample_index=0,
                                              reply_format=JSON_OBJECT_SCHEMA))
     assert record.parse_error == "" and llm.requests == 1  # no retry, no fallback
-    assert record.changed or record.no_change_reason or all(a.status != "applied" and a.detail for a in record.apply_report)
+    assert record.changed or record.no_change_reason  # applied, or a no-change with its reason
     assert len(record.apply_report) == len(record.edits) == len(reply["edits"])
 
 
@@ -132,3 +132,4 @@ def test_the_edge_cases_of_the_issue_are_schema_valid_no_changes():
         task_type="t", skill_file="skills/t/SKILL.md", skill_text=SKILL, case_pack=[], diagnoses=[], rejected=[],
         edit_budget=1, sample_index=0, reply_format=JSON_OBJECT_SCHEMA))
     assert not record.changed and [a.status for a in record.apply_report] == ["not_found"] and not record.parse_error
+    assert record.no_change_reason == "no edit applied: delete not_found (the <old> text does not occur in the file)"
