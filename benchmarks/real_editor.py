@@ -11,8 +11,9 @@ type's skill file; every changed file is gated: the base and the candidate answe
 questions (disjoint from the diagnosis questions; baseline sample 500, shared by every gate; candidate sample 600),
 and the kernel's `gate_decision` with the default gate (`betting_budget`, lambda 0.5, one block of 20, uniform
 weights) decides. The script runs unchanged on main and on a branch: before/after differ only in the code that builds
-and renders the cases, the editor's schema and its parser. A shared `--cache` makes the second run reuse the
-solver's replies (same prompts, same seeds) and pay only for what changed.
+and renders the cases, the editor's schema and its parser. Every request's seed derives from its sample index and the
+server runs one thread with seed 0, so the solver's answers are the same in both runs. The response cache's key holds
+the server's port: pass the same `--port` to both runs to have the second reuse the first's identical requests.
 """
 
 from __future__ import annotations
@@ -129,11 +130,12 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
 
 def render(before: dict[str, Any], after: dict[str, Any]) -> str:
     lines = ["## 6. The editor with the choices in its view (issue 32 items 1, 2, 7)", "",
-             "`python benchmarks/real_editor.py` on main (before) and on this branch (after), same questions, same seeds, one "
-             "shared response cache (module doc); the server of the tests (`LlamaServer()`, 1 thread). Per editor call: "
-             "proposed = the reply parsed with at least one edit; applied = the file changed; no_change = the editor declined "
-             "(or, after, an edit the schema allows but that cannot be applied, with its reason); fallback = unparseable after "
-             "the retry. Each applied edit is gated on the same validation questions by the kernel's `gate_decision` "
+             "`python benchmarks/real_editor.py` on main (before) and on this branch (after), same questions, same seeds (module "
+             "doc); the server of the tests (`LlamaServer()`, 1 thread). Per editor call: "
+             "proposed = the parsed reply has at least one edit (after: also edits recorded as not applicable); applied = the "
+             "file changed; no_change = the editor declined, or (after) none of its edits could be applied, with the reason; "
+             "fallback = unparseable after the retry (nothing recorded but the error). Each applied edit is gated on the same "
+             "validation questions by the kernel's `gate_decision` "
              f"(`{GATE.rule}`, lambda {GATE.lambda_accept}, {GATE.max_pairs} pairs, uniform weights).", "",
              "| code | editor calls | proposed | applied | no_change | fallback | gate decisions | wall |",
              "|---|---|---|---|---|---|---|---|"]
@@ -145,8 +147,9 @@ def render(before: dict[str, Any], after: dict[str, Any]) -> str:
     b, a = summary(before), summary(after)
     early = sum(1 for doc in (before, after) for c in doc["calls"] if c.get("gate", {}).get("action") == "accept"
                 and "log E reached" in c["gate"]["reason"])
-    lines += ["", f"Reading: fallbacks (a reply lost after a retry) {b['fallback']} -> {a['fallback']}; the replies the schema admits "
-                  f"but that cannot be applied are now no-changes with their reason ({a['no_change']} of {a['calls']}). Applied "
+    lines += ["", f"Reading: fallbacks (a reply lost after a retry) {b['fallback']} -> {a['fallback']}; {a['no_change']} of {a['calls']} "
+                  "replies are now no-changes with their reason (each listed below: the schema admits them, nothing in them "
+                  f"applies). Applied "
                   f"edits {b['applied']} -> {a['applied']}, accepted {b['gates'].get('accept', 0)} -> {a['gates'].get('accept', 0)}: "
                   "the two runs' editor prompts differ (that is the change), so each call is a different sample and the counts "
                   "are not paired. Read the edits themselves: the 135M editor writes no rule in either run. "
@@ -195,6 +198,7 @@ def main() -> None:
     parser.add_argument("--edit-calls", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "real_editor_cache"))
+    parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one; the cache key holds it)")
     parser.add_argument("--out", default=None, help="write the run's JSON here")
     parser.add_argument("--render", nargs=2, metavar=("BEFORE", "AFTER"), help="render two runs' JSON into the report")
     parser.add_argument("--report", default=str(REPORT))
@@ -205,7 +209,7 @@ def main() -> None:
         print(render(before, after))
         return
     cache = ResponseCache(args.cache)
-    with LlamaServer() as server:
+    with LlamaServer(port=args.port) as server:
         doc = asyncio.run(measure(args, server.base_url, server.model_id, cache))
     text = json.dumps(doc, indent=1, ensure_ascii=False)
     if args.out:
