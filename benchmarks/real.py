@@ -66,8 +66,9 @@ QUESTIONS = ROOT / "tests/fixtures/real_mc.jsonl"
 TRAIN_QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 PARTS = ("parsing", "train")
-BLOCKS = (*PARTS, "coupling", "compare")  # the report's blocks in order; "coupling" is written by benchmarks/real_coupling.py,
-# "compare" by hand from `python -m stages.compare` runs (its commands are in the block)
+BLOCKS = (*PARTS, "coupling", "compare", "threads", "h2_estimate", "editor")  # the report's blocks in order; "coupling" is written by benchmarks/real_coupling.py,
+# "compare" by hand from `python -m stages.compare` runs (its commands are in the block), "threads" from
+# benchmarks/llama_server.py and "h2_estimate" from benchmarks/h2_real_estimate.py (by hand), "editor" by benchmarks/real_editor.py
 RUN_INFO = "real_bench.json"  # a train job's wall time and server, for --from-job
 # 240 questions: test 40 (held out), validation 20, diagnosis 20 = 2 steps of 10; gates of at most 40 pairs: an accept
 # needs log E >= log(1/level) (e-LOND gives the first gates ~0.0012, so ~6.7), which ~20 straight wins reach and 10
@@ -158,8 +159,8 @@ async def legacy_edit(provider: OpenAIProvider, picked: list[CaseSample], task_t
 async def editor_and_diagnoser(provider: OpenAIProvider, solver: dict[str, Any], calls: int, structured: str) -> dict[str, Any]:
     failures = [r for r in solver["records"] if not r.correct]
     qs = solver["questions"]
-    cases = [CaseSample(qid=r.qid, task_type=r.task_type, question=qs[r.qid].question, predicted=r.predicted, answer=r.answer,
-                        correct=False, trace_excerpt=f"[assistant] {r.reasoning or ''}") for r in failures]
+    cases = [CaseSample.of(qs[r.qid], predicted=r.predicted, correct=False, trace_excerpt=f"[assistant] {r.reasoning or ''}")
+             for r in failures]
     out: dict[str, Any] = {}
     formats = [TEXT, structured] + ([LEGACY] if structured != TEXT else [])
     for fmt in formats:

@@ -11,6 +11,14 @@ job directory as the job will (`prepare_job`), and validates it
 and nothing is created. Hydra's own composition errors are printed as Hydra
 prints them (exit 1) with "did you mean" for a misspelt key.
 
+Budget sizing (issue 32 item 3, `budget_sizing`): each job's gate and
+delivery certificate are sized from the config alone (harness/kernel/sizing.py:
+the smallest gain the decision code accepts within the pair budget at a
+pessimistic discordance). A budget that cannot accept even if every pair were a
+win is refused like a bad config, naming the budget that would; one that needs
+more than a plausible gain gets one warning line. docs/own-run.md "Budget
+sizing" has the table.
+
 `remove_unused_job_dir` is the fallback for an error the pre-check cannot see
 (another sweeper, an unusual command line): it removes a job directory that
 holds only what Hydra wrote into it.
@@ -118,11 +126,60 @@ def _sweep_jobs(hydra_app: Any, cfg: DictConfig) -> list[list[str]] | None:
     return [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
 
 
+def _pct(gain: float) -> str:
+    return f"{100 * gain:.1f} points"
+
+
+def _sizing_line(sizing: Any, keys: str) -> str:
+    from harness.kernel.sizing import PESSIMISTIC_DISCORDANCE
+
+    level = f"log E >= {sizing.level:.2f}" if sizing.what == "gate" else f"alpha {sizing.level:g}"
+    rule = f"{sizing.rule}, " if sizing.what == "gate" else ""
+    head = (f"{sizing.what} ({keys}; {rule}{level}, {sizing.max_pairs} pairs) at {PESSIMISTIC_DISCORDANCE:.0%} "
+            "discordant pairs")
+    if sizing.smallest_gain is None:
+        return f"{head}: accepts no gain up to {_pct(sizing.discordance)} (gains cannot exceed the discordance)"
+    return (f"{head}: accepts at about +{_pct(sizing.smallest_gain)}, more than a plausible "
+            f"{'edit' if sizing.what == 'gate' else 'delivered harness'} (+{_pct(sizing.target_gain)})")
+
+
+def budget_sizing(cfg: DictConfig) -> tuple[list[str], list[Any]]:
+    """(warnings, violations) of the job's pair budgets (module doc): a violation when the gate or the certificate
+    cannot accept even if every pair were a win; a warning when the smallest gain they accept at the pessimistic
+    discordance is above a plausible one. Rules that do not spend `gate.max_pairs` are not sized."""
+    from harness.config.errors import Violation
+    from harness.kernel.certificate import CertifyParams
+    from harness.kernel.sizing import size_certificate, size_gate
+    from harness.kernel.types import gate_params_from_config
+
+    warnings: list[str] = []
+    violations: list[Violation] = []
+    sized = [("gate.max_pairs / gate.lambda", "gate.max_pairs", size_gate(gate_params_from_config(cfg.gate), suggest=False, refine=False))]
+    if cfg.get("certify") is not None:
+        fields = ("alpha", "max_pairs", "block_size", "margin", "useful_fraction", "flag_drop", "min_type_pairs")
+        certify = CertifyParams(**{k: cfg.certify[k] for k in fields})
+        sized.append(("certify.max_pairs / certify.alpha", "certify.max_pairs", size_certificate(certify, suggest=False, refine=False)))
+    for keys, budget_key, sizing in sized:
+        if sizing is None:
+            continue
+        if not sizing.can_accept:
+            would = (f"{budget_key} >= {sizing.pairs_needed}" if sizing.pairs_needed is not None
+                     else f"a lower level ({keys.split(' / ')[1]})")
+            violations.append(Violation(budget_key, sizing.max_pairs,
+                                        f"the {sizing.what} cannot accept within {sizing.max_pairs} pairs even if every pair "
+                                        f"were a win ({'log E >= %.2f' % sizing.level if sizing.what == 'gate' else 'alpha %g' % sizing.level}); "
+                                        f"{would} would (docs/own-run.md, Budget sizing)"))
+        elif not sizing.reaches_target:
+            warnings.append(f"{_sizing_line(sizing, keys)}; see docs/own-run.md, Budget sizing")
+    return warnings, violations
+
+
 def check_train_command_line(argv: Sequence[str], project_root: Path, prepare_job: PrepareJob, *,
-                             config_name: str = "config") -> list[JobProblem]:
+                             config_name: str = "config", warnings: list[str] | None = None) -> list[JobProblem]:
     """Compose and validate every job `argv` would run (run mode: one; multirun: each sweep job), as the job will
-    see its config after `prepare_job`; returns the jobs whose config is invalid (empty: all valid, or nothing to
-    check). Raises HydraCompositionError when Hydra cannot compose the command line."""
+    see its config after `prepare_job`, and size its pair budgets (`budget_sizing`); returns the jobs whose config
+    is invalid (empty: all valid, or nothing to check), and appends each distinct sizing warning to `warnings`.
+    Raises HydraCompositionError when Hydra cannot compose the command line."""
     from hydra import initialize_config_dir
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.global_hydra import GlobalHydra
@@ -177,9 +234,15 @@ def check_train_command_line(argv: Sequence[str], project_root: Path, prepare_jo
             task = _task_part(job_cfg)
             try:
                 prepare_job(task, job_dir, project_root)
-                finalize_config(task, cli_overrides=list(task_overrides))
+                final = finalize_config(task, cli_overrides=list(task_overrides))
+                job_warnings, refused = budget_sizing(final)
+                if refused:
+                    raise ConfigError(refused)
             except ConfigError as exc:
                 problems.append(JobProblem(task_overrides, exc, len(jobs) if multirun else 1))
+                continue
+            if warnings is not None:
+                warnings.extend(w for w in job_warnings if w not in warnings)
     return problems
 
 
@@ -205,8 +268,9 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
     error print Hydra's message (with "did you mean") and exit 1, as Hydra would. With ``HYDRA_FULL_ERROR=1`` or
     ``--debug`` the error propagates with its traceback."""
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in argv
+    warnings: list[str] = []
     try:
-        problems = check_train_command_line(argv, project_root, prepare_job)
+        problems = check_train_command_line(argv, project_root, prepare_job, warnings=warnings)
     except HydraCompositionError as exc:
         if full_error:
             raise
@@ -223,6 +287,8 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
             raise problems[0].error
         print(problems_message(entry, problems), file=sys.stderr)
         raise SystemExit(2)
+    for line in warnings:  # not "<entry>: ...": that prefix is the one line of an error (tests/pipeline/test_one_line_errors.py)
+        print(f"warning ({entry}): {line}", file=sys.stderr)
 
 
 def remove_unused_job_dir(job_dir: Path, *, existed_before: bool, up_to: Path | None = None) -> bool:

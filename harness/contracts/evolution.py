@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from harness.kernel.types import Edit
+from harness.kernel.types import Edit, EditApplication
 
 FORMAT_DIAGNOSIS = "diagnosis"
 FORMAT_EDIT_OPS = "edit-ops"
@@ -91,7 +91,9 @@ def parse_diagnosis(text: str) -> str:
 @dataclass
 class EditOps:
     edits: list[Edit] = field(default_factory=list)
-    no_change: str | None = None  # reason, when the editor declined
+    no_change: str | None = None  # reason, when the editor declined (or none of its edits can be applied)
+    # edits the reply's format admits that cannot be applied, each with status "invalid" and its reason (recorded)
+    refused: list[EditApplication] = field(default_factory=list)
 
 
 def parse_edit_ops(text: str) -> EditOps:

@@ -13,7 +13,10 @@ Reply formats (`REPLY_FORMATS`):
 
 The JSON parsers return the same data as the text parsers (`EditOps`, the
 diagnosis paragraph) and raise `ReplyFormatError` naming what is wrong, so a
-malformed reply is recorded as a fallback and never applied.
+malformed reply is recorded as a fallback and never applied. The editor's
+parser refuses exactly what its schema refuses by structure; a schema-valid
+edit that cannot be applied is recorded with its reason, never a fallback
+(tests/contracts/test_edit_ops_schema.py generates replies from the schema).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import re
 from typing import Any
 
 from harness.contracts.evolution import EditOps, ReplyFormatError
-from harness.kernel.types import Edit
+from harness.kernel.types import Edit, EditApplication
 
 TEXT = "text"
 JSON_SCHEMA = "json_schema"
@@ -119,8 +122,6 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _text_field(obj: dict[str, Any], key: str, where: str, *, collapse: bool = True) -> str:
     value = obj.get(key, "")
-    if value is None:
-        return ""
     if not isinstance(value, str):
         raise ReplyFormatError(f"{where}: {key!r} must be a string, got {type(value).__name__}")
     return " ".join(value.split()) if collapse else value.strip()
@@ -159,45 +160,69 @@ def _instruction_run(new: str) -> str:
     return ""
 
 
-def parse_edit_ops_json(text: str) -> EditOps:
-    """`EditOps` of a `{"edits": [...], "no_change": "..."}` reply; ReplyFormatError names the faulty edit.
+EDIT_KEYS = ("why", "op", "old", "new")
+NO_EDIT_NO_REASON = "the editor gave no edit and no reason"
 
-    With edits, "no_change" is ignored; without, it must give the reason.
+
+def _unusable(op: str, old: str, new: str) -> str:
+    """Why an edit the schema admits cannot be applied as a rule ("" when it can)."""
+    if " ".join(new.lower().strip(" .").split()) in EXAMPLE_EDIT_TEXTS:
+        return f'copies the format example ("new": {new!r}) instead of writing a rule'
+    copied = _instruction_run(new)
+    if copied:
+        return f'copies the reply instruction ("{copied}" in "new") instead of writing a rule'
+    if op in ("replace", "delete") and not old:
+        return f'{op} with an empty "old": no text of the file to {op}'
+    if op in ("add", "replace") and not new:
+        return f'{op} with an empty "new": no rule to write'
+    return ""
+
+
+def parse_edit_ops_json(text: str) -> EditOps:
+    """`EditOps` of a `{"edits": [...], "no_change": "..."}` reply, for exactly the replies `edit_ops_schema` admits.
+
+    Refused (ReplyFormatError, naming what is wrong) only what the schema refuses by structure: not one JSON object,
+    a missing or unknown key, a field of the wrong type, an op outside add/replace/delete. The length keywords are
+    not re-checked (a provider that does not enforce them still gives a usable edit). Every schema-valid reply
+    parses: an edit the schema admits that cannot be applied (an empty "old" on replace/delete, an empty "new", a
+    copy of the format example or of the instruction) is kept in `EditOps.refused` with its reason, and when no
+    usable edit is left the reply is a no-change whose reason says why (`NO_EDIT_NO_REASON` for empty "edits" and
+    an empty "no_change"). With usable edits, "no_change" is ignored.
     """
     obj = _json_object(text)
-    edits_value = obj.get("edits", [])
+    _exact_keys(obj, ("edits", "no_change"), "editor reply")
+    edits_value = obj["edits"]
     if not isinstance(edits_value, list):
         raise ReplyFormatError(f'"edits" must be a list, got {type(edits_value).__name__}')
     no_change = _text_field(obj, "no_change", "editor reply")
-    if not edits_value:  # "no_change" is read only when there is no edit (the schema makes both fields required)
-        if no_change:
-            return EditOps(edits=[], no_change=no_change)
-        raise ReplyFormatError('expected edits or a "no_change" reason, found neither')
     edits: list[Edit] = []
+    refused: list[EditApplication] = []
     for i, item in enumerate(edits_value, 1):
         if not isinstance(item, dict):
             raise ReplyFormatError(f"edit {i} must be an object, got {type(item).__name__}")
+        _exact_keys(item, EDIT_KEYS, f"edit {i}")
         op = _text_field(item, "op", f"edit {i}").lower()
+        if op not in EDIT_OPS:
+            raise ReplyFormatError(f"edit {i} has op {op!r}; expected one of {list(EDIT_OPS)}")
         old, new = (_text_field(item, key, f"edit {i}", collapse=False) for key in ("old", "new"))  # quoted file text
-        why = _text_field(item, "why", f"edit {i}")
-        if " ".join(new.lower().strip(" .").split()) in EXAMPLE_EDIT_TEXTS:
-            raise ReplyFormatError(f'edit {i} copies the format example ("new": {new!r}); write the rule itself')
-        copied = _instruction_run(new)
-        if copied:
-            raise ReplyFormatError(f'edit {i} copies the reply instruction ("{copied}" in "new"); write the rule itself')
-        if op == "add":
-            if not new:
-                raise ReplyFormatError(f'edit {i} (add) has an empty "new"')
-            edits.append(Edit(op="add", text=new, rationale=why))
-        elif op in ("replace", "delete"):
-            if not old:
-                raise ReplyFormatError(f'edit {i} ({op}) has an empty "old"')
-            if op == "replace" and not new:
-                raise ReplyFormatError(f'edit {i} (replace) has an empty "new"')
-            edits.append(Edit(op=op, text=new, old=old, rationale=why))
+        edit = Edit(op=op, text=new, old="" if op == "add" else old, rationale=_text_field(item, "why", f"edit {i}"))
+        problem = _unusable(op, old, new)
+        if problem:
+            refused.append(EditApplication(edit, "invalid", f"edit {i} ({op}) {problem}"))
         else:
-            raise ReplyFormatError(f'edit {i} has op {op!r}; expected one of {list(EDIT_OPS)}')
-    return EditOps(edits=edits)
+            edits.append(edit)
+    if edits:
+        return EditOps(edits=edits, refused=refused)
+    if refused:
+        return EditOps(edits=[], no_change="no usable edit: " + "; ".join(r.detail for r in refused), refused=refused)
+    return EditOps(edits=[], no_change=no_change or NO_EDIT_NO_REASON)
+
+
+def _exact_keys(obj: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
+    missing, extra = [k for k in keys if k not in obj], sorted(set(obj) - set(keys))
+    if missing or extra:
+        raise ReplyFormatError(f"{where}: expected exactly the keys {list(keys)}"
+                               + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
 
 
 def is_probe_reply(text: str) -> bool:

@@ -7,7 +7,12 @@ schema where the provider enforces one, else the `<edit>` text format;
 harness/evolution/ask.py), recorded in `EvolutionRecord.reply_format`; a
 reply that does not parse gets one retry with the parser's message as
 feedback, and a second failure is recorded in `EvolutionRecord.parse_error`
-with the text unchanged (never applied). Provider errors
+with the text unchanged (never applied). A reply that parses but proposes
+nothing applicable (structured output: edits the schema admits that cannot be
+applied, harness/contracts/structured.py) is a no-change whose reason is
+recorded, and such edits are in `apply_report` as `invalid` with theirs; so
+is a reply whose edits all fail to apply (`not_found`, `duplicate`, ...):
+`no_change_reason` then lists each edit's status. Provider errors
 (`LLMError`) propagate: the caller decides (the response cache makes a re-run
 free).
 """
@@ -51,11 +56,17 @@ def _record(task_type: str, target: str, text: str, ops: EditOps | None, error: 
                              reply_format=reply_format)
     if ops is None:
         return record
+    refused = [a.edit for a in ops.refused]  # admitted by the reply format, not applicable: recorded `invalid` with the reason
     if ops.no_change is not None:
         record.no_change_reason = ops.no_change
+        record.edits, record.apply_report = refused, list(ops.refused)
         return record
-    record.edits = list(ops.edits)
-    record.new_text, record.apply_report = apply_edits(text, record.edits, budget, max_chars=max_chars)
+    record.edits = list(ops.edits) + refused
+    record.new_text, report = apply_edits(text, list(ops.edits), budget, max_chars=max_chars)
+    record.apply_report = report + list(ops.refused)
+    if not record.changed:  # proposed, none applicable: a no-change whose reason is each edit's status
+        record.no_change_reason = "no edit applied: " + "; ".join(
+            f"{a.edit.op} {a.status}" + (f" ({a.detail})" if a.detail else "") for a in record.apply_report)
     return record
 
 

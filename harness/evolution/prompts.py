@@ -35,10 +35,15 @@ from harness.contracts.evolution import (
     TRACE_CLOSE,
     TRACE_OPEN,
 )
+from harness.contracts.solver import CHOICES_HEADING
 from harness.kernel.types import CaseSample, RejectedEdit, ToolCasePack
 from harness.llm.protocol import ChatMessage
+from harness.questions import LETTERS
 
 MAX_TRACE_CHARS = 800
+MAX_CHOICE_CHARS = 200  # a choice is shown whole up to this; the solver saw it whole
+MAX_CONTEXT_CHARS = 300  # per context entry: enough to see what the material says, bounded for long documents
+MAX_CONTEXT_ENTRIES = 4
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")  # package data (pyproject.toml)
 DATA_FILES = ("templates/*.md",)  # part of every stage fingerprint whose code imports this module (code_fingerprint.py)
@@ -120,6 +125,35 @@ def format_trace(trace: str) -> str:
     return f"{TRACE_OPEN}\n{trace}\n{TRACE_CLOSE}"
 
 
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + " …[truncated]"
+
+
+def answer_label(letter: str | None, choices: Sequence[str]) -> str:
+    """`D (text of D)` for a choice letter of a multiple-choice case, the answer as is otherwise, `(none)` for None."""
+    if letter is None:
+        return "(none)"
+    index = LETTERS.find(letter.strip()) if len(letter.strip()) == 1 else -1
+    if 0 <= index < len(choices):
+        return f"{letter.strip()} ({_cut(choices[index], MAX_CHOICE_CHARS)})"
+    return letter
+
+
+def format_case_view(case: CaseSample) -> str:
+    """What the solver was shown (question, lettered choices, context entries): the lines of one case."""
+    lines = [f"Question: {case.question.strip()}"]
+    if case.choices:
+        lines.append(CHOICES_HEADING)
+        lines += [f"{letter}. {_cut(choice, MAX_CHOICE_CHARS)}" for letter, choice in zip(LETTERS, case.choices)]
+    if case.context:
+        shown = case.context[:MAX_CONTEXT_ENTRIES]
+        more = f" (first {len(shown)} of {len(case.context)})" if len(case.context) > len(shown) else ""
+        lines.append(f"Context entries the agent could read with its tool{more}:")
+        lines += [f"[{i}] {_cut(entry, MAX_CONTEXT_CHARS)}" for i, entry in enumerate(shown)]
+    return "\n".join(lines)
+
+
 def format_cases(cases: Sequence[CaseSample]) -> str:
     if not cases:
         return "(no failure cases)"
@@ -127,8 +161,8 @@ def format_cases(cases: Sequence[CaseSample]) -> str:
     for i, c in enumerate(cases, 1):
         blocks.append(
             f"### Case {i} · qid {c.qid} · Task type: {c.task_type}\n"
-            f"Question: {c.question.strip()}\n"
-            f"Predicted: {c.predicted if c.predicted is not None else '(none)'} · Correct: {c.answer}\n"
+            f"{format_case_view(c)}\n"
+            f"Predicted: {answer_label(c.predicted, c.choices)} · Correct: {answer_label(c.answer, c.choices)}\n"
             f"Trace:\n{format_trace(c.trace_excerpt)}"
         )
     return "\n\n".join(blocks)
@@ -198,8 +232,8 @@ def tool_editor_messages(*, target_file: str, text: str, pack: ToolCasePack, edi
 def diagnosis_messages(case: CaseSample, prompts: MetaPrompts | None = None) -> list[ChatMessage]:
     user = (
         f"Task type: {case.task_type}\nQuestion id: {case.qid}\n"
-        f"Question: {case.question.strip()}\n"
-        f"Agent answer: {case.predicted if case.predicted is not None else '(none)'}\nCorrect answer: {case.answer}\n\n"
+        f"{format_case_view(case)}\n"
+        f"Agent answer: {answer_label(case.predicted, case.choices)}\nCorrect answer: {answer_label(case.answer, case.choices)}\n\n"
         f"Trace:\n{format_trace(case.trace_excerpt)}\n"
     )
     return [ChatMessage("system", (prompts or default_prompts()).system("diagnoser")), ChatMessage("user", user)]

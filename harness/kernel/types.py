@@ -168,6 +168,9 @@ class QuadrantClassification:
 
 @dataclass
 class CaseSample:
+    """One judged rollout as the diagnoser and editor see it: what the solver was shown (question, lettered
+    choices, context entries), its parsed answer, the correct one, and (failures) the end of its trace."""
+
     qid: str
     task_type: str
     question: str
@@ -175,6 +178,16 @@ class CaseSample:
     answer: str
     correct: bool
     trace_excerpt: str = ""
+    choices: list[str] = field(default_factory=list)  # the solver's choices A, B, ... (empty: not multiple choice)
+    context: list[str] = field(default_factory=list)  # the question's context entries (the `get_context` tool's answers)
+
+    @classmethod
+    def of(cls, question: Any, *, predicted: Optional[str], correct: bool, trace_excerpt: str = "") -> CaseSample:
+        """The case of one rollout of `question` (a harness.questions.Question): its fields copied from the question
+        record, never re-parsed from a prompt."""
+        return cls(qid=question.qid, task_type=question.task_type, question=question.question, predicted=predicted,
+                   answer=question.answer, correct=correct, trace_excerpt=trace_excerpt, choices=list(question.choices),
+                   context=list(question.context))
 
 
 @dataclass

@@ -133,8 +133,7 @@ def case_samples(reader: RunLogReader, run_id: str, questions: Mapping[str, Ques
         trace = ""
         if not value:
             trace = "\n".join(f"[{t['kind']}] {t['content']}" for t in reader.traces(run_id, qid))
-        out.append(CaseSample(qid=qid, task_type=q.task_type, question=q.question, predicted=preds[qid]["predicted"],
-                              answer=q.answer, correct=bool(value), trace_excerpt=_excerpt(trace)))
+        out.append(CaseSample.of(q, predicted=preds[qid]["predicted"], correct=bool(value), trace_excerpt=_excerpt(trace)))
     return out
 
 

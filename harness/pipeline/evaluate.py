@@ -479,9 +479,8 @@ def failure_cases(db: Path, run_id: str, questions: Mapping[str, Question]) -> l
 
     rows = RunLogReader(db).query("SELECT qid, sample_index, predicted FROM predictions WHERE run_id = ? AND correct = 0 "
                                   "ORDER BY qid, sample_index", (run_id,))
-    return [CaseSample(qid=r["qid"], task_type=questions[r["qid"]].task_type, question=questions[r["qid"]].question,
-                       predicted=r["predicted"], answer=questions[r["qid"]].answer, correct=False,
-                       trace_excerpt=trace_text(db, run_id, r["qid"], int(r["sample_index"])))
+    return [CaseSample.of(questions[r["qid"]], predicted=r["predicted"], correct=False,
+                          trace_excerpt=trace_text(db, run_id, r["qid"], int(r["sample_index"])))
             for r in rows if r["qid"] in questions]
 
 

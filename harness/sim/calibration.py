@@ -126,7 +126,7 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
         run_id = step_run_id("calib", 1, step)
         outcomes = await rollouts(provider, bench, tree, diag, STEP_INDEX * 1 + step)
         failures = [
-            CaseSample(o.qid, world.question(o.qid).task_type, world.question(o.qid).question, o.predicted, world.question(o.qid).answer, False, o.reasoning)
+            CaseSample.of(world.question(o.qid), predicted=o.predicted, correct=False, trace_excerpt=o.reasoning)
             for o in outcomes
             if not o.correct
         ]
@@ -148,7 +148,7 @@ async def calibrate_world(world: World, result: CalibrationResult, *, val_size: 
                 sample_index=STEP_INDEX * 1 + step,
             )
             result.parse_errors += bool(record.parse_error)
-            result.no_change += bool(record.no_change_reason)
+            result.no_change += bool(record.no_change_reason) and not record.edits  # the editor declined (proposed nothing)
             for a in record.apply_report:
                 result.edit_ops[(a.edit.op, a.status)] += 1
             if not record.changed:

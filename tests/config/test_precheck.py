@@ -145,3 +145,32 @@ def test_the_lock_file_name_is_run_locks() -> None:
     from harness.pipeline.run_lock import LOCK_NAME
 
     assert LOCK_FILE == LOCK_NAME
+
+
+def test_a_gate_budget_that_cannot_accept_is_refused_with_the_budget_that_can() -> None:
+    problems = _check("train=tiny", "gate=strict", "gate.max_pairs=10", "gate.block_size=10")
+    assert len(problems) == 1
+    message = str(problems[0].error)
+    assert "gate.max_pairs = 10: the gate cannot accept within 10 pairs even if every pair were a win" in message
+    assert "gate.max_pairs >= 40 would" in message
+
+
+def test_budget_sizing_warns_in_one_line_per_budget_that_misses_a_plausible_gain() -> None:
+    warnings: list[str] = []
+    assert check_train_command_line(["train=tiny", "gate=strict", "gate.max_pairs=40", "gate.block_size=10"], REPO_ROOT,
+                                    rebase_outputs, warnings=warnings) == []
+    gate = [w for w in warnings if w.startswith("gate ")]
+    assert len(gate) == 1 and "\n" not in gate[0]
+    assert "betting, log E >= 6.71, 40 pairs) at 40% discordant pairs: accepts no gain up to 40.0 points" in gate[0]
+    quiet: list[str] = []
+    check_train_command_line(["train=tiny", "gate.max_pairs=200", "certify.max_pairs=400"], REPO_ROOT, rebase_outputs, warnings=quiet)
+    assert quiet == []  # budgets that reach +5 points per edit and +10 delivered say nothing
+
+
+def test_the_entry_prints_each_warning_on_one_line_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.config.precheck import precheck_or_exit
+
+    precheck_or_exit("stages.train", ["train=tiny", "gate.max_pairs=24", "certify.max_pairs=400"], REPO_ROOT, rebase_outputs)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning (stages.train): gate (gate.max_pairs / gate.lambda; betting_budget")
+    assert "more than a plausible edit (+5.0 points)" in lines[0]

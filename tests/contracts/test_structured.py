@@ -31,11 +31,23 @@ def test_edit_ops_json_gives_the_text_parsers_data():
 
 
 @pytest.mark.parametrize("reply, message", [
-    ('{"edits": [], "no_change": ""}', "neither"),
-    ('{"edits": [{"op": "delete", "old": "", "new": "", "why": ""}], "no_change": ""}', "empty \"old\""),
     ('{"edits": [{"op": "rewrite", "old": "a", "new": "b", "why": ""}], "no_change": ""}', "op 'rewrite'"),
     ('{"edits": [{"op": "add", "old": "", "new": "x"', "not JSON"),
     ('[1, 2]', "JSON list"),
+    ('{"edits": []}', "missing \\['no_change'\\]"),
+    ('{"edits": [{"op": "add", "new": "Check twice.", "why": ""}], "no_change": ""}', "missing \\['old'\\]"),
+    ('{"edits": [], "no_change": "x", "note": 1}', "unknown \\['note'\\]"),
+    ('{"edits": {"op": "add"}, "no_change": ""}', "must be a list"),
+])
+def test_replies_the_schema_refuses_are_refused_with_the_problem(reply, message):
+    with pytest.raises(ReplyFormatError, match=message):
+        parse_edit_ops_json(reply)
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ('{"edits": [], "no_change": ""}', "no edit and no reason"),
+    ('{"edits": [{"op": "delete", "old": "", "new": "", "why": ""}], "no_change": ""}', 'delete with an empty "old"'),
+    ('{"edits": [{"op": "replace", "old": " ", "new": "Read every choice.", "why": ""}], "no_change": ""}', 'replace with an empty "old"'),
     # SmolLM2's replies under the schema: the instruction's example values copied back as the edit
     ('{"edits": [{"op": "add", "old": "", "new": "one rule sentence", "why": "short reason"}], "no_change": ""}', "format example"),
     ('{"edits": [{"op": "add", "old": "", "new": "no_change", "why": "short reason"}], "no_change": ""}', "format example"),
@@ -43,9 +55,17 @@ def test_edit_ops_json_gives_the_text_parsers_data():
     ('{"edits": [{"why": "", "op": "add", "old": "", "new": "for each sentence in your own words; ignored for delete."}], '
      '"no_change": ""}', "copies the reply instruction"),
 ])
-def test_malformed_json_replies_name_the_problem(reply, message):
-    with pytest.raises(ReplyFormatError, match=message):
-        parse_edit_ops_json(reply)
+def test_schema_valid_replies_that_cannot_be_applied_are_a_no_change_with_the_reason(reply, reason):
+    ops = parse_edit_ops_json(reply)
+    assert ops.edits == [] and ops.no_change is not None and reason in ops.no_change
+    assert all(a.status == "invalid" and reason in a.detail for a in ops.refused)
+
+
+def test_usable_edits_are_kept_beside_a_refused_one():
+    ops = parse_edit_ops_json('{"edits": [{"op": "delete", "old": "", "new": "", "why": ""}, '
+                              '{"op": "add", "old": "", "new": "Check the units.", "why": ""}], "no_change": ""}')
+    assert [e.text for e in ops.edits] == ["Check the units."] and ops.no_change is None
+    assert [(a.edit.op, a.status) for a in ops.refused] == [("delete", "invalid")]
 
 
 def test_a_rule_that_shares_a_few_words_with_the_instruction_is_still_a_rule():
