@@ -39,7 +39,7 @@ from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 from harness.loop.train_state import Progress, TrainState
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: CaseSample carries the choices and context (a format-1 checkpoint is refused by name)
 PHASES = ("in_epoch", "epoch_done")
 STRUCTURAL_PREFIXES = ("benchmark.", "pools.", "batching.")
 STRUCTURAL_KEYS = ("train.epochs", "train.seed")
