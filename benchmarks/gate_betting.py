@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks._engine import decide_by, gate_now
 from harness.kernel.betting import accept_bets, betting_look, log_wealth_path, reject_bets
-from harness.kernel.gate import gate_decision, pair_block
+from harness.kernel.gate import pair_block
 from harness.kernel.importance_plan import ImportancePlanner, floor_probabilities
 from harness.kernel.ladder import GatePools
 from harness.kernel.screen import futility_stop
@@ -237,8 +238,10 @@ OWN_MIXES = (
 
 
 def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int) -> dict:
-    """Gates end to end through ImportancePlanner.next_block -> pair_block -> gate_decision (the registered betting rule)
-    at every block end, compared with the vectorised decision of this module on the same outcomes. The vectorised
+    """Gates end to end on the kernel's gate loop (`run_gate`: ImportancePlanner.next_block -> pair_block ->
+    gate_decision with the registered betting rule at every block end), compared with the vectorised decision of this
+    module (`betting_path` + `decide`) on the same outcomes: the vectorised copy the sections above use for speed is
+    valid only while `agree == runs` (tests/kernel/test_gate_benchmark.py checks it on seeded worlds). The vectorised
     decision has no futility stop, so the production gates run with `gate.futility=none` here (futility only ever
     turns a "continue" into a reject: benchmarks/futility.py and tests/kernel/test_futility.py measure it)."""
     params = dataclasses.replace(params, futility="none")
@@ -247,17 +250,16 @@ def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int) -> 
     trigger_ok = 0
     for r in range(runs):
         planner = planner_for(rng, p, params, pre_gate_obs, seed=r)
-        pairs = []
-        verdict = 0
-        while (block := planner.next_block([])) is not None:
+
+        def sample_block(block, _b: int, planner=planner):
             rows = np.array([int(item.qid[1:]) for item in block])
             base, cand = draw_outcomes(rng, p[rows], q[rows], 0.0)
-            pairs += pair_block(block, base.tolist(), cand.tolist(), informing_samples=planner.informing_samples())
-            gate = gate_decision(pairs, params, final=planner.final)
-            if gate.action != "continue":
-                undecided = gate.reason.startswith("undecided")  # the final look's params.undecided, not a crossing
-                verdict = 0 if undecided else {"accept": 1, "reject": -1}.get(gate.action, 0)
-                break
+            return pair_block(block, base.tolist(), cand.tolist(), informing_samples=planner.informing_samples())
+
+        run = gate_now(planner, sample_block, decide_by(params), label="gate_betting cross-check")
+        gate, pairs = run.decision, run.pairs
+        undecided = gate.reason.startswith("undecided")  # the final look's params.undecided, not a crossing
+        verdict = 0 if undecided else {"accept": 1, "reject": -1}.get(gate.action, 0)
         z = np.array([(int(x.candidate) - int(x.baseline)) * x.weight for x in pairs])
         vec, _ = decide(betting_path(z, planner.bound, params), params.block_size, params.max_pairs)
         agree += vec == verdict

@@ -4,12 +4,13 @@ import re
 import numpy as np
 import pytest
 
-from .bench_loader import load_gate_benchmark
+from benchmarks import gate as bench
+from harness.kernel.types import GateParams
 
 
 def test_quick_benchmark_runs_and_writes_its_report(tmp_path):
     out = tmp_path / "gate.md"
-    assert load_gate_benchmark().main(["--quick", "--runs", "40", "--pop-runs", "3", "--out", str(out)]) == 0
+    assert bench.main(["--quick", "--runs", "40", "--pop-runs", "3", "--out", str(out)]) == 0
     text = out.read_text()
     for heading in (
         "## 1. Grid",
@@ -45,7 +46,6 @@ def test_quick_benchmark_runs_and_writes_its_report(tmp_path):
 
 
 def test_saving_vs_random_and_its_delta_method_se():
-    bench = load_gate_benchmark()
     saving, se = bench.saving_vs_random(500.0, 15.0, 1000.0, 30.0)
     assert saving == pytest.approx(0.5)
     assert se == pytest.approx(0.5 * math.sqrt(0.03**2 + 0.03**2))
@@ -53,7 +53,6 @@ def test_saving_vs_random_and_its_delta_method_se():
 
 
 def test_shifted_population_keeps_the_baseline_and_hits_the_mean_gain():
-    bench = load_gate_benchmark()
     p = np.random.default_rng(3).uniform(0.05, 0.95, 200)
     null = bench.shifted_population(p, 0.0)
     assert np.array_equal(null.p, p) and np.array_equal(null.q, p)
@@ -64,7 +63,6 @@ def test_shifted_population_keeps_the_baseline_and_hits_the_mean_gain():
 
 
 def test_e2e_harm_lines_reads_the_json_or_says_it_is_missing(tmp_path, monkeypatch):
-    bench = load_gate_benchmark()
     monkeypatch.setattr(bench, "ROOT", tmp_path)
     missing = bench.e2e_harm_lines(tmp_path / "e2e.json")
     assert "not present" in missing[0]
@@ -80,7 +78,39 @@ def test_e2e_harm_lines_reads_the_json_or_says_it_is_missing(tmp_path, monkeypat
 
 
 def test_trade_off_cell_maps_every_ladder_config_to_a_section_6_row():
-    bench = load_gate_benchmark()
     assert bench.trade_off_cell("random") == ("random", 1.0)
     assert bench.trade_off_cell("static") == ("static", 0.25)
     assert bench.trade_off_cell("adaptive10_noanchor") == ("adaptive10", 0.0)
+
+
+@pytest.mark.parametrize("order", ["random", "static", "adaptive"])
+def test_a_recorded_population_path_reads_the_gate_loops_decision(order):
+    """Sections 4-6 record one path per gate and read the sequential rule's decision at every cap (`decide_on_path`);
+    on the same draws the product gate (the kernel's gate loop with gate_decision, rule `sequential`) decides the
+    same action after the same number of pairs, in every seeded gate (null, +5 and +15 point populations)."""
+    params = GateParams(rule="sequential", ladder="static", max_pairs=400, undecided="probation")
+    names = {1: "accept", -1: "reject", 0: "probation"}
+    seen = set()
+    for gain in (0.0, 5.0, 15.0):
+        pop = bench.uniform_log_odds_population(np.random.default_rng(int(gain)), 60, 2.5, gain)
+        for run in range(12):
+            records = bench.population_path(np.random.default_rng([run, 1]), pop, params, order=order, pre_gate_obs=2, run_seed=run,
+                                            stop_on_reject=True)
+            action, n = bench.decide_on_path(records, params, params.max_pairs, direction=True)
+            verdict = bench.population_gate(np.random.default_rng([run, 1]), pop, params, order=order, pre_gate_obs=2, run_seed=run)
+            assert (names[action], n) == (verdict.action, verdict.n_pairs), (gain, run)
+            seen.add(verdict.action)
+    assert {"accept", "reject"} <= seen  # both sides of the rule were exercised
+
+
+def test_the_betting_cross_check_agrees_on_seeded_worlds():
+    """Section 12: the vectorised betting decision (sections 8-11) equals the gate loop's on every seeded gate."""
+    from benchmarks import gate_betting
+
+    params = GateParams()
+    rng = np.random.default_rng(11)
+    for gain in (0.0, 10.0):
+        pop = bench.uniform_log_odds_population(rng, 80, 2.5, gain)
+        result = gate_betting.cross_check(rng, pop.p, pop.q, 15, params, pre_gate_obs=4)
+        assert result["agree"] == result["runs"] == 15
+        assert result["trigger_at_or_above_lambda"] == result["accepts"]
