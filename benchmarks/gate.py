@@ -89,6 +89,9 @@ def simulate_counts(rng: np.random.Generator, runs: int, d: float, theta: float,
 def sequential_first_decision(wins, losses, params: GateParams, *, direction: bool = True, block: int | None = None):
     """First look where the sequential rule decides. Returns (action, look index) arrays; action 1 accept, -1 reject, 0 undecided.
 
+    A vectorised copy of the `sequential` rule for the grid's 10^4 gates a cell: it agrees with the kernel's gate loop
+    (run_gate + gate_decision) decision for decision on seeded paths (tests/kernel/test_gate.py).
+
     `wins`/`losses`: cumulative counts, (runs, n_looks) at block ends, or, with
     `block` = B, (runs, n_looks * B) after every pair - then a look accepts when
     the e-process crossed at any pair of its block (params.accept_within_block),

@@ -119,7 +119,10 @@ def guard_trip(infra: np.ndarray | None, params: GateParams) -> int:
 
 
 def decide(path: Path, block: int, cap: int) -> tuple[int, int]:
-    """(action, pairs): 1 accept, -1 reject, 0 undecided at the cap, 2 INFRA abort; the order of gate_decision."""
+    """(action, pairs): 1 accept, -1 reject, 0 undecided at the cap, 2 INFRA abort; the order of gate_decision.
+
+    With `betting_path`, a vectorised copy of the betting gate for speed: `cross_check` (section 12, and
+    tests/kernel/test_gate_benchmark.py on seeded worlds) shows it agrees with the kernel's gate loop decision for decision."""
     looks = {"accept": look_of(path.accept, block), "reject": look_of(path.reject, block), "guard": path.guard, "futility": path.futility}
     first = min(looks.values())
     if first > cap:

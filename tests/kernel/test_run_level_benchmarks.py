@@ -194,3 +194,37 @@ def test_real_coupling_soft_score_calibration_and_pair_moments():
     assert sp["m2_hard"] == pytest.approx(0.5) and sp["m2_soft"] == pytest.approx((0.25**2 + 0.5**2) / 2)
     assert sp["gain_hard"] == pytest.approx(0.5) and sp["gain_soft"] == pytest.approx(0.375)
     assert rc.calibration({("q", 0): (True, 0.5)}) == {"n": 1, "judged": 1}
+
+
+@pytest.mark.parametrize("statistic", ["hard", "soft, rounded", "soft, continuous"])
+def test_soft_gate_vectorised_crossing_is_the_gate_loops_accept(statistic):
+    """soft_gate.first_crossing (the vectorised accept e-process the benchmark measures) against the kernel's gate loop
+    with the betting rule (reject and futility off, blocks of 20, cap 400) on the same pair statistics: every seeded
+    gate accepts at the block holding the first crossing, or stays undecided when there is none."""
+    from benchmarks._engine import decide_by, gate_now
+    from harness.kernel.betting import accept_bets
+    from harness.kernel.gate import pair_block
+    from harness.kernel.plans import FixedBlocks
+    from harness.kernel.types import BlockItem, GateParams
+
+    params = GateParams(rule="betting", lambda_accept=3.0, lambda_dir=-1e9, futility="none", block_size=20, max_pairs=400, undecided="reject")
+    logits = np.random.default_rng(1).normal(0.0, 2.5, 200)
+    outcomes = set()
+    for points in (0.0, 10.0):
+        pop = soft_gate.Population("p", soft_gate._sig(logits), soft_gate.shift_for_gain(logits, points))
+        z_all = soft_gate.draw_z(np.random.default_rng([4, int(points)]), pop, 4.0, 10, 400)[statistic]
+        crossing = soft_gate.first_crossing(z_all, accept_bets(1.0), params.lambda_accept)
+        for z, n in zip(z_all, crossing):
+            blocks = [[BlockItem(f"q{i}", i) for i in range(start, start + 20)] for start in range(0, 400, 20)]
+
+            def sample_block(block, b, z=z):
+                part = z[20 * b:20 * b + 20]
+                values = {"baseline_values": [float(max(0.0, -x)) for x in part], "candidate_values": [float(max(0.0, x)) for x in part]}
+                return pair_block(block, [bool(x < 0) for x in part], [bool(x > 0) for x in part],
+                                  **(values if statistic == "soft, continuous" else {}))
+
+            verdict = gate_now(FixedBlocks(blocks), sample_block, decide_by(params)).decision
+            expected = ("accept", -(-int(n) // 20) * 20) if n <= 400 else ("reject", 400)
+            assert (verdict.action, verdict.n_pairs) == expected
+            outcomes.add(verdict.action)
+    assert outcomes == {"accept", "reject"}
