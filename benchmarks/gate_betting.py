@@ -97,7 +97,9 @@ def futility_trip(signs: np.ndarray, params: GateParams) -> int:
 
 
 def sign_path(y: np.ndarray, params: GateParams, infra: np.ndarray | None = None) -> Path:
-    """Today's `sequential` rule on +1/-1/0 signs (infra pairs dropped): grid accept, fixed-theta1 direction reject at block ends."""
+    """Today's `sequential` rule on +1/-1/0 signs (infra pairs dropped): grid accept, fixed-theta1 direction reject at block ends.
+    Vectorised for speed; with `decide` it agrees with the kernel's gate loop decision for decision on seeded signs
+    (tests/kernel/test_gate_benchmark.py)."""
     s, f = np.cumsum(y == 1), np.cumsum(y == -1)
     a = log_e_accept(s, f, params)
     ends = np.arange(params.block_size - 1, y.size, params.block_size)

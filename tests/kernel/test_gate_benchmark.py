@@ -114,3 +114,32 @@ def test_the_betting_cross_check_agrees_on_seeded_worlds():
         result = gate_betting.cross_check(rng, pop.p, pop.q, 15, params, pre_gate_obs=4)
         assert result["agree"] == result["runs"] == 15
         assert result["trigger_at_or_above_lambda"] == result["accepts"]
+
+
+def test_the_vectorised_sign_path_of_sections_8_to_11_is_the_gate_loops_sequential_rule():
+    """gate_betting.sign_path + decide (the `sequential` rows of sections 8-11) against the kernel's gate loop with
+    gate_decision (rule `sequential`, blocks of 20, cap 400) on the same seeded signs: same action, same pairs."""
+    from benchmarks import gate_betting
+    from benchmarks._engine import decide_by, gate_now
+    from harness.kernel.gate import pair_block
+    from harness.kernel.plans import FixedBlocks
+    from harness.kernel.types import BlockItem
+
+    params = GateParams(rule="sequential", ladder="static", max_pairs=400, undecided="probation")
+    rng = np.random.default_rng(17)
+    names = {1: "accept", -1: "reject", 0: "probation"}
+    seen = set()
+    for theta in (0.5, 0.62, 0.75):
+        for _ in range(15):
+            y = np.where(rng.random(400) < 0.3, np.where(rng.random(400) < theta, 1, -1), 0)
+            blocks = [[BlockItem(f"q{i}", i) for i in range(start, start + 20)] for start in range(0, 400, 20)]
+
+            def sample_block(block, b, y=y):
+                part = y[20 * b:20 * b + 20]
+                return pair_block(block, [bool(s == -1) for s in part], [bool(s == 1) for s in part])
+
+            verdict = gate_now(FixedBlocks(blocks), sample_block, decide_by(params)).decision
+            action, n = gate_betting.decide(gate_betting.sign_path(y, params), params.block_size, params.max_pairs)
+            assert (names[action], n) == (verdict.action, verdict.n_pairs)
+            seen.add(verdict.action)
+    assert seen == {"accept", "reject", "probation"}
