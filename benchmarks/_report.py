@@ -52,6 +52,7 @@ def publish(md_path: Path, text: str, results: Mapping[str, Any], *, echo: bool 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     """A Markdown table's lines: the header, its rule, one line per row (cells as `str`, "|" escaped)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return lines
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *(line(row) for row in rows)]

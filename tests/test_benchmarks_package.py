@@ -29,3 +29,19 @@ def test_no_test_loads_a_benchmark_by_file_path():
         if path != Path(__file__).resolve() and "spec_from_file_location" in text and '"benchmarks"' in text:
             offenders.append(str(path.relative_to(ROOT)))
     assert offenders == [], f"import these as `from benchmarks import <name>`: {offenders}"
+
+
+def test_publish_writes_the_page_and_its_results_json(tmp_path):
+    import json
+    import math
+
+    import numpy as np
+
+    from benchmarks._report import publish, table
+
+    page = tmp_path / "deep" / "bench.md"
+    results = {"rows": [{"p": np.float64(0.25), "n": np.int64(3), "nan": math.nan}], "caps": {400: (1, 2)}, "arr": np.arange(3)}
+    json_path = publish(page, "\n".join(["# t", *table(["a", "b|c"], [[1, "x|y"]])]), results)
+    assert json_path == tmp_path / "deep" / "bench.json"
+    assert page.read_text() == "# t\n| a | b\\|c |\n|---|---|\n| 1 | x\\|y |\n"
+    assert json.loads(json_path.read_text()) == {"rows": [{"p": 0.25, "n": 3, "nan": None}], "caps": {"400": [1, 2]}, "arr": [0, 1, 2]}

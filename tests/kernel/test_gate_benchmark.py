@@ -1,3 +1,4 @@
+import json
 import math
 import re
 
@@ -32,6 +33,9 @@ def test_quick_benchmark_runs_and_writes_its_report(tmp_path):
     ):
         assert heading in text
     assert "python benchmarks/gate.py --quick" in text
+    results = json.loads(out.with_suffix(".json").read_text())  # the results beside the page
+    assert results["command"].startswith("python benchmarks/gate.py --quick")
+    assert results["sections"]["betting"] and results["settings"]["quick"] is True
     assert text.count("| 0.2 | +0 |") == 2  # one row per grid cell, block 20 and block 10
     assert "LEAK control" in text
     for label in ("static ladder (product default)", "adaptive ladder, top 25%", "adaptive ladder, top 10%", "adaptive ladder, top 10%, no anchor stratum"):
