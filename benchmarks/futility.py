@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/futility.py`: the rep
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import fdr  # noqa: E402  (the loop's gate on a simulated pool)
-from benchmarks._report import publish  # noqa: E402
+from benchmarks._report import publish, table  # noqa: E402
 from harness.kernel.futility import FUTILITY_RULES  # noqa: E402
 from harness.kernel.types import GateParams  # noqa: E402
 
@@ -87,19 +87,18 @@ def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: 
             "Each rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and is right with probability v (the simulator's "
             "model), and the pairs carry both arms' soft scores: what `soft_estimate` reads (in the sections above, without "
             "soft scores, it is `estimate` exactly, so it is left out there). Same seeds as above, different draws.", ""]
-        L += [title, "", *intro,
-              "| pool | edit (pool points) | futility | P(accept) | reject side | futile | mean pairs | pairs saved vs none |",
-              "|---|---|---|---|---|---|---|---|"]
         base = {(r["pool"], r["points"]): r for r in rows
                 if r["world"] == world and r["level_label"] == level_label and r["futility"] == "none"}
+        cells = []
         for r in rows:
             if r["world"] != world or r["level_label"] != level_label:
                 continue
             ref = base[(r["pool"], r["points"])]
             saved = 1 - r["mean_pairs"] / ref["mean_pairs"] if ref["mean_pairs"] else 0.0
-            L.append(f"| {r['pool']} | {r['points']:+.0f} | `{r['futility']}` | {r['accept']:.3f} ± {r['accept_se']:.3f} | "
-                     f"{r['reject_evidence']:.3f} | {r['futile']:.3f} | {r['mean_pairs']:.0f} ± {r['pairs_se']:.0f} | {100 * saved:.1f} % |")
-        L.append("")
+            cells.append([r["pool"], f"{r['points']:+.0f}", f"`{r['futility']}`", f"{r['accept']:.3f} ± {r['accept_se']:.3f}",
+                          f"{r['reject_evidence']:.3f}", f"{r['futile']:.3f}", f"{r['mean_pairs']:.0f} ± {r['pairs_se']:.0f}", f"{100 * saved:.1f} %"])
+        L += [title, "", *intro,
+              *table(["pool", "edit (pool points)", "futility", "P(accept)", "reject side", "futile", "mean pairs", "pairs saved vs none"], cells), ""]
     return "\n".join(L)
 
 

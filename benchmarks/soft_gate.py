@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # run as `python benchmarks/soft_gate.py`: the repo root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._report import publish  # noqa: E402
+from benchmarks._report import publish, table  # noqa: E402
 from harness.kernel.betting import accept_bets, log_wealth_path  # noqa: E402
 
 STATISTICS = ("hard", "soft, rounded", "soft, continuous")
@@ -168,18 +168,18 @@ def render(rows: list[dict], cmd: str, wall: float) -> str:
         "over the gates that accepted within the cap (± SE). Each cell: the runs column.", "",
     ]
     for level in LEVELS:
-        lines += [f"## Accept level {level}", "",
-                  "| population | pool gain (pts) | k | statistic | P(accept) ≤ 400 | P(accept) ≤ 4000 (± SE) | mean pairs to accept | pairs vs hard | runs |",
-                  "|---|---|---|---|---|---|---|---|---|"]
         by_key = {(r["population"], r["k"], r["statistic"]): r for r in rows if r["level"] == level}
+        cells = []
         for r in (r for r in rows if r["level"] == level):
             hard = by_key[(r["population"], r["k"], "hard")]
             ratio = (f"{r['mean_pairs'] / hard['mean_pairs']:.2f}×"
                      if r["gain"] > 0 and not math.isnan(r["mean_pairs"]) and not math.isnan(hard["mean_pairs"]) else "–")
             pairs = "–" if math.isnan(r["mean_pairs"]) else f"{r['mean_pairs']:.0f} ± {r['se_pairs']:.0f}"
-            lines.append(f"| {r['population']} | {r['gain']:+.2f} | {r['k']:g} | {r['statistic']} | {r['p_accept_budget']:.3f} | "
-                         f"{r['p_accept_cap']:.3f} ± {_se(r['p_accept_cap'], r['runs']):.3f} | {pairs} | {ratio} | {r['runs']} |")
-        lines.append("")
+            cells.append([r["population"], f"{r['gain']:+.2f}", f"{r['k']:g}", r["statistic"], f"{r['p_accept_budget']:.3f}",
+                          f"{r['p_accept_cap']:.3f} ± {_se(r['p_accept_cap'], r['runs']):.3f}", pairs, ratio, r["runs"]])
+        lines += [f"## Accept level {level}", "",
+                  *table(["population", "pool gain (pts)", "k", "statistic", "P(accept) ≤ 400", "P(accept) ≤ 4000 (± SE)",
+                          "mean pairs to accept", "pairs vs hard", "runs"], cells), ""]
     lines += ["## Reading", ""]
     lines += summary_lines(rows)
     return "\n".join(lines) + "\n"
