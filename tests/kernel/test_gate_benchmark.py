@@ -111,13 +111,18 @@ def test_the_betting_cross_check_agrees_on_seeded_worlds():
     """Section 12: the vectorised betting decision (sections 8-11) equals the gate loop's on every seeded gate."""
     from benchmarks import gate_betting
 
-    params = GateParams()
+    params = GateParams(rule="betting", max_pairs=400)
     rng = np.random.default_rng(11)
+    accepts = infra_aborts = 0
     for gain in (0.0, 10.0):
         pop = bench.uniform_log_odds_population(rng, 80, 2.5, gain)
-        result = gate_betting.cross_check(rng, pop.p, pop.q, 15, params, pre_gate_obs=4)
-        assert result["agree"] == result["runs"] == 15
-        assert result["trigger_at_or_above_lambda"] == result["accepts"]
+        for infra_on_wrong in (0.0, 0.5):  # 0.5: section 11's missing-not-at-random failures (the INFRA guard trips)
+            result = gate_betting.cross_check(rng, pop.p, pop.q, 15, params, pre_gate_obs=4, infra_on_wrong=infra_on_wrong)
+            assert result["agree"] == result["runs"] == 15, (gain, infra_on_wrong)
+            assert result["trigger_at_or_above_lambda"] == result["accepts"]
+            accepts += result["accepts"]
+            infra_aborts += result["infra_aborts"]
+    assert accepts > 0 and infra_aborts > 0  # both the accept side and the INFRA guard were exercised
 
 
 def test_the_vectorised_sign_path_of_sections_8_to_11_is_the_gate_loops_sequential_rule():
