@@ -944,15 +944,18 @@ def e2e_harm_lines(path: Path = E2E_JSON) -> list[str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         ours = data["summary"]["rules"][0]  # the rule that set the budget: the default config's
-        seq, to = data["summary"][ours], data["summary"]["tradeoff"]
+        seq, to = data["summary"][ours], data["summary"].get("tradeoff")
         line = (
             f"- End to end (`{path.relative_to(ROOT)}`, command `{data.get('cmd', '?')}`; configuration stated in "
             f"`{path.relative_to(ROOT).with_suffix('.md')}`): our rule (`{ours}`) installed {seq['installed']} edits, {seq['hurt']} of them harmful "
-            f"(oracle: accuracy on the questions reading the edited file down by > 0.1 pt; {seq['hurt_share']:.1%}). Its trade-off-null editor "
-            f"proposed {to['proposed']} zero-sum edits: {to['installed']} installed ({to['accepted']} gate accepts = "
-            f"{to['accepted'] / max(1, to['proposed']):.1%} of the proposed, {to['probation']} probation installs), "
-            f"{to['in_delivered']} still in the delivered harnesses."
+            f"(oracle: accuracy on the questions reading the edited file down by > 0.1 pt; {seq['hurt_share']:.1%}). "
         )
+        if to is None:  # e2e.py --no-tradeoff
+            line += "That run had no trade-off-null editor (`--no-tradeoff`): no zero-sum edit count."
+        else:
+            line += (f"Its trade-off-null editor proposed {to['proposed']} zero-sum edits: {to['installed']} installed ({to['accepted']} gate "
+                     f"accepts = {to['accepted'] / max(1, to['proposed']):.1%} of the proposed, {to['probation']} probation installs), "
+                     f"{to['in_delivered']} still in the delivered harnesses.")
     except FileNotFoundError:
         return [f"- End to end: `{path.relative_to(ROOT)}` is not present; run `python benchmarks/e2e.py` for the loop-level harmful-accept count."]
     except (KeyError, TypeError, json.JSONDecodeError) as exc:

@@ -77,6 +77,8 @@ def test_e2e_harm_lines_reads_the_json_or_says_it_is_missing(tmp_path, monkeypat
     line = bench.e2e_harm_lines(path)[0]
     assert "(`betting`) installed 7 edits, 1 of them harmful" in line and "14.3%" in line  # the rule that set the budget
     assert "3 installed (1 gate accepts = 20.0% of the proposed, 2 probation installs)" in line and "e2e.md" in line
+    path.write_text('{"summary": {"rules": ["betting"], "betting": {"installed": 7, "hurt": 0, "hurt_share": 0.0}, "tradeoff": null}}')
+    assert "no trade-off-null editor" in bench.e2e_harm_lines(path)[0]  # an e2e.py --no-tradeoff run
     path.write_text('{"summary": {}}')
     assert "could not be read" in bench.e2e_harm_lines(path)[0]
 
