@@ -39,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+if __package__ in (None, ""):  # run as `python benchmarks/evidence_floor.py`: the repo root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._report import publish  # noqa: E402
 from harness.kernel.betting import BET_CAP, accept_bets, log_wealth_per_bet, mixture_of  # noqa: E402
 from harness.kernel.types import GateParams  # noqa: E402
 
@@ -314,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
           f"no betting strategy, stopping rule or bookkeeping can save more than {100 * (1 - 1 / max(ratios)):.0f} % of its pairs "
           f"in these cells; the plug-in bet, on the same data, needed fewer pairs than the grid in {sum(plug_better)} of {len(plug_better)} cells.",
           "", f"Wall {time.monotonic() - started:.0f} s, CPU {time.process_time() - cpu:.0f} s."]
-    out.write_text("\n".join(L) + "\n", encoding="utf-8")
-    print("\n".join(L))
+    results = {"command": f"python benchmarks/evidence_floor.py{' --quick' if args.quick else ''}", "seed": args.seed, "runs": runs, "cap": cap,
+               "levels": levels, "grid_over_floor": ratios, "plug_in_better": plug_better, "inputs": [label for label, _ in docs]}
+    publish(out, "\n".join(L), results, echo=True)
     return 0
 
 

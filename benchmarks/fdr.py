@@ -1,14 +1,15 @@
 """Run-level gate benchmark (issue 13 items 2-4): e-LOND over a run, follow-up gates, probation settlement.
 
-    python benchmarks/fdr.py            # reports/benchmarks/fdr.md
+    python benchmarks/fdr.py            # reports/benchmarks/fdr.md (+ fdr.json)
     python benchmarks/fdr.py --quick    # fewer runs (CI smoke), reports/benchmarks/fdr_quick.md
+    (`python -m benchmarks.fdr` works too)
 
 It measures the DEFAULT gate: the `gate` group of the composed default config
 (`conf/`, via `load_config`, read by `gate_params_from_config` exactly as the
 loop does), its sampling plan from `kernel/plans.SAMPLING_PLANS[gate.ladder]`
 (a `PlanRequest` over GatePools fed by pre-gate non-gate runs, as the loop
-builds it), its rule through `pair_block` + `gate_decision` block by block (the
-loop's order: `kernel/rules.RULES[gate.rule]`), the run-level levels of
+builds it), on the kernel's one gate loop (`kernel/engine.run_gate`, as `validate_skill_local` runs it:
+`pair_block`, then `gate_decision` after every block, `kernel/rules.RULES[gate.rule]`), the run-level levels of
 `kernel/fdr.FDR_PROCEDURES[gate.fdr]`, and the settlements of
 `kernel/probation`. `--override gate.KEY=VALUE` changes the measured gate;
 `--no-old-rule` drops the comparison rows of the old sign rule (`gate=sequential`).
@@ -54,12 +55,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "benchmarks"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if __package__ in (None, ""):  # run as `python benchmarks/fdr.py`: the repo root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
+from benchmarks._engine import decide_by, gate_now  # noqa: E402
+from benchmarks._report import publish  # noqa: E402
 from harness.kernel.fdr import FDR_PROCEDURES, FdrState  # noqa: E402
-from harness.kernel.gate import gate_decision, pair_block  # noqa: E402
+from harness.kernel.gate import pair_block  # noqa: E402
 from harness.kernel.ladder import GatePools  # noqa: E402
 from harness.kernel.plans import SAMPLING_PLANS, PlanRequest  # noqa: E402
 from harness.kernel.probation import probation_settlement, probation_verdict  # noqa: E402
@@ -109,7 +111,7 @@ def shifted(p: np.ndarray, points: float) -> np.ndarray:
 def zero_sum(p: np.ndarray) -> np.ndarray:
     """A population null that is not a strong null: the e2e trade-off rule (`e2e.tradeoff_rates`, flip rate 0.6) on
     pool `p` -- mid-difficulty questions gain, easy ones lose, the pool's mean accuracy exactly unchanged."""
-    import e2e  # benchmarks/e2e.py: the trade-off editor's rates and strata
+    from benchmarks import e2e  # the trade-off editor's rates and strata
 
     a, b = e2e.tradeoff_rates([float(x) for x in p], 0.6)
     mid = (p >= e2e.MID[0]) & (p <= e2e.MID[1])
@@ -141,8 +143,9 @@ def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL, p: n
 
 def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
              cached: dict[str, list[bool]] | None = None, soft_k: float | None = None):
-    """One gate, as `validate_skill_local` runs it: the configured plan hands out blocks, `pair_block` pairs them
-    (leak guard on), `gate_decision` decides after every block. Returns (terminal GateVerdict, n_pairs, fresh baseline outcomes by qid).
+    """One gate, as `validate_skill_local` runs it, on the kernel's gate loop (`run_gate` via `_engine.gate_now`): the
+    configured plan hands out blocks, `pair_block` pairs them (leak guard on), `gate_decision` decides after every
+    block. Returns (terminal GateVerdict, n_pairs, fresh baseline outcomes by qid).
 
     `cached`: qid -> earlier gates' baseline outcomes, served first (each once per gate), like the BaselineCache
     under `gate.baseline_reuse=gates`. `soft_k`: every rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and
@@ -154,11 +157,10 @@ def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, 
     request = PlanRequest(pools=world.pools, task_types=["t"], params=params, seed=seed, first_sample_index=FIRST_SAMPLE, warm=True)
     planner = SAMPLING_PLANS.get(params.ladder).planner(request)
     informing = planner.informing_samples()
-    pairs: list = []
-    baseline_so_far: list = []
     seen: dict[str, list[bool]] = {}
     served: dict[str, int] = {}
-    while (block := planner.next_block(baseline_so_far)) is not None:
+
+    def sample_block(block: list, _b: int) -> list:
         rows = np.array([world.index[item.qid] for item in block])
         soft: dict = {}
         if soft_k is None:
@@ -179,12 +181,10 @@ def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, 
                 value = bool(b)
                 seen.setdefault(item.qid, []).append(value)
             base.append(value)
-        baseline_so_far.extend(base)
-        pairs.extend(pair_block(block, base, cand, informing_samples=informing, **soft))
-        verdict = gate_decision(pairs, params, final=planner.final)
-        if verdict.action != "continue":
-            return verdict, len(pairs), seen
-    raise RuntimeError("the plan ran out before a terminal decision")
+        return pair_block(block, base, cand, informing_samples=informing, **soft)
+
+    run = gate_now(planner, sample_block, decide_by(params), label="fdr benchmark gate")
+    return run.decision, len(run.pairs), seen
 
 
 def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
@@ -459,16 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     settle = settlement(8, 500 if args.quick else 4000, params)
     cmd = " ".join(["python benchmarks/fdr.py", *(["--quick"] if args.quick else []), *(f"--override {shlex.quote(o)}" for o in overrides),
                     *(["--no-old-rule"] if args.no_old_rule else [])])
-    publish(out, render(fdr_rows, fu, chains, settle, params, args.quick, time.monotonic() - started, cmd, overrides,
-                        more_chains=more_chains))
+    wall = time.monotonic() - started
+    results = {"command": cmd, "quick": args.quick, "wall_seconds": wall, "gate": dataclasses.asdict(params), "fdr_runs": fdr_rows,
+               "follow_up": fu, "reuse_chains": chains, "reuse_worlds": more_chains, "settlement": settle}
+    publish(out, render(fdr_rows, fu, chains, settle, params, args.quick, wall, cmd, overrides, more_chains=more_chains), results, echo=True)
     return 0
-
-
-def publish(out: Path, text: str) -> None:
-    """Write the report page (creating its folder) and print it."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    print(text)
 
 
 if __name__ == "__main__":

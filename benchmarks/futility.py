@@ -1,12 +1,13 @@
 """Futility stopping of the betting gate (issue 13 item 7): what each `gate.futility` rule saves and what it costs.
 
-    python benchmarks/futility.py            # reports/benchmarks/futility.md
+    python benchmarks/futility.py            # reports/benchmarks/futility.md (+ futility.json)
     python benchmarks/futility.py --quick    # fewer gates, reports/benchmarks/futility_quick.md
+    (`python -m benchmarks.futility` works too)
 
 Every gate is the default gate of the composed config (`load_config`), run as
-the loop runs it (`benchmarks/fdr.run_gate`: the configured plan from
-SAMPLING_PLANS over GatePools fed by pre-gate runs, `pair_block`,
-`gate_decision` after every block), with `gate.futility` set to each
+the loop runs it (`benchmarks/fdr.run_gate_verdict` on the kernel's gate loop
+`kernel/engine.run_gate`: the configured plan from SAMPLING_PLANS over GatePools
+fed by pre-gate runs, `pair_block`, `gate_decision` after every block), with `gate.futility` set to each
 registered rule in turn. The gates of one cell are PAIRED: gate g of every
 futility rule sees the same pool, the same questions and the same outcomes
 (one generator per gate, drawn block by block), so a rule that stops earlier
@@ -27,12 +28,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "benchmarks"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if __package__ in (None, ""):  # run as `python benchmarks/futility.py`: the repo root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-import fdr  # noqa: E402  (benchmarks/fdr.py: the loop's gate on a simulated pool)
-
+from benchmarks import fdr  # noqa: E402  (the loop's gate on a simulated pool)
+from benchmarks._report import publish, table  # noqa: E402
 from harness.kernel.futility import FUTILITY_RULES  # noqa: E402
 from harness.kernel.types import GateParams  # noqa: E402
 
@@ -87,19 +87,18 @@ def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: 
             "Each rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and is right with probability v (the simulator's "
             "model), and the pairs carry both arms' soft scores: what `soft_estimate` reads (in the sections above, without "
             "soft scores, it is `estimate` exactly, so it is left out there). Same seeds as above, different draws.", ""]
-        L += [title, "", *intro,
-              "| pool | edit (pool points) | futility | P(accept) | reject side | futile | mean pairs | pairs saved vs none |",
-              "|---|---|---|---|---|---|---|---|"]
         base = {(r["pool"], r["points"]): r for r in rows
                 if r["world"] == world and r["level_label"] == level_label and r["futility"] == "none"}
+        cells = []
         for r in rows:
             if r["world"] != world or r["level_label"] != level_label:
                 continue
             ref = base[(r["pool"], r["points"])]
             saved = 1 - r["mean_pairs"] / ref["mean_pairs"] if ref["mean_pairs"] else 0.0
-            L.append(f"| {r['pool']} | {r['points']:+.0f} | `{r['futility']}` | {r['accept']:.3f} ± {r['accept_se']:.3f} | "
-                     f"{r['reject_evidence']:.3f} | {r['futile']:.3f} | {r['mean_pairs']:.0f} ± {r['pairs_se']:.0f} | {100 * saved:.1f} % |")
-        L.append("")
+            cells.append([r["pool"], f"{r['points']:+.0f}", f"`{r['futility']}`", f"{r['accept']:.3f} ± {r['accept_se']:.3f}",
+                          f"{r['reject_evidence']:.3f}", f"{r['futile']:.3f}", f"{r['mean_pairs']:.0f} ± {r['pairs_se']:.0f}", f"{100 * saved:.1f} %"])
+        L += [title, "", *intro,
+              *table(["pool", "edit (pool points)", "futility", "P(accept)", "reject side", "futile", "mean pairs", "pairs saved vs none"], cells), ""]
     return "\n".join(L)
 
 
@@ -131,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                               f"accept {res['accept']:.3f}, pairs {res['mean_pairs']:.0f}", flush=True)
     cmd = ("python benchmarks/futility.py" + (" --quick" if args.quick else "") + (f" --gates {args.gates}" if args.gates else "")
            + "".join(f" --override {o}" for o in args.override))
-    fdr.publish(out, render(rows, params, args.quick, time.monotonic() - started, cmd))
+    wall = time.monotonic() - started
+    results = {"command": cmd, "quick": args.quick, "wall_seconds": wall, "gates_per_cell": gates, "gate": dataclasses.asdict(params), "rows": rows}
+    publish(out, render(rows, params, args.quick, wall, cmd), results, echo=True)
     return 0
 
 

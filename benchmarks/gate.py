@@ -2,6 +2,7 @@
 
     python benchmarks/gate.py            # full run (~minutes on 2 cores) -> reports/benchmarks/gate.md
     python benchmarks/gate.py --quick    # CI smoke run (seconds), same sections, few runs
+    (`python -m benchmarks.gate` works too; the results go to gate.json next to the page)
 
 Sections:
 1. Paired-outcome grid d x Delta with the `sequential` rule (GateParams
@@ -49,16 +50,18 @@ from scipy.special import expit
 from scipy.stats import binom
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __package__ in (None, ""):  # run as `python benchmarks/gate.py`: the repo root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
+from benchmarks import gate_betting  # noqa: E402
+from benchmarks._engine import decide_by, gate_now  # noqa: E402
+from benchmarks._report import publish  # noqa: E402
 from harness.kernel.adaptive import AdaptiveBlockPlanner  # noqa: E402
-from harness.kernel.gate import gate_decision, pair_block  # noqa: E402
+from harness.kernel.gate import pair_block  # noqa: E402
 from harness.kernel.ladder import GatePools, plan_blocks  # noqa: E402
+from harness.kernel.plans import FixedBlocks  # noqa: E402
 from harness.kernel.stats import kl_bernoulli_half, log_e_accept, log_lr_direction, mcnemar_one_sided_p  # noqa: E402
 from harness.kernel.types import BlockItem, GateParams  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gate_betting  # noqa: E402
 
 D_VALUES = (0.1, 0.2, 0.4)
 DELTA_POINTS = (-5, -2, 0, 2, 5, 10)
@@ -85,6 +88,9 @@ def simulate_counts(rng: np.random.Generator, runs: int, d: float, theta: float,
 
 def sequential_first_decision(wins, losses, params: GateParams, *, direction: bool = True, block: int | None = None):
     """First look where the sequential rule decides. Returns (action, look index) arrays; action 1 accept, -1 reject, 0 undecided.
+
+    A vectorised copy of the `sequential` rule for the grid's 10^4 gates a cell: it agrees with the kernel's gate loop
+    (run_gate + gate_decision) decision for decision on seeded paths (tests/kernel/test_gate.py).
 
     `wins`/`losses`: cumulative counts, (runs, n_looks) at block ends, or, with
     `block` = B, (runs, n_looks * B) after every pair - then a look accepts when
@@ -248,8 +254,33 @@ def negative_control(rng, runs: int, cap: int, params: GateParams):
     return rows
 
 
+def homogeneous_blocks(params: GateParams) -> list[list[BlockItem]]:
+    """The plan of section 3's gates: blocks of params.block_size up to params.max_pairs, every slot its own question."""
+    starts = range(0, params.max_pairs, params.block_size)
+    return [[BlockItem(f"q{b}_{i}", 10_000_000 + start + i) for i in range(min(params.block_size, params.max_pairs - start))]
+            for b, start in enumerate(starts)]
+
+
+def homogeneous_gate(rng, params: GateParams, d: float, theta: float):
+    """One gate on the kernel's gate loop (`run_gate`: FixedBlocks, `pair_block`, `gate_decision`) over pairs with
+    discordance `d`, a discordant pair won with probability `theta`; ties right or wrong with probability 1/2."""
+
+    def sample_block(block: list[BlockItem], _b: int):
+        size = len(block)
+        u = rng.random(size)
+        discordant = rng.random(size) < d
+        win = discordant & (u < theta)
+        loss = discordant & ~(u < theta)
+        same = rng.random(size) < 0.5
+        base = np.where(win, False, np.where(loss, True, same))
+        cand = np.where(win, True, np.where(loss, False, same))
+        return pair_block(block, [bool(x) for x in base], [bool(x) for x in cand])
+
+    return gate_now(FixedBlocks(homogeneous_blocks(params)), sample_block, decide_by(params), label="gate benchmark section 3").decision
+
+
 def rules_through_gate_decision(rng, runs: int, d: float = 0.2, rules=("sequential", "mcnemar", "gepa", "accept_all")):
-    """Each selectable rule through the real gate_decision (product default max_pairs)."""
+    """Each selectable rule on the kernel's gate loop with the real gate_decision (product default max_pairs)."""
     rows = []
     for rule in rules:
         params = GateParams(rule=rule)  # homogeneous pairs, weight 1: the betting rule's uniform-plan case
@@ -257,24 +288,7 @@ def rules_through_gate_decision(rng, runs: int, d: float = 0.2, rules=("sequenti
             theta = (1 + delta_pts / 100 / d) / 2
             accepts, pairs_used = 0, []
             for _ in range(runs):
-                pairs = []
-                block_index = 0
-                while True:
-                    size = min(params.block_size, params.max_pairs - len(pairs))
-                    u = rng.random(size)
-                    discordant = rng.random(size) < d
-                    win = discordant & (u < theta)
-                    loss = discordant & ~(u < theta)
-                    same = rng.random(size) < 0.5
-                    base = np.where(win, False, np.where(loss, True, same))
-                    cand = np.where(win, True, np.where(loss, False, same))
-                    block = [BlockItem(f"q{block_index}_{i}", 10_000_000 + len(pairs) + i) for i in range(size)]
-                    pairs += pair_block(block, [bool(x) for x in base], [bool(x) for x in cand])
-                    block_index += 1
-                    final = len(pairs) >= params.max_pairs
-                    verdict = gate_decision(pairs, params, final=final)
-                    if verdict.action != "continue":
-                        break
+                verdict = homogeneous_gate(rng, params, d, theta)
                 accepts += verdict.action == "accept"
                 pairs_used.append(verdict.n_pairs)
             rows.append(dict(rule=rule, delta=delta_pts, p_accept=accepts / runs, mean_pairs=float(np.mean(pairs_used)), runs=runs))
@@ -336,59 +350,98 @@ def trade_off_population(rng, n_questions: int, sd: float, help_points: float = 
     return Population(p, q)
 
 
-def population_path(
-    rng, pop: Population, params: GateParams, *, order: str, pre_gate_obs: int, run_seed: int, feed: str = "baseline", stop_on_reject: bool = False
-):
-    """One gate on a question population, run until the accept e-process crosses or `params.max_pairs`
-    (or, with `stop_on_reject`, the direction reject fires: enough for the product rule at every cap).
+class _CandidateFed:
+    """The leak negative control: a planner that is shown the CANDIDATE's outcomes instead of the baseline's."""
 
-    The ladder's prior comes from GatePools fed by `pre_gate_obs` pre-gate (non-gate) runs only. order:
-    "random" = plan_blocks with every slot an anchor; "static" = plan_blocks over GatePools.ladder(warm=True);
-    "adaptive" = AdaptiveBlockPlanner fed with the BASELINE outcomes (feed="candidate" is the leak negative
-    control: the ordering is fed with the candidate's outcomes instead). Every block goes through the real
-    pair_block with the planner's informing samples (LeakError guard). Returns per-block records
-    (pairs so far, wins, losses, accept crossed in this block).
-    """
+    def __init__(self, planner, fed: list):
+        self._planner, self._fed = planner, fed
+
+    @property
+    def final(self) -> bool:
+        return self._planner.final
+
+    def next_block(self, _baseline_so_far):
+        return self._planner.next_block(self._fed)
+
+    def informing_samples(self):
+        return self._planner.informing_samples()
+
+
+def population_planner(rng, pop: Population, params: GateParams, *, order: str, pre_gate_obs: int, run_seed: int):
+    """The block planner of one gate on `pop`; its prior from GatePools fed by `pre_gate_obs` pre-gate (non-gate)
+    runs drawn from `rng`. order: "random" = plan_blocks with every slot an anchor; "static" = plan_blocks over
+    GatePools.ladder(warm=True); "adaptive" = AdaptiveBlockPlanner."""
     n = pop.p.size
     qids = [f"q{i}" for i in range(n)]
     pools = GatePools.build({"t": qids})
     for epoch in range(pre_gate_obs):
         observed = rng.random(n) < pop.p
         pools.update_from_run(f"bench_e{epoch}_slowR", [(qids[i], 2000 * epoch, bool(observed[i])) for i in range(n)], gamma=params.ema_gamma)
-    planner = None
     if order == "adaptive":
-        planner = AdaptiveBlockPlanner.from_gate_pools(pools, "t", params, seed=run_seed, first_sample_index=10_000_000)
-        planned: list = []
-    else:
-        ladder = pools.ladder("t", params, warm=True) if order == "static" else []
-        p = params if order == "static" else dataclasses.replace(params, anchor_fraction=1.0)
-        static_informing = pools.informing_samples("t")  # constant: GatePools is never updated during a gate
-        planned = plan_blocks(ladder, qids, p, seed=run_seed, first_sample_index=10_000_000, informing_samples=static_informing)
-    fed: list = []
-    wins = losses = total = 0
-    records = []
-    for index in range(10**9):
-        if planner is not None:
-            block = planner.next_block(fed)
-            informing = planner.informing_samples()
-        else:
-            block = planned[index] if index < len(planned) else None
-            informing = static_informing
-        if block is None:
-            break
+        return AdaptiveBlockPlanner.from_gate_pools(pools, "t", params, seed=run_seed, first_sample_index=10_000_000)
+    ladder = pools.ladder("t", params, warm=True) if order == "static" else []
+    p = params if order == "static" else dataclasses.replace(params, anchor_fraction=1.0)
+    static_informing = pools.informing_samples("t")  # constant: GatePools is never updated during a gate
+    planned = plan_blocks(ladder, qids, p, seed=run_seed, first_sample_index=10_000_000, informing_samples=static_informing)
+    return FixedBlocks(planned, static_informing)
+
+
+def population_sampler(rng, pop: Population, planner, fed: list | None = None):
+    """sample_block of a gate on `pop`: both arms drawn per slot, paired by the real pair_block with the planner's
+    informing samples (LeakError guard); `fed` (if given) collects the candidate's outcomes."""
+
+    def sample_block(block: list[BlockItem], _b: int):
         rows = np.array([int(item.qid[1:]) for item in block])
         base = rng.random(rows.size) < pop.p[rows]
         cand = rng.random(rows.size) < pop.q[rows]
-        pairs = pair_block(block, base.tolist(), cand.tolist(), informing_samples=informing)
-        signs = np.array([pair.sign for pair in pairs])
-        ws, ls = wins + np.cumsum(signs == 1), losses + np.cumsum(signs == -1)
+        if fed is not None:
+            fed.extend(cand.tolist())
+        return pair_block(block, base.tolist(), cand.tolist(), informing_samples=planner.informing_samples())
+
+    return sample_block
+
+
+@dataclasses.dataclass(frozen=True)
+class _Look:
+    action: str  # "continue" or "stop": the path recorder's decision
+
+
+def population_gate(rng, pop: Population, params: GateParams, *, order: str, pre_gate_obs: int, run_seed: int):
+    """One product gate on `pop` (the kernel's gate loop with `gate_decision`); its terminal GateVerdict."""
+    planner = population_planner(rng, pop, params, order=order, pre_gate_obs=pre_gate_obs, run_seed=run_seed)
+    return gate_now(planner, population_sampler(rng, pop, planner), decide_by(params), label="gate benchmark population gate").decision
+
+
+def population_path(
+    rng, pop: Population, params: GateParams, *, order: str, pre_gate_obs: int, run_seed: int, feed: str = "baseline", stop_on_reject: bool = False
+):
+    """One gate on a question population on the kernel's gate loop (`run_gate`), recorded block by block until the
+    accept e-process crosses or `params.max_pairs` (or, with `stop_on_reject`, the direction reject fires: enough for
+    the product rule at every cap), so that `decide_on_path` can read the decision at every cap from one path.
+
+    The planner is `population_planner`'s ("adaptive" fed with the BASELINE outcomes, as the loop does; feed="candidate"
+    is the leak negative control: the ordering is fed with the candidate's outcomes instead). Returns per-block
+    records (pairs so far, wins, losses, accept crossed in this block). `decide_on_path` on these records agrees with
+    `gate_decision` (rule `sequential`) decision for decision: tests/kernel/test_gate_benchmark.py.
+    """
+    planner = population_planner(rng, pop, params, order=order, pre_gate_obs=pre_gate_obs, run_seed=run_seed)
+    fed: list = []
+    if feed == "candidate":
+        planner = _CandidateFed(planner, fed)
+    records: list = []
+    counts = {"wins": 0, "losses": 0}
+
+    def record(pairs, final: bool) -> _Look:
+        signs = np.array([pair.sign for pair in pairs[records[-1][0] if records else 0:]])  # this block's
+        ws, ls = counts["wins"] + np.cumsum(signs == 1), counts["losses"] + np.cumsum(signs == -1)
         path = log_e_accept(ws, ls, params)
         crossed = bool(np.max(path) >= params.lambda_accept) if params.accept_within_block else bool(path[-1] >= params.lambda_accept)
-        wins, losses, total = int(ws[-1]), int(ls[-1]), total + len(block)
-        records.append((total, wins, losses, crossed))
-        fed += (base if feed == "baseline" else cand).tolist()
-        if crossed or (stop_on_reject and log_lr_direction(wins, losses, params.theta1) <= params.lambda_dir):
-            break
+        counts["wins"], counts["losses"] = int(ws[-1]), int(ls[-1])
+        records.append((len(pairs), counts["wins"], counts["losses"], crossed))
+        stop = final or crossed or (stop_on_reject and log_lr_direction(counts["wins"], counts["losses"], params.theta1) <= params.lambda_dir)
+        return _Look("stop" if stop else "continue")
+
+    gate_now(planner, population_sampler(rng, pop, planner, fed if feed == "candidate" else None), record, label="gate benchmark population path")
     return records
 
 
@@ -690,8 +743,7 @@ def write_report(path: Path, command: str, elapsed: float, sections: dict, setti
     lines += sections["targets"]
     lines += ["", NOTES]
     text = "\n".join(lines) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    publish(path, text, {"command": command, "wall_seconds": elapsed, "settings": settings, "sections": sections})
     return text
 
 
@@ -892,15 +944,18 @@ def e2e_harm_lines(path: Path = E2E_JSON) -> list[str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         ours = data["summary"]["rules"][0]  # the rule that set the budget: the default config's
-        seq, to = data["summary"][ours], data["summary"]["tradeoff"]
+        seq, to = data["summary"][ours], data["summary"].get("tradeoff")
         line = (
             f"- End to end (`{path.relative_to(ROOT)}`, command `{data.get('cmd', '?')}`; configuration stated in "
             f"`{path.relative_to(ROOT).with_suffix('.md')}`): our rule (`{ours}`) installed {seq['installed']} edits, {seq['hurt']} of them harmful "
-            f"(oracle: accuracy on the questions reading the edited file down by > 0.1 pt; {seq['hurt_share']:.1%}). Its trade-off-null editor "
-            f"proposed {to['proposed']} zero-sum edits: {to['installed']} installed ({to['accepted']} gate accepts = "
-            f"{to['accepted'] / max(1, to['proposed']):.1%} of the proposed, {to['probation']} probation installs), "
-            f"{to['in_delivered']} still in the delivered harnesses."
+            f"(oracle: accuracy on the questions reading the edited file down by > 0.1 pt; {seq['hurt_share']:.1%}). "
         )
+        if to is None:  # e2e.py --no-tradeoff
+            line += "That run had no trade-off-null editor (`--no-tradeoff`): no zero-sum edit count."
+        else:
+            line += (f"Its trade-off-null editor proposed {to['proposed']} zero-sum edits: {to['installed']} installed ({to['accepted']} gate "
+                     f"accepts = {to['accepted'] / max(1, to['proposed']):.1%} of the proposed, {to['probation']} probation installs), "
+                     f"{to['in_delivered']} still in the delivered harnesses.")
     except FileNotFoundError:
         return [f"- End to end: `{path.relative_to(ROOT)}` is not present; run `python benchmarks/e2e.py` for the loop-level harmful-accept count."]
     except (KeyError, TypeError, json.JSONDecodeError) as exc:

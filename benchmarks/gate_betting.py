@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks._engine import decide_by, gate_now
 from harness.kernel.betting import accept_bets, betting_look, log_wealth_path, reject_bets
-from harness.kernel.gate import gate_decision, pair_block
+from harness.kernel.gate import pair_block
 from harness.kernel.importance_plan import ImportancePlanner, floor_probabilities
 from harness.kernel.ladder import GatePools
 from harness.kernel.screen import futility_stop
@@ -96,7 +97,9 @@ def futility_trip(signs: np.ndarray, params: GateParams) -> int:
 
 
 def sign_path(y: np.ndarray, params: GateParams, infra: np.ndarray | None = None) -> Path:
-    """Today's `sequential` rule on +1/-1/0 signs (infra pairs dropped): grid accept, fixed-theta1 direction reject at block ends."""
+    """Today's `sequential` rule on +1/-1/0 signs (infra pairs dropped): grid accept, fixed-theta1 direction reject at block ends.
+    Vectorised for speed; with `decide` it agrees with the kernel's gate loop decision for decision on seeded signs
+    (tests/kernel/test_gate_benchmark.py)."""
     s, f = np.cumsum(y == 1), np.cumsum(y == -1)
     a = log_e_accept(s, f, params)
     ends = np.arange(params.block_size - 1, y.size, params.block_size)
@@ -118,7 +121,10 @@ def guard_trip(infra: np.ndarray | None, params: GateParams) -> int:
 
 
 def decide(path: Path, block: int, cap: int) -> tuple[int, int]:
-    """(action, pairs): 1 accept, -1 reject, 0 undecided at the cap, 2 INFRA abort; the order of gate_decision."""
+    """(action, pairs): 1 accept, -1 reject, 0 undecided at the cap, 2 INFRA abort; the order of gate_decision.
+
+    With `betting_path`, a vectorised copy of the betting gate for speed: `cross_check` (section 12, and
+    tests/kernel/test_gate_benchmark.py on seeded worlds) shows it agrees with the kernel's gate loop decision for decision."""
     looks = {"accept": look_of(path.accept, block), "reject": look_of(path.reject, block), "guard": path.guard, "futility": path.futility}
     first = min(looks.values())
     if first > cap:
@@ -236,35 +242,39 @@ OWN_MIXES = (
 )
 
 
-def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int) -> dict:
-    """Gates end to end through ImportancePlanner.next_block -> pair_block -> gate_decision (the registered betting rule)
-    at every block end, compared with the vectorised decision of this module on the same outcomes. The vectorised
-    decision has no futility stop, so the production gates run with `gate.futility=none` here (futility only ever
-    turns a "continue" into a reject: benchmarks/futility.py and tests/kernel/test_futility.py measure it)."""
+def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int, infra_on_wrong: float = 0.0) -> dict:
+    """Gates end to end on the kernel's gate loop (`run_gate`: ImportancePlanner.next_block -> pair_block ->
+    gate_decision with the registered betting rule at every block end), compared with the vectorised decision of this
+    module (`betting_path` + `decide`) on the same outcomes: the vectorised copy the sections above use for speed is
+    valid only while `agree == runs` (tests/kernel/test_gate_benchmark.py checks it on seeded worlds, with and without
+    infra failures: `infra_on_wrong` as in `population_paths`). The vectorised decision has no futility stop, so the
+    production gates run with `gate.futility=none` here (futility only ever turns a "continue" into a reject:
+    benchmarks/futility.py and tests/kernel/test_futility.py measure it)."""
     params = dataclasses.replace(params, futility="none")
-    agree = 0
-    accepts = 0
-    trigger_ok = 0
+    agree = accepts = trigger_ok = infra_aborts = 0
     for r in range(runs):
         planner = planner_for(rng, p, params, pre_gate_obs, seed=r)
-        pairs = []
-        verdict = 0
-        while (block := planner.next_block([])) is not None:
+
+        def sample_block(block, _b: int, planner=planner):
             rows = np.array([int(item.qid[1:]) for item in block])
             base, cand = draw_outcomes(rng, p[rows], q[rows], 0.0)
-            pairs += pair_block(block, base.tolist(), cand.tolist(), informing_samples=planner.informing_samples())
-            gate = gate_decision(pairs, params, final=planner.final)
-            if gate.action != "continue":
-                undecided = gate.reason.startswith("undecided")  # the final look's params.undecided, not a crossing
-                verdict = 0 if undecided else {"accept": 1, "reject": -1}.get(gate.action, 0)
-                break
-        z = np.array([(int(x.candidate) - int(x.baseline)) * x.weight for x in pairs])
-        vec, _ = decide(betting_path(z, planner.bound, params), params.block_size, params.max_pairs)
+            lost = (~cand) & (rng.random(rows.size) < infra_on_wrong) if infra_on_wrong > 0 else np.zeros(rows.size, dtype=bool)
+            candidate = [None if gone else bool(c) for c, gone in zip(cand, lost)]
+            return pair_block(block, base.tolist(), candidate, informing_samples=planner.informing_samples())
+
+        run = gate_now(planner, sample_block, decide_by(params), label="gate_betting cross-check")
+        gate, pairs = run.decision, run.pairs
+        undecided = gate.reason.startswith("undecided")  # the final look's params.undecided, not a crossing
+        verdict = 0 if undecided else {"accept": 1, "reject": -1, "infra": 2}.get(gate.action, 0)
+        infra = np.array([x.candidate is None for x in pairs])
+        z = np.array([(int(bool(x.candidate)) - int(x.baseline)) * x.weight for x in pairs])  # a lost answer counts as wrong
+        vec, _ = decide(betting_path(z, planner.bound, params, infra if infra.any() else None), params.block_size, params.max_pairs)
         agree += vec == verdict
+        infra_aborts += verdict == 2
         if verdict == 1:
             accepts += 1
             trigger_ok += params.lambda_accept <= gate.log_e == betting_look(pairs, params).log_e_trigger
-    return dict(runs=runs, agree=agree, accepts=accepts, trigger_at_or_above_lambda=trigger_ok)
+    return dict(runs=runs, agree=agree, accepts=accepts, trigger_at_or_above_lambda=trigger_ok, infra_aborts=infra_aborts)
 
 
 def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict, populations: dict) -> dict:

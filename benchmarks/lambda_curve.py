@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+if __package__ in (None, ""):  # run as `python benchmarks/lambda_curve.py`: the repo root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
+
+from benchmarks._report import publish  # noqa: E402
 
 OUT = ROOT / "reports" / "benchmarks" / "lambda_curve.md"
 RUNS = ROOT / "reports" / "benchmarks" / "lambda_curve"
@@ -94,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = sorted(RUNS.glob("lambda_*.json"))
     if not paths:
         raise SystemExit(f"lambda_curve: no saved runs in {RUNS}; run without --render first")
-    text = render(paths)
-    args.out.write_text(text, encoding="utf-8")
-    print(text)
+    publish(args.out, render(paths), {"source": [str(p.relative_to(ROOT)) for p in paths], "rows": [row(p) for p in paths]}, echo=True)
     return 0
 
 

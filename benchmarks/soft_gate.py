@@ -2,6 +2,7 @@
 
     python benchmarks/soft_gate.py            # reports/benchmarks/soft_gate.md
     python benchmarks/soft_gate.py --quick    # fewer runs, reports/benchmarks/soft_gate_quick.md
+    (`python -m benchmarks.soft_gate` works too; results JSON next to the page)
 
 A multiple-choice rollout's soft score v is the probability the model gave the
 right letter at its answer position (harness/bench/soft.py); the letter is then
@@ -42,9 +43,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+if __package__ in (None, ""):  # run as `python benchmarks/soft_gate.py`: the repo root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._report import publish, table  # noqa: E402
 from harness.kernel.betting import accept_bets, log_wealth_path  # noqa: E402
 
 STATISTICS = ("hard", "soft, rounded", "soft, continuous")
@@ -117,7 +119,10 @@ def draw_z(rng: np.random.Generator, pop: Population, k: float, runs: int, n: in
 
 
 def first_crossing(z: np.ndarray, bets: np.ndarray, threshold: float) -> np.ndarray:
-    """Index (1-based pairs) of the first pair whose log E >= threshold, CAP + 1 when it never crosses."""
+    """Index (1-based pairs) of the first pair whose log E >= threshold, CAP + 1 when it never crosses.
+
+    A vectorised copy of the betting gate's accept side, for speed: the kernel's gate loop accepts at the block holding
+    this pair (tests/kernel/test_run_level_benchmarks.py checks it decision for decision on seeded draws)."""
     path = log_wealth_path(z, bets, 0.0, 1.0)
     crossed = path >= threshold
     return np.where(crossed.any(axis=1), crossed.argmax(axis=1) + 1, CAP + 1)
@@ -163,18 +168,18 @@ def render(rows: list[dict], cmd: str, wall: float) -> str:
         "over the gates that accepted within the cap (± SE). Each cell: the runs column.", "",
     ]
     for level in LEVELS:
-        lines += [f"## Accept level {level}", "",
-                  "| population | pool gain (pts) | k | statistic | P(accept) ≤ 400 | P(accept) ≤ 4000 (± SE) | mean pairs to accept | pairs vs hard | runs |",
-                  "|---|---|---|---|---|---|---|---|---|"]
         by_key = {(r["population"], r["k"], r["statistic"]): r for r in rows if r["level"] == level}
+        cells = []
         for r in (r for r in rows if r["level"] == level):
             hard = by_key[(r["population"], r["k"], "hard")]
             ratio = (f"{r['mean_pairs'] / hard['mean_pairs']:.2f}×"
                      if r["gain"] > 0 and not math.isnan(r["mean_pairs"]) and not math.isnan(hard["mean_pairs"]) else "–")
             pairs = "–" if math.isnan(r["mean_pairs"]) else f"{r['mean_pairs']:.0f} ± {r['se_pairs']:.0f}"
-            lines.append(f"| {r['population']} | {r['gain']:+.2f} | {r['k']:g} | {r['statistic']} | {r['p_accept_budget']:.3f} | "
-                         f"{r['p_accept_cap']:.3f} ± {_se(r['p_accept_cap'], r['runs']):.3f} | {pairs} | {ratio} | {r['runs']} |")
-        lines.append("")
+            cells.append([r["population"], f"{r['gain']:+.2f}", f"{r['k']:g}", r["statistic"], f"{r['p_accept_budget']:.3f}",
+                          f"{r['p_accept_cap']:.3f} ± {_se(r['p_accept_cap'], r['runs']):.3f}", pairs, ratio, r["runs"]])
+        lines += [f"## Accept level {level}", "",
+                  *table(["population", "pool gain (pts)", "k", "statistic", "P(accept) ≤ 400", "P(accept) ≤ 4000 (± SE)",
+                          "mean pairs to accept", "pairs vs hard", "runs"], cells), ""]
     lines += ["## Reading", ""]
     lines += summary_lines(rows)
     return "\n".join(lines) + "\n"
@@ -223,10 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     rows = measure(args.seed, runs)
     cmd = "python benchmarks/soft_gate.py" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
-    text = render(rows, cmd, time.time() - start)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    wall = time.time() - start
+    publish(out, render(rows, cmd, wall), {"command": cmd, "wall_seconds": wall, "seed": args.seed, "runs": runs, "cap": CAP, "budget": BUDGET,
+                                           "levels": LEVELS, "rows": rows})
     print(f"wrote {out} ({time.time() - start:.0f} s)")
     return 0
 

@@ -25,11 +25,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "benchmarks"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if __package__ in (None, ""):  # run as `python benchmarks/zero_sum_pool.py`: the repo root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-import e2e  # noqa: E402  (benchmarks/e2e.py: the trade-off editor's rates)
+from benchmarks import e2e  # noqa: E402  (the trade-off editor's rates)
 
 A = 0.6  # the trade-off editor's flip rate on mid-difficulty questions (benchmarks/e2e.py TradeoffProvider default)
 

@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks import gate as bench
 from harness.kernel.adaptive import AdaptiveBlockPlanner
 from harness.kernel.gate import LeakError, pair_block
 from harness.kernel.ladder import GatePools, anchors_per_block
@@ -124,9 +125,6 @@ def test_parameter_errors_name_the_key():
 def test_null_false_accepts_of_the_adaptive_gate_stay_below_alpha():
     # strong null (candidate = baseline per question), heterogeneous difficulties, 300 gates of up to 400 pairs,
     # direction reject OFF (hardest case). alpha = e^-3 = 0.0498; tolerance + 3 SE (SE ~ 0.0126).
-    from .bench_loader import load_gate_benchmark
-
-    bench = load_gate_benchmark()
     rng = np.random.default_rng(12)
     p = 1 / (1 + np.exp(-rng.normal(0, 2.0, 60)))
     pop = bench.Population(p, p)

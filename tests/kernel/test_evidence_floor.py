@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "evidence_floor.py"
-
-
-def _floor():
-    key = "evidence_floor_benchmark_under_test"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, BENCH)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
+from benchmarks import evidence_floor as ef
 
 
 def _kl3(p: tuple[float, float, float], q: tuple[float, float, float]) -> float:
@@ -29,7 +16,6 @@ def _kl3(p: tuple[float, float, float], q: tuple[float, float, float]) -> float:
 
 @pytest.mark.parametrize("plus,minus", [(0.125, 0.075), (0.3, 0.1), (0.05, 0.0), (0.45, 0.4), (0.2, 0.2)])
 def test_kl_inf_is_the_closest_null_law_and_the_best_constant_bet(plus, minus):
-    ef = _floor()
     value = ef.kl_inf(plus, minus)
     # primal: the smallest KL(P1 || P0) over laws P0 on {-1, 0, +1} with mean <= 0, by brute force on a fine grid
     p1 = (minus, 1 - plus - minus, plus)
@@ -47,7 +33,6 @@ def test_kl_inf_is_the_closest_null_law_and_the_best_constant_bet(plus, minus):
 
 
 def test_the_floor_is_below_what_the_product_and_the_best_constant_bet_spend():
-    ef = _floor()
     rng = np.random.default_rng(11)
     alpha = 0.05
     for d, gain in ((0.2, 0.10), (0.1, 0.05)):
@@ -62,7 +47,6 @@ def test_the_floor_is_below_what_the_product_and_the_best_constant_bet_spend():
 
 
 def test_floor_edge_cases():
-    ef = _floor()
     assert ef.floor_pairs(0.1, 0.1, 0.05, 0.8) == math.inf  # no gain: no test has power
     assert ef.floor_pairs(0.1, 0.0, 0.05, 0.05) == 0.0
     with pytest.raises(ValueError, match="not a pair law"):
@@ -73,7 +57,6 @@ def test_floor_edge_cases():
 
 
 def test_cheapest_reaching_is_the_fractional_knapsack():
-    ef = _floor()
     items = [(0.02, 100.0), (0.05, 1000.0), (0.01, 10.0)]  # cost per point: 5000, 20000, 1000
     assert ef.cheapest_reaching(items, 0.0) == 0.0
     assert ef.cheapest_reaching(items, 0.01) == pytest.approx(10.0)
@@ -89,7 +72,6 @@ def _edit(epoch, effect, plus, minus, share=0.2):
 
 
 def test_ideal_path_prices_the_installs_up_to_the_epoch_that_reached_gepa():
-    ef = _floor()
     run = {"rule": "oracle", "seed": 7, "base_test": 0.50, "tradeoff": False,
            "curve": [{"epoch": 1, "rollouts": 1000, "best_test": 0.55}, {"epoch": 2, "rollouts": 2000, "best_test": 0.62},
                      {"epoch": 3, "rollouts": 3000, "best_test": 0.70}],

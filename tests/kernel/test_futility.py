@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks import fdr
 from harness.kernel.betting import accept_bets, log_wealth_path
 from harness.kernel.futility import FUTILITY_RULES, FutilityView, _first_passage, conditional_power, gain_upper_bound, reachable_log_e
 from harness.kernel.gate import gate_decision, pair_block
@@ -41,9 +42,8 @@ def _world(seed: int) -> tuple[np.ndarray, GatePools]:
 
 def _shifted(p: np.ndarray, points: float) -> np.ndarray:
     """One log-odds shift giving the pool exactly `points` more accuracy (benchmarks/fdr.py; 0: the strong null)."""
-    from tests.kernel.test_run_level_benchmarks import _load
 
-    return _load("fdr").shifted(p, points)
+    return fdr.shifted(p, points)
 
 
 def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
@@ -216,9 +216,7 @@ def test_soft_estimate_accepts_only_where_none_accepts_and_stops_null_edits_soon
     +5, +10 points), on 200 strong-null gates with soft scores (k = 4; benchmarks/fdr.run_gate_verdict, the gate
     benchmarks/futility.py measures) it spends fewer pairs than `estimate` on the same draws, and without soft scores
     it is `estimate` exactly."""
-    from tests.kernel.test_run_level_benchmarks import _load
 
-    fdr = _load("fdr")
 
     def soft_gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
         rng = np.random.default_rng([seed, 0])

@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks import gate as bench
+from benchmarks._engine import decide_by, gate_now
 from harness.kernel.gate import LeakError, gate_decision, infra_guard, pair_block
+from harness.kernel.plans import FixedBlocks
 from harness.kernel.stats import log_e_accept, log_e_beta_mixture, log_lr_direction
 from harness.kernel.types import BlockItem, GateParams, PairResult
-
-from .bench_loader import load_gate_benchmark
 
 # these tests are about the sign e-process rule (`sequential`) on a plan fixed in advance; the betting rule has its own
 SIGN = functools.partial(GateParams, rule="sequential", ladder="static")
@@ -115,7 +116,6 @@ def test_false_accept_rate_under_optional_stopping_is_at_most_alpha():
     # (the hardest case for the accept side). alpha = e^-3 = 0.0498; tolerance: + 3 SE (SE ~ 0.0056).
     rng = np.random.default_rng(7)
     params = SIGN(lambda_dir=-1e9, max_pairs=10**6, undecided="reject")
-    bench = load_gate_benchmark()
     sequential_first_decision, simulate_counts = bench.sequential_first_decision, bench.simulate_counts
 
     wins, losses = simulate_counts(rng, 1500, 0.2, 0.5, 20, 50)
@@ -124,8 +124,8 @@ def test_false_accept_rate_under_optional_stopping_is_at_most_alpha():
     assert fa <= math.exp(-3.0) + 3 * math.sqrt(0.05 * 0.95 / 1500)
 
 
-def test_vectorised_benchmark_path_agrees_with_gate_decision():
-    sequential_first_decision = load_gate_benchmark().sequential_first_decision
+def test_vectorised_benchmark_path_agrees_with_the_gate_loop_decision_for_decision():
+    sequential_first_decision = bench.sequential_first_decision
 
     rng = np.random.default_rng(3)
     for params in (SIGN(max_pairs=400, undecided="probation"),
@@ -133,10 +133,9 @@ def test_vectorised_benchmark_path_agrees_with_gate_decision():
         for _ in range(30):
             signs = np.where(rng.random(400) < 0.3, np.where(rng.random(400) < 0.62, 1, -1), 0)
             pairs = pairs_from(signs.tolist())
-            for end in range(20, 401, 20):
-                verdict = gate_decision(pairs[:end], params, final=end == 400)
-                if verdict.action != "continue":
-                    break
+            blocks = [[BlockItem(p.qid, p.sample_index) for p in pairs[i:i + 20]] for i in range(0, 400, 20)]
+            # the product's decision: the kernel's gate loop with gate_decision, served these pairs block by block
+            verdict = gate_now(FixedBlocks(blocks), lambda block, b: pairs[20 * b:20 * b + 20], decide_by(params)).decision
             wins = np.cumsum(signs == 1)[None, :]
             losses = np.cumsum(signs == -1)[None, :]
             action, look = sequential_first_decision(wins, losses, params, block=20)

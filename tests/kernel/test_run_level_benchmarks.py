@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str):
-    key = f"{name}_benchmark_under_test"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
+from benchmarks import e2e, fdr, real, real_coupling, soft_gate
 
 
 def test_shift_hits_the_stated_pool_points():
-    fdr = _load("fdr")
     p = fdr.make_pool(np.random.default_rng(0))
     for points in (-5.0, 5.0, 10.0):
         assert float(np.mean(fdr.shifted(p, points)) - np.mean(p)) == pytest.approx(points / 100, abs=1e-9)
@@ -31,7 +16,6 @@ def test_shift_hits_the_stated_pool_points():
 
 
 def test_zero_sum_candidate_keeps_the_pool_mean_and_moves_questions_both_ways():
-    fdr = _load("fdr")
     for strata in (fdr.STRATA, (0.2, 0.2, 0.6)):
         p = fdr.make_pool(np.random.default_rng(3), 60, strata)
         q = fdr.zero_sum(p)
@@ -40,7 +24,6 @@ def test_zero_sum_candidate_keeps_the_pool_mean_and_moves_questions_both_ways():
 
 
 def test_reuse_chains_serve_only_gates_after_the_first_and_record_their_world():
-    fdr = _load("fdr")
     import dataclasses
 
     params = dataclasses.replace(fdr.configured_gate(), block_size=10)
@@ -51,7 +34,6 @@ def test_reuse_chains_serve_only_gates_after_the_first_and_record_their_world():
 
 
 def test_follow_up_gate_serves_the_earlier_gates_samples_first():
-    fdr = _load("fdr")
     rng = np.random.default_rng(1)
     params = fdr.configured_gate(("gate=strict",))  # the strict gate (betting at e-LOND levels), whose run-level reuse this studies
     assert (params.rule, params.ladder) == ("betting", "importance")
@@ -64,7 +46,6 @@ def test_follow_up_gate_serves_the_earlier_gates_samples_first():
 
 
 def test_the_fdr_benchmark_reads_the_default_gate_and_the_old_rule_from_the_config():
-    fdr = _load("fdr")
     old = fdr.configured_gate(fdr.OLD_RULE)
     assert (old.rule, old.ladder) == ("sequential", "static")
     assert fdr.configured_gate(("gate.fdr=none",)).fdr == "none"
@@ -76,7 +57,6 @@ def _run(rule, seed, edits, curve, tradeoff=False, **extra):
 
 
 def test_e2e_summary_counts_harmful_null_and_reach():
-    e2e = _load("e2e")
     edit = lambda effect, epoch=1: {"epoch": epoch, "step": 1, "action": "accept", "skill_file": "x", "effect": effect,  # noqa: E731
                                     "tradeoff": False, "rollouts": 10}
     runs = [
@@ -100,7 +80,6 @@ def test_e2e_summary_counts_harmful_null_and_reach():
 def test_the_trade_off_editor_is_exactly_zero_sum_even_with_few_easy_answers(seed):
     """e2e's trade-off rule: expected wins (mid, wrong -> right at a') equal expected losses (easy, right -> wrong at b),
     also where a * gain > loss (few easy questions: a is scaled down instead of b capped at 1, which was not zero-sum)."""
-    e2e = _load("e2e")
     rng = np.random.default_rng(seed)
     p = rng.beta(*((0.6, 0.6) if seed % 2 else (3.0, 1.0)), size=40)  # even seeds: mostly easy; odd: U-shaped, few mid
     if seed == 4:
@@ -116,7 +95,6 @@ def test_the_trade_off_editor_is_exactly_zero_sum_even_with_few_easy_answers(see
 
 def test_the_real_report_keeps_the_blocks_it_does_not_rewrite():
     """benchmarks/real.py rewrites its parts, benchmarks/real_coupling.py its own block: neither drops the others'."""
-    real = _load("real")
     old = real.merge_parts("", {"parsing": "P1", "train": "T1", "coupling": "C1"})
     assert old.index("P1") < old.index("T1") < old.index("C1")
     new = real.merge_parts(old, {"train": "T2"})
@@ -129,7 +107,6 @@ def test_coupled_arms_share_the_draws_of_one_question_and_sample_index_only():
     other sample indices stay independent; c = 0 restores the default world's independent arms."""
     import harness.sim.solver as solver
 
-    e2e = _load("e2e")
     original = solver.uniforms
     a, b = "7|t1-001|hashA|12", "7|t1-001|hashB|12"
     assert original(a, 5) != original(b, 5)
@@ -156,7 +133,6 @@ def test_the_ideal_gate_accepts_exactly_the_helpful_edits_and_is_put_back():
     from harness.sim.oracle import Oracle
     from harness.sim.world import World
 
-    e2e = _load("e2e")
     world = World.generate(7)
     base = world.base_harness()
     tt = "temporal_reasoning"
@@ -182,7 +158,6 @@ def test_the_ideal_gate_accepts_exactly_the_helpful_edits_and_is_put_back():
 def test_soft_gate_populations_have_their_stated_gain_and_statistics_their_means():
     """benchmarks/soft_gate.py: the shift hits the pool gain; hard estimates the accuracy gain, both soft statistics the
     soft-score gain (equal when calibrated, larger for the inflated candidate)."""
-    soft_gate = _load("soft_gate")
     logits = np.random.default_rng(1).normal(0.0, 2.5, 200)
     base = 1 / (1 + np.exp(-logits))
     for points in (-5.0, 5.0, 10.0):
@@ -207,7 +182,7 @@ def test_soft_gate_populations_have_their_stated_gain_and_statistics_their_means
 def test_real_coupling_soft_score_calibration_and_pair_moments():
     """benchmarks/real_coupling.py: the calibration gap is mean(v - correct) over rollouts with a soft score (infra and
     missing soft scores left out); the pair moments are over same-seed pairs with both soft scores."""
-    rc = _load("real_coupling")
+    rc = real_coupling
     base = {("q1", 0): (True, 0.75), ("q1", 1): (False, 0.25), ("q2", 0): (None, None), ("q2", 1): (True, None)}
     cal = rc.calibration(base)
     assert (cal["judged"], cal["n"]) == (3, 2)
@@ -219,3 +194,37 @@ def test_real_coupling_soft_score_calibration_and_pair_moments():
     assert sp["m2_hard"] == pytest.approx(0.5) and sp["m2_soft"] == pytest.approx((0.25**2 + 0.5**2) / 2)
     assert sp["gain_hard"] == pytest.approx(0.5) and sp["gain_soft"] == pytest.approx(0.375)
     assert rc.calibration({("q", 0): (True, 0.5)}) == {"n": 1, "judged": 1}
+
+
+@pytest.mark.parametrize("statistic", ["hard", "soft, rounded", "soft, continuous"])
+def test_soft_gate_vectorised_crossing_is_the_gate_loops_accept(statistic):
+    """soft_gate.first_crossing (the vectorised accept e-process the benchmark measures) against the kernel's gate loop
+    with the betting rule (reject and futility off, blocks of 20, cap 400) on the same pair statistics: every seeded
+    gate accepts at the block holding the first crossing, or stays undecided when there is none."""
+    from benchmarks._engine import decide_by, gate_now
+    from harness.kernel.betting import accept_bets
+    from harness.kernel.gate import pair_block
+    from harness.kernel.plans import FixedBlocks
+    from harness.kernel.types import BlockItem, GateParams
+
+    params = GateParams(rule="betting", lambda_accept=3.0, lambda_dir=-1e9, futility="none", block_size=20, max_pairs=400, undecided="reject")
+    logits = np.random.default_rng(1).normal(0.0, 2.5, 200)
+    outcomes = set()
+    for points in (0.0, 10.0):
+        pop = soft_gate.Population("p", soft_gate._sig(logits), soft_gate.shift_for_gain(logits, points))
+        z_all = soft_gate.draw_z(np.random.default_rng([4, int(points)]), pop, 4.0, 10, 400)[statistic]
+        crossing = soft_gate.first_crossing(z_all, accept_bets(1.0), params.lambda_accept)
+        for z, n in zip(z_all, crossing):
+            blocks = [[BlockItem(f"q{i}", i) for i in range(start, start + 20)] for start in range(0, 400, 20)]
+
+            def sample_block(block, b, z=z):
+                part = z[20 * b:20 * b + 20]
+                values = {"baseline_values": [float(max(0.0, -x)) for x in part], "candidate_values": [float(max(0.0, x)) for x in part]}
+                return pair_block(block, [bool(x < 0) for x in part], [bool(x > 0) for x in part],
+                                  **(values if statistic == "soft, continuous" else {}))
+
+            verdict = gate_now(FixedBlocks(blocks), sample_block, decide_by(params)).decision
+            expected = ("accept", -(-int(n) // 20) * 20) if n <= 400 else ("reject", 400)
+            assert (verdict.action, verdict.n_pairs) == expected
+            outcomes.add(verdict.action)
+    assert outcomes == {"accept", "reject"}

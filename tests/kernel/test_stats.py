@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 
+from benchmarks import gate as bench
 from harness.kernel.stats import log_e_beta_mixture, log_lr_direction, mcnemar_one_sided_p
 
 
@@ -67,9 +68,6 @@ def test_grid_mixture_peak_is_anytime_valid_under_the_null():
     # A leaky statistic would show here: re-checked McNemar at the same looks gives ~0.3 (benchmark section 2).
     from harness.kernel.types import GateParams
 
-    from .bench_loader import load_gate_benchmark
-
-    bench = load_gate_benchmark()
     rng = np.random.default_rng(21)
     params = GateParams(block_size=1000, max_pairs=10**6)
     action, _ = bench.simulate_gate(rng, 3000, 0.3, 0.5, params, 1000, direction=False)

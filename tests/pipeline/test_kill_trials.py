@@ -5,23 +5,15 @@ The full form: `nice -n 10 python benchmarks/kill_trials.py --trials 10`."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks import kill_trials as bench
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("kill_trials", REPO_ROOT / "benchmarks" / "kill_trials.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -30,7 +22,6 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def test_the_measured_code_is_the_commit_not_the_working_tree(tmp_path: Path) -> None:
-    bench = _benchmark()
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -47,7 +38,6 @@ def test_the_measured_code_is_the_commit_not_the_working_tree(tmp_path: Path) ->
 
 
 def test_the_stage_running_at_the_kill_is_named() -> None:
-    bench = _benchmark()
     # argv after -c is the script's: a sleeping process whose command line reads like a stage's
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "stages.gate",
                              "--epoch", "1", "--step", "2", "--out", "x"], start_new_session=True)
@@ -60,7 +50,6 @@ def test_the_stage_running_at_the_kill_is_named() -> None:
 
 
 def test_the_report_page_states_every_figure() -> None:
-    bench = _benchmark()
     trial = bench.Trial(3.5, True, "rollout --epoch 1 --step 1", None, 0, True, 0, 0, 0, 0, 1, 0)
     late = bench.Trial(9.0, False, "", 8.2, 0, True, 0, 0, 0, 0, 1, 0)
     repaired = bench.Trial(5.0, True, "", None, 255, True, 0, 0, 0, 0, 1, 0, dvc_state_removed="dvc.lock",
@@ -83,7 +72,6 @@ def test_the_report_page_states_every_figure() -> None:
 
 
 def test_only_an_unreadable_dvc_state_file_is_removed(tmp_path: Path) -> None:
-    bench = _benchmark()
     rwlock_refusal = "ERROR: failed to reproduce 'library': Unable to read RWLock-file '.dvc/tmp/rwlock'. JSON structure"
     lock_refusal = "'./dvc.lock' validation failed.\n\nrequired key not provided, in schema"
     rwlock, lock = tmp_path / ".dvc" / "tmp" / "rwlock", tmp_path / "dvc.lock"
@@ -102,7 +90,6 @@ def test_only_an_unreadable_dvc_state_file_is_removed(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # two small dvc repro runs and a resume
 def test_one_random_kill_of_a_tiny_repro_resumes_to_the_same_run(tmp_path: Path) -> None:
-    bench = _benchmark()
     summary = bench.run_trials(1, seed=1, workdir=tmp_path, overrides=bench.QUICK, window=(0.15, 0.6), max_trials=1)
     trial = summary["per_trial"][0]
     assert summary["trials"] == 1 and summary["killed_running"] == 1, trial  # the kill landed while running
