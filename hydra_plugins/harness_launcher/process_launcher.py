@@ -46,7 +46,7 @@ def _run_job_in_process(payload: bytes, results: Any) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
     from hydra.core.utils import run_job
-    from joblib.externals import cloudpickle
+    import cloudpickle  # (installed with mlflow and loky)
     from omegaconf import open_dict
 
     index, overrides, hydra_context, config, task_function, singleton_state = cloudpickle.loads(payload)
@@ -80,7 +80,7 @@ class ProcessLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from hydra.core.singleton import Singleton
-        from joblib.externals import cloudpickle
+        import cloudpickle  # (installed with mlflow and loky)
 
         setup_globals()
         assert self.config is not None and self.task_function is not None and self.hydra_context is not None
