@@ -79,7 +79,9 @@ def family(name: str, overrides: tuple[str, ...]) -> Family:
     if name == "train":
         return Family(name, (*train, f"hydra.run.dir={TRAIN_DIR}"), (TRAIN_DIR,))
     if name == "sweep":
-        return Family(name, (*train, *SWEEP, f"hydra.sweep.dir={SWEEP_DIR}"), (f"{SWEEP_DIR}/0", f"{SWEEP_DIR}/1"))
+        # --multirun before the overrides: Hydra's argparse takes no flag after its positional overrides
+        return Family(name, (*train[:3], SWEEP[0], *overrides, *SWEEP[1:], f"hydra.sweep.dir={SWEEP_DIR}"),
+                      (f"{SWEEP_DIR}/0", f"{SWEEP_DIR}/1"))
     raise SystemExit(f"--families: unknown family {name!r} (dvc, train, sweep)")
 
 

@@ -125,14 +125,17 @@ class MlflowSweepCallback(Callback):
 def _reattached_parent(tracking_uri: str, sweep_dir: Path, tags: dict[str, str]) -> str | None:
     """The parent run of an earlier, interrupted start of this sweep (same sweep directory), set RUNNING again
     with `tags` (its new owner): the re-run's jobs resume their runs under it, so the sweep keeps one parent.
-    None when the sweep directory names no parent run that still exists (then a new one is opened)."""
+    None when the sweep directory names no parent run that still exists, or one of another command line (other
+    swept values: its params would clash), and then a new one is opened."""
     marker = sweep_dir / PARENT_RUN_FILE
     if not marker.is_file():
         return None
     previous = marker.read_text(encoding="utf-8").strip()
-    from harness.tracking.mlflow_log import run_status, set_run_status, set_tags
+    from harness.tracking.mlflow_log import run_status, run_tag, set_run_status, set_tags
 
     if not previous or run_status(tracking_uri, previous) is None:
+        return None
+    if run_tag(tracking_uri, previous, "harness.sweep_overrides") != tags.get("harness.sweep_overrides"):
         return None
     set_tags(tracking_uri, previous, tags)
     set_run_status(tracking_uri, previous, "RUNNING")
