@@ -43,10 +43,10 @@ class JobProcessDied(RuntimeError):
 
 def _run_job_in_process(payload: bytes, results: Any) -> None:
     """The body of a job process: the job as Hydra's launchers run it; its JobReturn sent back pickled."""
+    import cloudpickle  # (installed with mlflow and loky)
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
     from hydra.core.utils import run_job
-    import cloudpickle  # (installed with mlflow and loky)
     from omegaconf import open_dict
 
     index, overrides, hydra_context, config, task_function, singleton_state = cloudpickle.loads(payload)
@@ -79,8 +79,8 @@ class ProcessLauncher(Launcher):
         self.config, self.task_function, self.hydra_context = config, task_function, hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from hydra.core.singleton import Singleton
         import cloudpickle  # (installed with mlflow and loky)
+        from hydra.core.singleton import Singleton
 
         setup_globals()
         assert self.config is not None and self.task_function is not None and self.hydra_context is not None
