@@ -196,7 +196,11 @@ class TrainingTracker:
             set_run_status,
             set_tags,
         )
+        from harness.tracking.store import init_tracking_db
 
+        # the store complete before any MLflow client opens it: a client on a missing SQLite file would create and
+        # migrate it in place (a kill there leaves it half-migrated), and MLflow keeps its engine on that file
+        init_tracking_db(self.uri)
         owner_tags = self.owner.tags()
         if mine is not None and mine.status in (RUNNING, FAILED, KILLED) and run_status(self.uri, mine.run_id) is not None:
             set_tags(self.uri, mine.run_id, owner_tags)  # before RUNNING: a reaper never sees it with the old owner
