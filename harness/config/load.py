@@ -36,12 +36,14 @@ from harness.config.validate import validate_config
 
 ENV_PREFIX = "HT__"
 CONFIG_NAME = "config"
-# Inside DVC stages (`load_params`) the environment may set only these: they change where or how fast a
-# run works (cache, server address, key variable, concurrency, retries, tracking store), never what it
-# computes. Every other key is a research setting: DVC hashed it from params.yaml, and an HT__ value
-# would change the stage's result while dvc.lock and `dvc status` still show params.yaml's.
+# Inside DVC stages (`load_params`) the environment may set only these: they change how fast or where a
+# run is logged (key variable, concurrency, retries, tracking store), never what it computes. Every other key
+# is a research setting: DVC hashed it from params.yaml, and an HT__ value would change the stage's result
+# while dvc.lock and `dvc status` still show params.yaml's. llm.base_url and llm.cache_dir are research
+# settings too: they decide which model answers and which stored replies are replayed, so a resume with
+# another server (or cache) would mix two models' answers in one run (issue 31 item 4).
 ENGINEERING_KEYS = (
-    "llm.cache_dir", "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.max_retries",
+    "llm.api_key_env", "llm.timeout_s", "llm.max_retries",
     "llm.backoff_base_s", "llm.backoff_max_s", "llm.retry_after_max_s", "llm.concurrency", "llm.client_processes",
     "improve.workers", "tracking.tracking_uri", "quiet",
 )

@@ -44,8 +44,16 @@ _SECRET_KEY = re.compile(
 # values shaped like common API keys (OpenAI/Anthropic sk-, GitHub ghp_, Slack xox?-, AWS AKIA)
 _SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})$")
 _EMPTY = (None, "", "???")
-# scheme://user:password@ (a password in the authority part of a URL)
-_URL_CREDENTIALS = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@")
+# Credentials inside a URL, anywhere in a value (so also inside sweep syntax: `choice(http://u:pw@h,...)`):
+# scheme://user:password@ for any scheme; scheme://TOKEN@ for web schemes, where a bare user part is a token
+# (for databases, postgresql://user@host, it is a login name); a key in the query string (?api_key=, &token=, ...).
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s,()\[\]{}'\"]*:[^/?#@\s,()\[\]{}'\"]*@")
+_URL_TOKEN = re.compile(r"(?<![A-Za-z0-9+.-])(https?|wss?)://[^/?#@\s,()\[\]{}'\":]+@", re.IGNORECASE)
+_URL_QUERY_KEY = re.compile(
+    r"://[^\s,()\[\]{}'\"]*[?&;](api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|secret|"
+    r"client[_-]?secret|sig|signature|x-api-key)=[^&#\s,()'\"]", re.IGNORECASE)
+# separators of sweep syntax and lists: every piece between them is checked for an API-key-shaped value
+_PIECES = re.compile(r"[\s,()\[\]{}'\"=]+")
 
 
 def is_secret_key(key: str) -> bool:
@@ -60,12 +68,16 @@ def looks_like_secret_value(value: Any) -> bool:
 
 
 def has_url_credentials(value: Any) -> bool:
-    """True for a URL string with a ``user:password@`` part."""
-    return isinstance(value, str) and _URL_CREDENTIALS.match(value) is not None
+    """True for a string holding a URL with credentials: ``user:password@``, ``https://TOKEN@`` or a key in its
+    query string (``?api_key=``, ``&token=``, ``key=`` ...), also inside sweep syntax (``choice(...)``)."""
+    return isinstance(value, str) and any(p.search(value) for p in (_URL_PASSWORD, _URL_TOKEN, _URL_QUERY_KEY))
 
 
 def _secret_value(value: Any) -> bool:
-    return looks_like_secret_value(value) or has_url_credentials(value)
+    """An API-key-shaped value or a URL with credentials, alone or as one piece of a sweep or list expression."""
+    if not isinstance(value, str):
+        return False
+    return has_url_credentials(value) or any(looks_like_secret_value(piece) for piece in _PIECES.split(value) if piece)
 
 
 def find_secrets(data: Any, prefix: str = "") -> list[str]:
@@ -121,8 +133,8 @@ def check_overrides(overrides: Sequence[str], source: str = "on the command line
     for override in overrides:
         key, sep, value = str(override).partition("=")
         key = key.lstrip("+~")
-        values = [part.strip("'\" ") for part in value.strip("[]()").split(",")]  # sweeps: a,b / choice(a,b)
-        if sep and ((is_secret_key(key) and value.strip() not in ("", "null")) or any(_secret_value(v) for v in values)):
+        # a whole value is searched, so sweep syntax (a,b / choice(a,b) / range / glob) hides nothing
+        if sep and ((is_secret_key(key) and value.strip() not in ("", "null")) or _secret_value(value)):
             violations.append(_violation(key, source))
     if violations:
         raise ConfigError(violations, header="secret in overrides")
@@ -148,12 +160,39 @@ def dvc_set_params(argv: Sequence[str]) -> list[str]:
     return [v.split(":", 1)[1] if ":" in v.split("=", 1)[0] else v for v in values]
 
 
-def refuse_secrets_on_command_line(argv: Sequence[str], program: str) -> None:
-    """Exit (status 2, one message naming the key, never the value) when the overrides carry a secret.
+def config_dirs_of(argv: Sequence[str], start: Path | None = None) -> list[Path]:
+    """The config trees a Hydra app started with `argv` in `start` (default: the working directory) reads: the
+    project's ``conf/`` (found as `stages.train` finds the project root) and any ``--config-dir``/``-cd`` given."""
+    from harness.config.project import find_project_root
 
-    Runs before Hydra, which would otherwise save the overrides in ``.hydra/`` first."""
+    here = (Path.cwd() if start is None else Path(start)).resolve()
+    found = [here / "conf"]
+    root = find_project_root(here)
+    if root is not None:
+        found.append(Path(root) / "conf")
+    args = list(argv)
+    for index, arg in enumerate(args):
+        if arg in ("-cd", "--config-dir") and index + 1 < len(args):
+            found.append(Path(args[index + 1]))
+        elif arg.startswith("--config-dir="):
+            found.append(Path(arg.split("=", 1)[1]))
+    unique: list[Path] = []
+    for directory in found:
+        if directory.is_dir() and directory.resolve() not in unique:
+            unique.append(directory.resolve())
+    return unique
+
+
+def refuse_secrets_on_command_line(argv: Sequence[str], program: str) -> None:
+    """Exit (status 2, one message naming the key, never the value) when the overrides, or a YAML file of the
+    config trees the app reads (a sweep file's ``hydra.sweeper.params`` included), carry a secret.
+
+    Runs before Hydra, which would otherwise save the overrides and the sweep in ``.hydra/`` and
+    ``multirun.yaml`` first."""
     try:
         check_overrides(command_line_overrides(argv))
+        for directory in config_dirs_of(argv):
+            check_config_tree(directory)
     except ConfigError as error:
         print(f"{program}: {error}", file=sys.stderr)
         raise SystemExit(2) from None

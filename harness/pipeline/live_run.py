@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.pipeline.run_lock import RunDirInUse, run_dir_lock
 from harness.tracking.live import (
     FAILED,
     FINISHED,
@@ -38,10 +39,19 @@ from harness.tracking.live import (
     PENDING,
     RUNNING,
     LiveRun,
+    live_run_path,
+    owner_alive,
     read_live_run,
+    run_owner,
     settings_key,
     write_live_run,
 )
+
+LIVE_LOCK_NAME = ".mlflow_run.lock"
+
+
+class LiveRunInUse(RunDirInUse):
+    """Another live process owns the unfinished MLflow run of this training state (one line, exit 2)."""
 
 log = logging.getLogger("harness.progress")
 
@@ -119,13 +129,31 @@ class TrainingTracker:
         self.params = training_params(cfg)
         self.key = settings_key(self.params)
         self.run_name, self.source, self.parent_run_id, self.run_dir = run_name, source, parent_run_id, run_dir
+        self.owner = run_owner()
 
     def _mine(self) -> LiveRun | None:
         ref = read_live_run(self.directory)
         return ref if ref is not None and ref.same_run(self.uri_key, self.experiment, self.key) else None
 
     def _record(self, run_id: str, status: str) -> None:
-        write_live_run(self.directory, LiveRun(run_id, self.uri_key, self.experiment, self.key, status, self.run_name))
+        owner = self.owner
+        write_live_run(self.directory, LiveRun(run_id, self.uri_key, self.experiment, self.key, status, self.run_name,
+                                               str(owner.pid), owner.host, owner.started))
+
+    def _refuse_a_live_owner(self, ref: LiveRun | None) -> None:
+        """Raise LiveRunInUse when another live process owns the unfinished run of this state directory."""
+        owner = None if ref is None or ref.status not in (RUNNING, PENDING) else ref.owner
+        if owner is None or owner == self.owner:
+            return
+        alive = owner_alive(owner)
+        if alive is False:
+            return
+        raise LiveRunInUse(
+            f"the training state of {self.directory} ({live_run_path(self.directory)}) is being trained by "
+            f"{owner.describe()}{'' if alive else ' (another host: cannot tell whether it still runs)'}; two "
+            "processes on one state would write into one MLflow run and one state; wait for it to end, or give this "
+            "run another train.state_dir" + ("" if alive else f" (or delete {live_run_path(self.directory)} once "
+                                             "that process is gone)"))
 
     def tags(self) -> dict[str, str]:
         from harness.tracking.provenance import current_user, git_commit, git_dirty
@@ -144,23 +172,50 @@ class TrainingTracker:
         return tags
 
     def start(self) -> str:
-        """The run to log into: this settings' RUNNING run (no MLflow import), its FAILED or KILLED run set
-        RUNNING again (a resume), or a new run (first start, other settings, or a finished run re-executed)."""
-        ref = read_live_run(self.directory)
-        mine = ref if ref is not None and ref.same_run(self.uri_key, self.experiment, self.key) else None
-        if mine is not None and mine.status == RUNNING:
-            return mine.run_id
-        from harness.tracking.mlflow_log import complete_params, find_tagged, open_run, run_status, set_run_status
+        """The run to log into: this settings' RUNNING run of this owner (no MLflow import), its RUNNING run of a
+        dead owner, or its FAILED or KILLED run, taken over and set RUNNING (a resume), or a new run (first start,
+        other settings, or a finished run re-executed). Raises LiveRunInUse when another live process owns the
+        state's unfinished run. A new or resumed run first ends KILLED the RUNNING runs of dead owners on this
+        host (`reap_dead_runs`): a killed run re-run in another directory never sees its old record."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with run_dir_lock(self.directory, LIVE_LOCK_NAME, wait=True):  # one process at a time reads and records
+            return self._start()
 
-        if mine is not None and mine.status in (FAILED, KILLED) and run_status(self.uri, mine.run_id) is not None:
+    def _start(self) -> str:
+        ref = read_live_run(self.directory)
+        self._refuse_a_live_owner(ref)
+        mine = ref if ref is not None and ref.same_run(self.uri_key, self.experiment, self.key) else None
+        if mine is not None and mine.status == RUNNING and mine.owner == self.owner:
+            return mine.run_id
+        from harness.tracking.mlflow_log import (
+            complete_params,
+            find_tagged,
+            open_run,
+            reap_dead_runs,
+            run_status,
+            set_run_status,
+            set_tags,
+        )
+        from harness.tracking.store import init_tracking_db
+
+        # the store complete before any MLflow client opens it: a client on a missing SQLite file would create and
+        # migrate it in place (a kill there leaves it half-migrated), and MLflow keeps its engine on that file
+        init_tracking_db(self.uri)
+        owner_tags = self.owner.tags()
+        if mine is not None and mine.status in (RUNNING, FAILED, KILLED) and run_status(self.uri, mine.run_id) is not None:
+            set_tags(self.uri, mine.run_id, owner_tags)  # before RUNNING: a reaper never sees it with the old owner
+            self._reparent(mine.run_id)
             set_run_status(self.uri, mine.run_id, RUNNING)
             self._record(mine.run_id, RUNNING)
-            log.info("[mlflow] resumed run %s (%s, was %s)", mine.run_id, mine.run_name, mine.status)
+            log.info("[mlflow] resumed run %s (%s, was %s)", mine.run_id, mine.run_name,
+                     mine.status if mine.status != RUNNING else "left RUNNING by a process that is gone")
             return mine.run_id
         if mine is not None and mine.status == PENDING:  # killed between creating the run and recording it
             found = find_tagged(self.uri, self.experiment, NONCE_TAG, mine.run_id)
             if found is not None:
                 complete_params(self.uri, found, self.params)  # the kill may have cut the params short
+                set_tags(self.uri, found, owner_tags)
+                self._reparent(found)
                 set_run_status(self.uri, found, RUNNING)
                 self._record(found, RUNNING)
                 log.info("[mlflow] resumed run %s (%s, created by a process killed before it recorded it)",
@@ -169,14 +224,29 @@ class TrainingTracker:
         if ref is not None and mine is None and ref.status == RUNNING and ref.tracking_uri == self.uri_key:
             if run_status(self.uri, ref.run_id) == RUNNING:  # superseded by other settings: it will never end
                 set_run_status(self.uri, ref.run_id, KILLED)
+        try:
+            for run_id in reap_dead_runs(self.uri, self.experiment):
+                log.info("[mlflow] run %s ended KILLED: its process is gone", run_id)
+        except Exception as error:  # noqa: BLE001  a store that cannot be searched fails below, naming itself
+            log.warning("[mlflow] could not look for runs of dead processes: %s", error)
         nonce = uuid.uuid4().hex
         self._record(nonce, PENDING)
         run_id = open_run(tracking_uri=self.uri, experiment=self.experiment, project_root=self.root,
-                          run_name=self.run_name, params=self.params, tags={**self.tags(), NONCE_TAG: nonce},
-                          parent_run_id=self.parent_run_id)
+                          run_name=self.run_name, params=self.params,
+                          tags={**self.tags(), **owner_tags, NONCE_TAG: nonce}, parent_run_id=self.parent_run_id)
         self._record(run_id, RUNNING)
         log.info("[mlflow] run %s (%s) started in experiment %s", run_id, self.run_name, self.experiment)
         return run_id
+
+    def _reparent(self, run_id: str) -> None:
+        """A resumed sweep job's run belongs to the sweep's current parent run (a re-run sweep re-attaches its
+        children, never leaving them under a parent that will not end)."""
+        if self.parent_run_id is None:
+            return
+        from harness.tracking.mlflow_log import PARENT_TAG, run_tag, set_tags
+
+        if run_tag(self.uri, run_id, PARENT_TAG) != self.parent_run_id:
+            set_tags(self.uri, run_id, {PARENT_TAG: self.parent_run_id})
 
     def mark(self, status: str) -> None:
         """End this settings' unfinished run with `status` (FAILED, KILLED); nothing when there is none."""
@@ -206,6 +276,7 @@ class TrainingTracker:
             if found is not None:
                 if mine is None or mine.run_id != found:
                     self._record(found, FINISHED)
+                self._reparent(found)  # a finished job of a re-run sweep belongs to the sweep's current parent
                 return found
         run_id = self.start()
         try:

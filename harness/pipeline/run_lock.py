@@ -18,7 +18,7 @@ from pathlib import Path
 
 LOCK_NAME = ".job.lock"
 
-# Directories this process holds, with their lock file's descriptor: flock locks belong to an open
+# Lock files this process holds, with their descriptor: flock locks belong to an open
 # file description, so a second open() of the same file in this process would refuse its own owner.
 _held: dict[Path, int] = {}
 
@@ -33,17 +33,18 @@ def _owner(fd: int) -> str:
     return text or "unknown (the owner is starting)"
 
 
-def acquire(directory: Path) -> bool:
-    """Lock `directory` (created if missing) for this process; False when this process already holds it.
+def acquire(directory: Path, name: str = LOCK_NAME, *, wait: bool = False) -> bool:
+    """Lock `directory` (created if missing) for this process through its file `name`; False when this process
+    already holds it. With `wait`, block until the holder lets go (a short critical section, not a job).
 
-    Raises RunDirInUse naming the directory and the owner's PID when another process holds it."""
+    Raises RunDirInUse naming the directory and the owner's PID when another process holds it (without `wait`)."""
     directory = Path(directory).resolve()
-    if directory in _held:
+    if directory / name in _held:
         return False
     directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
         owner = _owner(fd)
         os.close(fd)
@@ -53,26 +54,26 @@ def acquire(directory: Path) -> bool:
             "default, which is unique per job)") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode())
-    _held[directory] = fd
+    _held[directory / name] = fd
     return True
 
 
-def release(directory: Path) -> None:
+def release(directory: Path, name: str = LOCK_NAME) -> None:
     """Drop this process's lock on `directory` (no-op when it holds none)."""
-    fd = _held.pop(Path(directory).resolve(), None)
+    fd = _held.pop(Path(directory).resolve() / name, None)
     if fd is not None:
         os.close(fd)  # closing the last descriptor of the open file description releases the flock
 
 
 @contextmanager
-def run_dir_lock(directory: Path) -> Iterator[None]:
-    """Hold the lock on `directory` for the block; a lock this process already held stays held after it."""
-    acquired = acquire(directory)
+def run_dir_lock(directory: Path, name: str = LOCK_NAME, *, wait: bool = False) -> Iterator[None]:
+    """Hold the lock on `directory` (file `name`) for the block; a lock this process already held stays held."""
+    acquired = acquire(directory, name, wait=wait)
     try:
         yield
     finally:
         if acquired:
-            release(directory)
+            release(directory, name)
 
 
 def explicit_dirs(argv: Sequence[str]) -> list[Path]:

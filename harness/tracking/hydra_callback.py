@@ -47,6 +47,7 @@ class MlflowSweepCallback(Callback):
         self._sweep_params: dict[str, str] = {}
         self._swept_keys: list[str] = []
         self._sweep_dir: Path | None = None
+        self._experiment = ""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking = config.get("tracking")
@@ -57,6 +58,7 @@ class MlflowSweepCallback(Callback):
         project_root = Path.cwd()
         self._tracking_uri = resolve_tracking_uri(tracking.get("tracking_uri"), project_root)
         init_tracking_db(self._tracking_uri)
+        self._experiment = str(tracking.get("experiment"))
         sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = list(config.hydra.overrides.get("task") or [])
         # params: only what the sweep varies (its values); the command line and the directory are tags
@@ -73,7 +75,10 @@ class MlflowSweepCallback(Callback):
         commit = _git_commit(project_root)
         if commit:
             tags["mlflow.source.git.commit"] = commit
-        self._parent_run_id = start_parent_run(
+        from harness.tracking.live import process_owner
+
+        tags.update(process_owner().tags())  # a sweep killed with its launcher is ended KILLED by the next start
+        self._parent_run_id = _reattached_parent(self._tracking_uri, sweep_dir, tags) or start_parent_run(
             tracking_uri=self._tracking_uri,
             experiment=str(tracking.get("experiment")),
             project_root=project_root,
@@ -110,7 +115,32 @@ class MlflowSweepCallback(Callback):
         run_id, self._parent_run_id = self._parent_run_id, None
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)
+        from harness.tracking.mlflow_log import reap_dead_runs
+
+        for child in reap_dead_runs(self._tracking_uri, self._experiment):  # a job whose process died
+            log.info("MLflow run %s ended KILLED: its job's process is gone", child)
         finish_parent_run(tracking_uri=self._tracking_uri, run_id=run_id, params=self._sweep_params, failed=failed)
+
+
+def _reattached_parent(tracking_uri: str, sweep_dir: Path, tags: dict[str, str]) -> str | None:
+    """The parent run of an earlier, interrupted start of this sweep (same sweep directory), set RUNNING again
+    with `tags` (its new owner): the re-run's jobs resume their runs under it, so the sweep keeps one parent.
+    None when the sweep directory names no parent run that still exists, or one of another command line (other
+    swept values: its params would clash), and then a new one is opened."""
+    marker = sweep_dir / PARENT_RUN_FILE
+    if not marker.is_file():
+        return None
+    previous = marker.read_text(encoding="utf-8").strip()
+    from harness.tracking.mlflow_log import run_status, run_tag, set_run_status, set_tags
+
+    if not previous or run_status(tracking_uri, previous) is None:
+        return None
+    if run_tag(tracking_uri, previous, "harness.sweep_overrides") != tags.get("harness.sweep_overrides"):
+        return None
+    set_tags(tracking_uri, previous, tags)
+    set_run_status(tracking_uri, previous, "RUNNING")
+    log.info("MLflow sweep parent run %s re-attached (the sweep directory %s was started before)", previous, sweep_dir)
+    return previous
 
 
 def swept_values(sweeper_params: Any, task_overrides: list[str]) -> dict[str, str]:

@@ -191,6 +191,45 @@ def set_run_status(tracking_uri: str, run_id: str, status: str) -> None:
         client.set_terminated(run_id, status=status)
 
 
+def set_tags(tracking_uri: str, run_id: str, tags: Mapping[str, str]) -> None:
+    """Set `tags` on run `run_id` (e.g. its new owner when a resume takes it over, or the parent it belongs to)."""
+    client = _client(tracking_uri)
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
+def run_tag(tracking_uri: str, run_id: str, key: str) -> str | None:
+    """Tag `key` of run `run_id` (None when the run or the tag is not there)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return _client(tracking_uri).get_run(run_id).data.tags.get(key)
+    except MlflowException:
+        return None
+
+
+def reap_dead_runs(tracking_uri: str, experiment: str) -> list[str]:
+    """End KILLED every RUNNING run of `experiment` whose owner (tags ``harness.owner_*``, set by the process that
+    trains it) ran on this host and is gone: a killed `stages.train` leaves its run RUNNING, and its next start
+    may be in another run directory that never sees the old record. Returns the ids ended."""
+    import socket
+
+    from harness.tracking.live import KILLED, OWNER_TAGS, Owner, owner_alive
+
+    client = _client(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    query = f"attributes.status = 'RUNNING' and tags.`{OWNER_TAGS[1]}` = '{_tag_safe(socket.gethostname())}'"
+    ended = []
+    for run in client.search_runs([found.experiment_id], query, max_results=5000):
+        owner = Owner.from_tags(run.data.tags)
+        if owner is not None and owner_alive(owner) is False:
+            client.set_terminated(run.info.run_id, status=KILLED)
+            ended.append(run.info.run_id)
+    return ended
+
+
 def logged_epochs(client, run_id: str) -> set[int]:
     return {int(m.step) for m in client.get_metric_history(run_id, EPOCH_MARKER)}
 

@@ -98,8 +98,8 @@ def test_find_secrets_and_redact() -> None:
     key = _fake_key()
     data = {"llm": {"api_key": key, "api_key_env": "OPENAI_API_KEY", "models": {"editor": "m"}, "note": f"uses {key}"},
             "list": [{"token": "abc"}, key], "empty": {"password": None}}
-    # a key embedded in free text is not detectable by shape; redact() masks it by value
-    assert sorted(find_secrets(data)) == ["list.0.token", "list.1", "llm.api_key"]
+    # a key-shaped word inside a longer value is found too (sweep syntax hides keys that way: choice(a,sk-...))
+    assert sorted(find_secrets(data)) == ["list.0.token", "list.1", "llm.api_key", "llm.note"]
     cleaned = redact(data, [key])
     assert key not in json.dumps(cleaned)
     assert cleaned["llm"]["api_key"] == REDACTED and cleaned["llm"]["api_key_env"] == "OPENAI_API_KEY"

@@ -35,12 +35,14 @@ def test_dvc_repro_on_the_real_path_completes_and_follows_the_questions_file(tmp
     overrides = ("llm=openai", "benchmark=jsonl", "benchmark.path=data/q.jsonl", "llm.model=scripted", "tracking=none",
                  "train.epochs=1", "batching.batch_size=6", "improve.tasks_per_domain=1",
                  "improve.max_minutes=30")  # on a real model Harness² runs only with a stated budget (docs/pipeline.md)
-    project = make_project(tmp_path / "project", overrides=overrides, files={"data/q.jsonl": source})
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    assert params["improve"]["domains"] == list(TASK_TYPES)  # derived from the data, not the simulator's task types
-    assert (params["pools"]["test_size"], params["pools"]["diagnosis_size"], params["train"]["steps_per_epoch"]) == (6, 6, 1)
     with FakeOpenAIServer(reply=ScriptedModel({r["question"]: r["answer"] for r in rows}), record=False) as server:
-        env = {"OPENAI_API_KEY": "sk-local", "HT__LLM__BASE_URL": server.base_url}
+        # the server address is a DVC param (it decides which model answers): written into params.yaml
+        project = make_project(tmp_path / "project", overrides=(*overrides, f"llm.base_url={server.base_url}"),
+                               files={"data/q.jsonl": source})
+        params = yaml.safe_load((project / "params.yaml").read_text())
+        assert params["improve"]["domains"] == list(TASK_TYPES)  # derived from the data, not the simulator's task types
+        assert (params["pools"]["test_size"], params["pools"]["diagnosis_size"], params["train"]["steps_per_epoch"]) == (6, 6, 1)
+        env = {"OPENAI_API_KEY": "sk-local"}
         first = run(["dvc", "repro"], project, timeout=1200, extra_env=env)  # raises on a non-zero exit
         assert "Running stage 'improve_report'" in first.stdout
         sweep = json.loads((project / "reports" / "improve" / "sweep-report.json").read_text())

@@ -62,13 +62,40 @@ def test_the_report_page_states_every_figure() -> None:
                "duplicate_prediction_keys": 0, "repeated_calls": 0, "mlflow_duplicates": 0, "mlflow_running": 0,
                "per_trial": [{**bench.asdict(t), "intact": t.intact, "survived": t.survived}
                              for t in (trial, late, repaired)],
+               "families": {"dvc": {"reference_seconds": 10.0, "trials": 2, "killed_running": 1, "survived": 1,
+                                    "identical": 2, "rows_lost": 0, "rows_duplicated": 0, "repeated_calls": 0,
+                                    "training_runs": 2, "mlflow_finished": 2, "mlflow_runs_per_training_run": 1.0,
+                                    "mlflow_running": 0, "mlflow_parents": 0},
+                            "sweep": {"reference_seconds": 20.0, "trials": 1, "killed_running": 1, "survived": 1,
+                                      "identical": 1, "rows_lost": 0, "rows_duplicated": 0, "repeated_calls": 0,
+                                      "training_runs": 2, "mlflow_finished": 2, "mlflow_runs_per_training_run": 1.0,
+                                      "mlflow_running": 0, "mlflow_parents": 1}},
                "command": "python benchmarks/kill_trials.py --trials 1", "wall_seconds": 30.0,
                "load_average": [1.0, 1.0, 1.0], "finished_utc": "2026-12-02 05:00 UTC"}
     page = bench.render_markdown(summary)
-    for text in ("a" * 40, "| real kills (landed while `dvc repro` ran) | 2 |", "| survived (all trials) | 2 / 3 |",
+    for text in ("a" * 40, "| real kills (landed while the run ran) | 2 |", "| survived (all trials) | 2 / 3 |",
+                 "| `dvc repro` | 10.0 | 2 (1) | 1 / 2 | 2 / 2 | 0 | 0 | 0 | 1.0 (2 FINISHED / 2) | 0 | - |",
+                 "| 2-job sweep (same sweep dir) | 20.0 | 1 (1) | 1 / 1 | 1 / 1 | 0 | 0 | 0 | 1.0 (2 FINISHED / 2) | 0 | 1 |",
                  "| MLflow RUNNING zombies | 0 |", "rollout --epoch 1 --step 1", "no (done at 8.2 s)",
                  "| 255; dvc.lock removed, then 0 |", "unreadable (resume refused) | 1 (`dvc.lock` 1) |", "Failed trials: [2]"):
         assert text in page, text
+
+
+def test_each_family_runs_its_own_command_and_a_sweep_needs_its_parent() -> None:
+    assert bench.family("dvc", ("train=tiny",)).command == ("dvc", "repro", "report")
+    train = bench.family("train", ("train=tiny",))
+    assert train.command[:4] == ("python", "-m", "stages.train", "train=tiny") and train.bases == (bench.TRAIN_DIR,)
+    sweep = bench.family("sweep", ("train=tiny",))
+    assert sweep.command[3] == "--multirun" and len(sweep.bases) == 2  # a flag before Hydra's overrides
+    with pytest.raises(SystemExit, match="unknown family"):
+        bench.family("slurm", ())
+    ok = bench.Trial(1.0, True, "train", None, 0, True, 0, 0, 0, 0, 2, 0, family="sweep", training_runs=2,
+                     mlflow_parents=1)
+    assert ok.survived
+    assert not bench.Trial(1.0, True, "train", None, 0, True, 0, 0, 0, 0, 2, 0, family="sweep", training_runs=2,
+                           mlflow_parents=2).intact  # a second parent: the re-run did not re-attach
+    assert bench.Trial(1.0, True, "train", None, 0, True, 0, 0, 0, 0, 1, 0, family="train").intact  # one run, one MLflow run
+    assert not bench.Trial(1.0, True, "train", None, 0, True, 0, 0, 0, 0, 2, 0, family="train").intact  # duplicate
 
 
 def test_only_an_unreadable_dvc_state_file_is_removed(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def test_a_directory_held_by_another_process_is_refused_naming_it_and_the_pid(tm
     assert not run_lock.acquire(tmp_path / "job")  # re-entrant within one process
     with run_lock.run_dir_lock(tmp_path / "job"):
         pass
-    assert (tmp_path / "job").resolve() in run_lock._held  # a lock held before the block stays held
+    assert (tmp_path / "job").resolve() / run_lock.LOCK_NAME in run_lock._held  # a lock held before the block stays held
     run_lock.release(tmp_path / "job")
     assert (tmp_path / "job" / run_lock.LOCK_NAME).read_text().startswith(f"{os.getpid()} on ")
 
