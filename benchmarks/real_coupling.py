@@ -39,12 +39,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "benchmarks"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if str(ROOT) not in sys.path:  # run as a file: the project root, so `benchmarks` and `harness` import as packages
+    sys.path.insert(0, str(ROOT))
 
-import real  # noqa: E402  (benchmarks/real.py: server, provider config, report merging)
-
+from benchmarks import real  # noqa: E402  (benchmarks/real.py: server, provider config, report merging)
 from harness.bench.jsonl import JsonlBenchmark, read_user_questions  # noqa: E402
 from harness.bench.scoring import load_scorer  # noqa: E402
 from harness.inference import run_inference  # noqa: E402
