@@ -11,7 +11,7 @@ from harness.kernel.gate import infra_guard, infra_ratio_exceeded
 from harness.kernel.momentum import categorize_pair
 from harness.kernel.types import IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS, GateParams, PairResult
 from harness.loop.observation import quadrant_of
-from harness.loop.validate import InfraFailureError, guard_infra_failures
+from harness.loop.validate import InfraFailureError, guard_infra_failures, scored_share_too_low
 
 EXPECTED = {(False, True): IMPROVED, (True, False): REGRESSED, (False, False): PERSISTENT_FAIL, (True, True): STABLE_SUCCESS}
 
@@ -38,6 +38,13 @@ def test_gate_and_rollout_infra_guards_trip_together(min_denominator, max_ratio)
         expected = infra_ratio_exceeded(n_infra, n_total, params)
         pairs = [PairResult(f"q{i}", None if i < n_infra else True, True) for i in range(n_total)]
         assert (infra_guard(pairs, params) is not None) == expected, (n_total, n_infra)
+        if n_total < min_denominator:
+            # a stage's small batch is still judged (docs/faults.md): nothing scored, or the share over the ratio with
+            # the batch counted as infra_min_denominator rollouts; the gate waits for its denominator
+            small = n_total > 0 and (n_infra == n_total or n_infra / min_denominator > max_ratio)
+            assert scored_share_too_low(n_infra, n_total, params) == small, (n_total, n_infra)
+            continue
+        assert scored_share_too_low(n_infra, n_total, params) == expected, (n_total, n_infra)
         if expected:
             with pytest.raises(InfraFailureError, match="infrastructure reasons"):
                 guard_infra_failures(n_infra, n_total, params, "here")
