@@ -45,3 +45,8 @@ def test_an_old_round_key_is_refused_naming_its_new_key(old: str) -> None:
     with pytest.raises(ConfigError) as info:
         load(f"{old}=2")
     assert f"renamed: {old} is now {RENAMED_KEYS[old]}" in str(info.value).lower()
+
+
+def test_an_old_round_key_from_the_environment_names_its_new_key() -> None:
+    with pytest.raises(ConfigError, match=r"HT__IMPROVE__K .*renamed: improve\.k is now h2_round\.k"):
+        load_config([], env_file=None, environ={"HT__IMPROVE__K": "2"})
