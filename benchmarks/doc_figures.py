@@ -1,10 +1,13 @@
-"""The run figures README.md and docs/pipeline.md quote, written from the measured JSON, never typed by hand.
+"""Figures that docs and config comments quote from benchmark results agree with the JSON in reports/benchmarks/.
 
     python benchmarks/doc_figures.py --write    # after `python benchmarks/pipeline.py` (a fresh clone's `dvc repro`)
-    python benchmarks/doc_figures.py --check    # exit 1 when a quoted block differs (tests/docs/test_doc_figures.py)
+    python benchmarks/doc_figures.py --check    # exit 1 when a quoted block or figure differs (tests/docs/test_doc_figures.py)
 
-Each quoted block sits between `<!-- figures:<name> -->` and `<!-- /figures -->`; its text is rendered here from
-reports/benchmarks/pipeline.json (the default run's wall and CPU time, its reports/metrics.json).
+Two kinds of quote. Run blocks sit between `<!-- figures:<name> -->` and `<!-- /figures -->` (README.md,
+docs/pipeline.md); their text is rendered here from reports/benchmarks/pipeline.json (`--write` rewrites them).
+Figures inside prose and YAML comments are listed in `QUOTES`: (file, the quoted text with `{}` for each figure)
+-> (JSON file, the key each figure renders); `--check` fails when a quote is missing or a figure differs from its
+key (fix the text, or re-run the benchmark that writes the JSON).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -61,6 +65,152 @@ def rendered(text: str, res: dict[str, Any], where: Path) -> str:
     return BLOCK.sub(one, text)
 
 
+_STEP = re.compile(r"([^.\[\]]+)(?:\[([^=\]]+)=([^\]]+)\])?")
+
+
+def lookup(data: Any, key: str) -> Any:
+    """`key` in `data`: dotted names; `rows[lambda=0.5]` picks the one row of list `rows` whose `lambda` equals 0.5."""
+    for part in re.findall(r"[^.\[]+(?:\[[^\]]*\])?", key):
+        m = _STEP.fullmatch(part)
+        if m is None or not isinstance(data, dict) or m.group(1) not in data:
+            raise KeyError(key)
+        data = data[m.group(1)]
+        if m.group(2) is not None:
+            field, want = m.group(2), m.group(3)
+            rows = [r for r in data if str(r.get(field)) == want or _same_number(r.get(field), want)]
+            if len(rows) != 1:
+                raise KeyError(f"{key}: {len(rows)} rows with {field}={want}")
+            data = rows[0]
+    return data
+
+
+def _same_number(value: Any, text: str) -> bool:
+    try:
+        return isinstance(value, (int, float)) and float(value) == float(text)
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One quoted figure: (`key` [- `minus`]) x `scale` [/ `per` x 100] of the JSON, rendered with the format `spec`."""
+
+    key: str
+    spec: str = ""
+    scale: float = 1.0  # 100: a share quoted in percent or points
+    per: str | None = None  # a percentage of another key: 100 * key / per
+    minus: str | None = None  # a difference of two keys: key - minus
+
+    def render(self, data: Any) -> str:
+        value = lookup(data, self.key)
+        if self.minus is not None:
+            value -= lookup(data, self.minus)
+        if self.per is not None:
+            value = 100 * value / lookup(data, self.per)
+        return format(value * self.scale if self.scale != 1.0 else value, self.spec)
+
+    def label(self) -> str:
+        expr = self.key if self.minus is None else f"{self.key} - {self.minus}"
+        expr = expr if self.per is None else f"100 * ({expr}) / {self.per}"
+        return expr if self.scale == 1.0 else f"{self.scale:g} * {expr}"
+
+
+def _chunk(chunk: str) -> str:
+    """A literal stretch of a quote as a regex in which every whitespace run matches any whitespace run (line wraps)."""
+    words = chunk.split()
+    if not words:
+        return r"\s+" if chunk else ""
+    return ((r"\s+" if chunk[0].isspace() else "") + r"\s+".join(map(re.escape, words))
+            + (r"\s+" if chunk[-1].isspace() else ""))
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Text quoted in `doc` (repo-relative; `{}` marks each figure) whose figures come from `source` (repo-relative JSON)."""
+
+    doc: str
+    text: str
+    source: str
+    figures: tuple[Figure, ...]
+
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(r"(\S+?)".join(_chunk(c) for c in self.text.split("{}")))
+
+
+def _e2e(key: str) -> str:
+    return f"summary.{key}"
+
+
+def _lam(lam: str, key: str) -> str:
+    return f"rows[lambda={lam}].{key}"
+
+
+_LAMBDAS = ("0.1", "0.25", "0.5", "1", "2", "3", "5")
+E2E = "reports/benchmarks/e2e.json"
+QUOTES: tuple[Quote, ...] = (
+    Quote("conf/certify/default.yaml",
+          "(e2e seeds 7-14, reports/benchmarks/e2e.json: some type > 2 pts worse {}/{}, flag {}/{}; gain {} / {})",
+          E2E, (Figure(_e2e("per_type_modes.rollback.type_worse_2pt")), Figure(_e2e("per_type_modes.rollback.runs")),
+                Figure(_e2e("per_type_modes.flag.type_worse_2pt")), Figure(_e2e("per_type_modes.flag.runs")),
+                Figure(_e2e("per_type_modes.rollback.mean_gain_pts"), "+.1f"),
+                Figure(_e2e("per_type_modes.flag.mean_gain_pts"), "+.1f"))),
+    Quote("docs/kernel.md",
+          "λ = 0.1 / 0.25 / 0.5 / 1 / 2 / 3 / 5 deliver {} / {} / {} / {} / {} / {} / {} points for "
+          "{} / {} / {} / {} / {} / {} / {} rollouts, with {} / {} / {} / {} / {} / {} / {} % of installs harmful or null.",
+          "reports/benchmarks/lambda_curve.json",
+          tuple(Figure(_lam(v, "gain"), "+.1f") for v in _LAMBDAS)
+          + tuple(Figure(_lam(v, "rollouts"), ",.0f") for v in _LAMBDAS)
+          + tuple(Figure(_lam(v, "bad"), ".0f", per=_lam(v, "installed")) for v in _LAMBDAS)),
+    Quote("docs/kernel.md",
+          "the default trains for **{} rollouts** ({} rollouts per gated candidate, {} installs of which {} % harmful or "
+          "null) and delivers **{} points** after the certificate's per-type rollback ({} with flags only, the same runs); "
+          "under the same budget GEPA's rule {} ({} used; {} for its own 6 epochs), the SkillOpt-like rule {}, the ideal "
+          "gate {}; strict mode (`betting_elond`, its own 3 epochs) {} for {}.",
+          E2E, (Figure(_e2e("betting.mean_rollouts"), ",.0f"), Figure(_e2e("betting.rollouts_per_gate"), ".0f"),
+                Figure(_e2e("betting.installed")), Figure(_e2e("betting.bad_share"), ".0f", scale=100),
+                Figure(_e2e("per_type_modes.rollback.mean_gain_pts"), "+.2f"),
+                Figure(_e2e("per_type_modes.flag.mean_gain_pts"), "+.2f"), Figure(_e2e("gepa.mean_gain_pts"), "+.2f"),
+                Figure(_e2e("gepa.mean_rollouts"), ",.0f"), Figure(_e2e("gepa.full_rollouts"), ",.0f"),
+                Figure(_e2e("skillopt.mean_gain_pts"), "+.2f"), Figure(_e2e("oracle.mean_gain_pts"), "+.2f"),
+                Figure(_e2e("betting_elond.mean_gain_pts"), "+.2f"), Figure(_e2e("betting_elond.mean_rollouts"), ",.0f"))),
+    Quote("docs/kernel.md",
+          "mean lower bound {} points, width {}, the bound below the true gain in {} of {};",
+          E2E, (Figure(_e2e("betting.certificate.mean_lower_bound"), "+.2f", scale=100),
+                Figure(_e2e("betting.certificate.mean_width"), ".1f", scale=100),
+                Figure(_e2e("betting.certificate.bound_held")), Figure(_e2e("betting.certificate.bounds")))),
+    Quote("docs/kernel.md",
+          "at {} certificate rollouts a run (flags only: {}): training {} + certificate {} = {} against GEPA's own {} — the rollout",
+          E2E, (Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
+                Figure(_e2e("per_type_modes.flag.mean_rollouts_with_cert"), ",.0f", minus=_e2e("betting.mean_rollouts")),
+                Figure(_e2e("betting.mean_rollouts"), ",.0f"), Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
+                Figure(_e2e("per_type_modes.rollback.mean_rollouts_with_cert"), ",.0f"),
+                Figure(_e2e("gepa.full_rollouts"), ",.0f"))),
+)
+
+
+def check_quotes(root: Path, quotes: tuple[Quote, ...] = QUOTES) -> list[str]:
+    """One line per quote not found once in its file and per figure that differs from its JSON key; [] when all agree."""
+    problems: list[str] = []
+    loaded: dict[str, Any] = {}
+    for q in quotes:
+        if q.source not in loaded:
+            loaded[q.source] = json.loads((root / q.source).read_text(encoding="utf-8"))
+        text = (root / q.doc).read_text(encoding="utf-8")
+        found = list(q.pattern().finditer(text))
+        if len(found) != 1:
+            problems.append(f"{q.doc}: the quote {q.text[:60]!r}... is found {len(found)} times (expected once)")
+            continue
+        for quoted, fig in zip(found[0].groups(), q.figures):
+            try:
+                want = fig.render(loaded[q.source])
+            except (KeyError, TypeError) as exc:
+                problems.append(f"{q.doc}: {q.source} has no key {fig.label()} ({exc})")
+                continue
+            if quoted != want:
+                problems.append(f"{q.doc}: quotes {quoted}, {q.source} {fig.label()} is {want}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -79,9 +229,15 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(doc)
             if args.write:
                 doc.write_text(new, encoding="utf-8")
+    problems = check_quotes(ROOT)
+    for problem in problems:
+        print(problem, file=sys.stderr)
     if args.check and stale:
         print(f"quoted figures differ from {SOURCE.relative_to(ROOT)} in: {', '.join(str(d.relative_to(ROOT)) for d in stale)}; "
               "run python benchmarks/doc_figures.py --write", file=sys.stderr)
+    if problems:  # prose and comments are not rewritten: the text is fixed by hand, or the benchmark re-run
+        print(f"{len(problems)} quoted figure(s) disagree with their JSON (benchmarks/doc_figures.py QUOTES)", file=sys.stderr)
+    if problems or (args.check and stale):
         return 1
     print(("updated " if args.write else "up to date: ") + (", ".join(str(d.relative_to(ROOT)) for d in stale) or "nothing to change"))
     return 0

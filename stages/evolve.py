@@ -12,8 +12,7 @@ from harness.pipeline.entry import run_stage, stage_parser
 
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
 PARAMS = ("benchmark", "llm", "evolve.method", "evolve.max_case_questions", "evolve.edit_budget_start",
-          "evolve.edit_budget_end", "evolve.max_skill_chars", "evolve.h2_k", "evolve.h2_mode", "evolve.h2_budget_usd",
-          "evolve.h2_max_sessions", "evolve.h2_probe_questions", "evolve.new_skill_min_failures", "evolve.prompts_dir", "evolve.candidates_path", "train.epochs", "train.steps_per_epoch", "train.run_name",
+          "evolve.edit_budget_end", "evolve.max_skill_chars", "h2_round", "evolve.h2_probe_questions", "evolve.new_skill_min_failures", "evolve.prompts_dir", "evolve.candidates_path", "train.epochs", "train.steps_per_epoch", "train.run_name",
           "train.seed")
 # Path keys DVC already sees in the stage's command line, deps or outs (state_dir: evolve=candidates reads the
 # earlier steps' evolve.json to know what they proposed).

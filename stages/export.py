@@ -1,7 +1,7 @@
 """export: write the delivered harness of a finished run into a directory, in a substrate's layout.
 
     python -m stages.export --to DIR [--surface native|codex|opencode] [--from DELIVERED] [--force]
-    python -m stages.export --seed DIR [--from DELIVERED]     # a seed: the next run starts there (train.init_seed=DIR)
+    python -m stages.export --seed DIR [--from DELIVERED] [--unevaluated]   # a seed: the next run starts there
 
 The certificate the run delivered the harness with (`certificate.json` beside `--from`) is copied into the
 exported directory (`--to`); a harness tree never reads it as one of its files.
@@ -11,6 +11,9 @@ params.yaml, i.e. the `dvc repro` run; after `python -m stages.train` pass
 of params.yaml, the layout the run started from, so a Codex or OpenCode harness goes back as one
 (harness/bench/layouts.py), with the trigger lines that surface's validator adds. The exported tree is checked by the Harness² validator of that surface; a
 failed check is printed and the exit code is 1 (the files are written, so they can be inspected).
+A seed (`--seed`, for train.init_seed=DIR) is written only from a tree the run evaluated: the holdout document
+beside `--from` must name exactly this tree (its fingerprint); its test accuracy (base -> delivered) and the
+certificate's summary are printed. `--unevaluated` writes a seed from any tree and records that in the seed.
 Not a DVC stage: it only reads a finished run.
 """
 
@@ -34,8 +37,31 @@ def _params_value(params: Path, key: str, fallback: str) -> tuple[str, str]:
     return fallback, f"no {key} in {params}: default"
 
 
-def _write_seed(source: Path, seed_dir: Path) -> int:
-    """The delivered tree as a seed; its questions reference is the run's (state/init/workspace manifest)."""
+def _evaluation_of(source: Path, fingerprint: str) -> tuple[str | None, str]:
+    """(problem or None, what the run measured of the tree at `source`): the holdout document beside it must be
+    finished and name this tree's fingerprint."""
+    from harness.contracts.certificate import CERTIFICATE_FILE, CertificateError, read_certificate
+    from harness.loop.stages.holdout import read_holdout
+    from harness.loop.state import StateError
+
+    try:
+        holdout = read_holdout(source.parent)
+    except (StateError, FileNotFoundError, ValueError, KeyError, TypeError) as exc:
+        return f"--from {source}: no finished holdout evaluation beside it ({exc})", ""
+    if holdout.delivered.fingerprint != fingerprint:
+        return (f"--from {source}: the tree (fingerprint {fingerprint}) is not the one the holdout evaluated "
+                f"({holdout.delivered.fingerprint})"), ""
+    measured = f"test accuracy {holdout.test['base']:.3f} -> {holdout.test['delivered']:.3f} (base -> delivered, {holdout.n_test} questions)"
+    try:
+        measured += f"; certificate: {read_certificate(source.parent / CERTIFICATE_FILE).summary}"
+    except (CertificateError, FileNotFoundError):
+        measured += "; no certificate"
+    return None, measured
+
+
+def _write_seed(source: Path, seed_dir: Path, unevaluated: bool = False) -> int:
+    """The delivered tree as a seed; its questions reference is the run's (state/init/workspace manifest). Refused
+    unless the run's holdout evaluated exactly this tree (`unevaluated`: written anyway, recorded in the seed)."""
     from harness import workspace as wsp
     from harness.store import StoreError, init_seed
     from harness.tree import HarnessTree
@@ -47,13 +73,23 @@ def _write_seed(source: Path, seed_dir: Path) -> int:
         sys.stderr.write(f"error: --from {source}: cannot read the run's questions reference from {init_workspace} ({exc})\n")
         return 2
     tree = HarnessTree.load(source)
+    problem, measured = _evaluation_of(source, tree.fingerprint)
+    if problem is not None and not unevaluated:
+        sys.stderr.write(f"error: {problem}; a seed is written from an evaluated tree only (the holdout stage's "
+                         "delivered tree), or pass --unevaluated\n")
+        return 2
+    if problem is not None:
+        sys.stderr.write(f"warning: {problem}; writing the seed anyway (--unevaluated)\n")
     skills = tree.subtree("skills")
     prompts = tree.with_files({p: None for p in tree if p.startswith("skills/")})
+    meta = {"from": str(source), "fingerprint": tree.fingerprint, "evaluated": measured or None}
     try:
-        seed = init_seed(seed_dir, skills, prompts, questions_ref, {"from": str(source), "fingerprint": tree.fingerprint})
+        seed = init_seed(seed_dir, skills, prompts, questions_ref, meta)
     except StoreError as exc:
         sys.stderr.write(f"error: --seed {seed_dir}: {exc}\n")
         return 2
+    if measured:
+        print(f"the run measured this tree: {measured}")
     print(f"wrote seed {seed.path} ({len(skills)} skill files, {len(prompts)} prompt files) from {source}; "
           f"start a run from it with train.init_seed={seed_dir}")
     return 0
@@ -86,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="source", type=Path, help="delivered tree (default: <train.state_dir>/holdout/delivered)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="config snapshot for the defaults")
     parser.add_argument("--force", action="store_true", help="replace the content of a non-empty --to directory")
+    parser.add_argument("--unevaluated", action="store_true", help="--seed: write a seed from a tree the run's holdout did not evaluate")
     args = parser.parse_args(argv)
 
     from harness.bench.layouts import from_native
@@ -103,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: --from {args.source}: no delivered harness (run `dvc repro`, or pass --from){hint}\n")
         return 2
     if args.seed is not None:
-        return _write_seed(args.source, args.seed)
+        return _write_seed(args.source, args.seed, args.unevaluated)
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())) and not args.force:
         sys.stderr.write(f"error: --to {args.to} exists and is not an empty directory; choose another or pass --force\n")
         return 2

@@ -3,7 +3,7 @@
     python -m stages.train                                  # default config, state under runs/<run_name>/<time>_<pid>/
     python -m stages.train gate.lambda=2.0 train=tiny       # any override
     python -m stages.train +sweep=gate_lambda               # multirun over gate.lambda (MLflow parent + children)
-    python -m stages.train +sweep=gate_lambda hydra/launcher=joblib hydra.launcher.n_jobs=2
+    python -m stages.train +sweep=gate_lambda hydra/launcher=processes hydra.launcher.n_jobs=2   # a killed job fails alone
 
 Each job writes its state and reports under its Hydra output directory and
 logs one MLflow run (a child of the sweep's parent run under a multirun).

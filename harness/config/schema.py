@@ -111,16 +111,24 @@ class EvolveConfig:
     # derived (conf/evolve/*.yaml): prompts_dir, else the package's templates directory; the evolve and slow stages'
     # DVC dependency
     prompts_source: str = "harness/evolution/templates"
-    # Harness² (evolve=h2 and stages.improve)
-    h2_k: int = 1
-    h2_mode: str = "parallel"  # "parallel" | "sequential"
-    h2_budget_usd: float = 5.0
-    h2_max_sessions: int = 12
+    # evolve=h2: the probe set of a skill's round (its settings: `h2_round`): the step's failing questions of the
+    # skill, up to a quarter passing ones
     h2_probe_questions: int = 8
     # evolve=candidates: a JSONL file of edit ops or a directory of harness variants (docs/candidates.md)
     candidates_path: Optional[str] = None
     # derived (conf/evolve/*.yaml): candidates_path, else conf/evolve/candidates.yaml; the evolve stage's DVC dependency
     candidates_source: str = "conf/evolve/candidates.yaml"
+
+
+@dataclass
+class H2RoundConfig:
+    """One Harness² round (harness/h2/run.py `improve_task`), the one config read by `evolve=h2` (a round per skill
+    and step) and `stages.improve` (a round per task and mode): conf/h2_round/*.yaml."""
+
+    k: int = 1  # candidates per round, 1..3
+    mode: str = "parallel"  # "parallel" | "sequential"; stages.improve runs each of improve.modes (default [mode])
+    budget_usd: Optional[float] = 1.0  # per round: over budget -> the remaining stages fall back; None = no USD cap
+    max_sessions: Optional[int] = None  # per round: paid sessions that count; None = no cap
 
 
 @dataclass
@@ -213,11 +221,8 @@ class ImproveConfig:
     domains: list[str] = field(default_factory=list)  # the DVC foreach list; sim: task types
     tasks_per_domain: int = 2  # sim tasks per domain (stream order)
     questions_per_task: int = 4  # sim questions per task
-    k: int = 1
-    modes: list[str] = field(default_factory=lambda: ["parallel"])
+    modes: list[str] = field(default_factory=lambda: ["parallel"])  # the rounds run per task (k, budget: h2_round)
     run_tag: str = "improve"
-    budget_usd: Optional[float] = 1.0  # per task and mode; None = no USD cap
-    max_sessions: Optional[int] = None
     # a stated budget for one `stages.improve` run (one improve@<domain> stage): LLM calls and minutes; past it every
     # further call is refused and the rounds fall back. With a real model (llm.provider != sim) and the sim executor,
     # Harness² runs only when one of them is set (docs/pipeline.md "Harness² on a real model")
@@ -261,6 +266,7 @@ class RootConfig:
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    h2_round: H2RoundConfig = field(default_factory=H2RoundConfig)
     improve: ImproveConfig = field(default_factory=ImproveConfig)
     certify: CertifyConfig = field(default_factory=CertifyConfig)
     quiet: bool = False

@@ -56,8 +56,19 @@ def suggest_key(key: str) -> str | None:
     return None
 
 
+# Keys that moved: the old key's error names the new one (issue 29: one Harness² round config, conf/h2_round/).
+RENAMED_KEYS = {
+    "evolve.h2_k": "h2_round.k", "evolve.h2_mode": "h2_round.mode", "evolve.h2_budget_usd": "h2_round.budget_usd",
+    "evolve.h2_max_sessions": "h2_round.max_sessions", "improve.k": "h2_round.k", "improve.budget_usd": "h2_round.budget_usd",
+    "improve.max_sessions": "h2_round.max_sessions",
+}
+
+
 def did_you_mean(key: str) -> str:
-    """"; did you mean <key>?" for a close schema key, else ""."""
+    """"; renamed: <key> is now <new key>" for a moved key, "; did you mean <key>?" for a close schema key, else ""."""
+    renamed = RENAMED_KEYS.get(key.lstrip("+~").strip())
+    if renamed:
+        return f"; renamed: {key.lstrip('+~').strip()} is now {renamed}"
     match = suggest_key(key)
     return f"; did you mean {match}?" if match else ""
 

@@ -277,11 +277,15 @@ def _validate(cfg: DictConfig) -> list[Violation]:
             "must be ${ht.first:${evolve.prompts_dir},harness/evolution/templates} (derived, do not set it)")
     c.check("evolve.new_skill_min_failures", lambda v: isinstance(v, int) and not isinstance(v, bool) and (v == 0 or v >= 2),
             "must be 0 (off) or an integer >= 2 (failures of one task type that share a cause: at least two)")
-    c.positive_int("evolve.h2_k")
-    c.one_of("evolve.h2_mode", H2_MODES)
-    c.positive_number("evolve.h2_budget_usd")
-    c.positive_int("evolve.h2_max_sessions")
     c.positive_int("evolve.h2_probe_questions")
+    # h2_round: the one Harness² round config (evolve=h2 and stages.improve)
+    c.check("h2_round.k", lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 3,
+            "must be an integer in [1, 3] (Harness² budget gate: k <= 3)")
+    c.one_of("h2_round.mode", H2_MODES)
+    if c.value("h2_round.budget_usd") is not None:
+        c.positive_number("h2_round.budget_usd")
+    if c.value("h2_round.max_sessions") is not None:
+        c.positive_int("h2_round.max_sessions")
     _check_candidates(c)
     # train
     c.positive_int("train.epochs")
@@ -308,10 +312,6 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     c.one_of("improve.surface", SURFACE_NAMES)
     for key in ("improve.tasks_per_domain", "improve.questions_per_task", "improve.workers"):
         c.positive_int(key)
-    c.check("improve.k", lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 3,
-            "must be an integer in [1, 3] (Harness² budget gate: k <= 3)")
-    if c.value("improve.budget_usd") is not None:
-        c.positive_number("improve.budget_usd")
     if c.value("improve.max_llm_calls") is not None:
         c.positive_int("improve.max_llm_calls")
     if c.value("improve.max_minutes") is not None:

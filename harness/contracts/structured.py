@@ -76,7 +76,8 @@ def edit_ops_schema(edit_budget: int) -> dict[str, Any]:
 
 DIAGNOSIS_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"diagnosis": {"type": "string", "minLength": 1, "maxLength": MAX_DIAGNOSIS_CHARS}},
+    # pattern \S: some non-whitespace character, the parser's own rule (a blank diagnosis is dropped, never admitted)
+    "properties": {"diagnosis": {"type": "string", "minLength": 1, "maxLength": MAX_DIAGNOSIS_CHARS, "pattern": "\\S"}},
     "required": ["diagnosis"],
     "additionalProperties": False,
 }

@@ -1,5 +1,9 @@
 """One LLM call whose reply must parse, with one retry that shows the format error; each provider's reply format.
 
+`ask_parse_retry` is the one ask-parse-retry loop of the project: the
+diagnoser and editor here (`ask_parsed`) and every Harness² editor backend
+(harness/h2/roles.py `edit_with_format_retry`) run their replies through it.
+
 The editor and diagnoser ask for structured output (harness/contracts/structured.py)
 where the provider enforces a JSON schema, and use the text formats otherwise.
 `reply_format_of` decides that once per (provider, role) with a probe: one
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -104,6 +108,66 @@ def structured_messages(messages: list[ChatMessage], contract: ReplyContract[Any
     return [*messages[:-1], ChatMessage("user", f"{last.content}\n\n{contract.json_instruction}")]
 
 
+@dataclass(frozen=True)
+class AskReply:
+    """One attempt's reply as the caller's `ask` reports it: its cost (None: no call was made), its text, or why the
+    call failed (the loop then ends with that failure, no retry)."""
+
+    usd: float | None
+    text: str = ""
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class ParseOutcome(Generic[T_co]):
+    """What `ask_parse_retry` got: the parsed value, or None with the format errors and/or the failure that ended it."""
+
+    value: T_co | None
+    format_errors: tuple[str, ...]  # the parser's message per unparsed reply, first then retry
+    usd: float  # the cost of every call made
+    failure: str | None = None  # a failed call, or `retry_refused` when `may_retry` said no
+    raw: str = ""  # the last reply's text
+
+    def error(self) -> str:
+        """"first: ...; retry: ..." (or the failure) when nothing parsed, else ""."""
+        if self.value is not None:
+            return ""
+        parts = [f"{label}: {e}" for label, e in zip(("first", "retry"), self.format_errors)]
+        return "; ".join(parts + ([self.failure] if self.failure else []))
+
+
+RETRY_REFUSED = "budget gate closed before the format retry"  # ParseOutcome.failure when `may_retry` said no
+
+
+async def ask_parse_retry(
+    ask: Callable[[int, str, str | None], Awaitable[AskReply]], parse: Callable[[str], T],
+    format_error: type[Exception] | tuple[type[Exception], ...] = ReplyFormatError,
+    *, may_retry: Callable[[float], bool] | None = None,
+) -> ParseOutcome[T]:
+    """Ask, parse; on a `format_error` ask once more with the parser's message; a second format error, a failed call
+    or a refused retry ends it with value None (the caller records its fallback).
+
+    `ask(attempt, previous_text, feedback)`: attempt 0 with ("", None), attempt 1 with the first reply and its error.
+    `may_retry(usd so far)` is asked before the retry: False ends it with failure `RETRY_REFUSED`.
+    """
+    errors: list[str] = []
+    usd = 0.0
+    raw = ""
+    for attempt in (0, 1):
+        if attempt == 1 and may_retry is not None and not may_retry(usd):
+            return ParseOutcome(None, tuple(errors), usd, RETRY_REFUSED, raw)
+        reply = await ask(attempt, raw, errors[-1] if errors else None)
+        usd += reply.usd or 0.0
+        if reply.failure is not None:
+            return ParseOutcome(None, tuple(errors), usd, reply.failure, raw)
+        raw = reply.text
+        try:
+            return ParseOutcome(parse(reply.text), tuple(errors), usd, None, raw)
+        except format_error as exc:
+            errors.append(str(exc))
+    return ParseOutcome(None, tuple(errors), usd, None, raw)
+
+
 async def ask_parsed(
     llm: LLMProvider, role: Role, messages: list[ChatMessage], contract: ReplyContract[T], sample_index: int,
     *, reply_format: str | None = None,
@@ -119,15 +183,12 @@ async def ask_parsed(
         params["response_format"] = response_format(fmt, contract.schema_name, contract.schema)
         messages = structured_messages(messages, contract)
         parse = contract.parse_json
-    response = await llm.complete(LLMRequest.make(role, messages, sample_index=sample_index, **params))
-    usd = response.cost_usd
-    try:
-        return parse(response.text), "", usd, fmt
-    except ReplyFormatError as first:
-        retry = [*messages, ChatMessage("assistant", response.text), format_retry_message(str(first), contract.fmt if fmt == TEXT else "JSON")]
-        response = await llm.complete(LLMRequest.make(role, retry, sample_index=sample_index, **params))
-        usd += response.cost_usd
-        try:
-            return parse(response.text), "", usd, fmt
-        except ReplyFormatError as second:
-            return None, f"first: {first}; retry: {second}", usd, fmt
+    retry_fmt = contract.fmt if fmt == TEXT else "JSON"
+
+    async def ask(attempt: int, previous: str, feedback: str | None) -> AskReply:
+        sent = messages if feedback is None else [*messages, ChatMessage("assistant", previous), format_retry_message(feedback, retry_fmt)]
+        response = await llm.complete(LLMRequest.make(role, sent, sample_index=sample_index, **params))
+        return AskReply(response.cost_usd, response.text)
+
+    outcome = await ask_parse_retry(ask, parse)
+    return outcome.value, outcome.error(), outcome.usd, fmt

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.contracts.evolution import ReplyFormatError, parse_guidance
-from harness.kernel.momentum import categorize_pair
+from harness.kernel.pair_classes import categorize_pair
 from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
 from harness.llm.protocol import LLMProvider, LLMRequest, Role
 

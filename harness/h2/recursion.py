@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from harness.evolution.ask import RETRY_REFUSED
 from harness.h2.adapters import Rollout, TaskAdapter
 from harness.h2.budget import ROLLOUT, SESSION, BudgetGate, Ledger, check_k
 from harness.h2.context import ContextLeakError, PoolEntry, build_context
 from harness.h2.prompts import COMPOSE, DOM, INV, STAGE_MISSIONS
-from harness.h2.roles import FORMAT_RETRY_SUFFIX, RETRY_REFUSED, Call, EditRequest, Roles
+from harness.h2.roles import FORMAT_RETRY_SUFFIX, Call, EditRequest, Roles
 from harness.h2.selection import Final
 from harness.h2.surfaces import Surface, line_jaccard
 from harness.h2.validator import validate_tree

@@ -30,6 +30,7 @@ from harness.contracts.harness2 import (
     parse_experience_block,
     parse_grade,
 )
+from harness.evolution.ask import AskReply, ask_parse_retry
 from harness.h2.context import PoolEntry, render_context
 from harness.h2.library import Experience
 from harness.h2.prompts import (
@@ -124,45 +125,32 @@ class EditResult:
 
 
 FORMAT_RETRY_SUFFIX = ".fmt2"  # the key of the one retry after a format error
-RETRY_REFUSED = "budget gate closed before the format retry"  # EditResult.error when `may_retry` said no
-
-
-@dataclass(frozen=True)
-class EditorReply:
-    """One editor attempt as an editor backend reports it: its cost (None: no call was made), its text,
-    or why it failed (the edit then ends with that error)."""
-
-    usd: float | None
-    text: str = ""
-    failure: str | None = None
+EditorReply = AskReply  # one editor attempt as an editor backend reports it (cost, text or failure)
 
 
 async def edit_with_format_retry(req: EditRequest, evidence: str,
                                  ask: Callable[[list[ChatMessage], str], Awaitable[EditorReply]]) -> EditResult:
-    """The editor contract shared by every backend: ask, parse; on a format error ask once more under
-    `key + FORMAT_RETRY_SUFFIX` with the error as feedback; a second format error or a failed call ends it."""
+    """The editor contract shared by every backend, on the project's one ask-parse-retry loop
+    (harness/evolution/ask.py `ask_parse_retry`): the retry runs under `key + FORMAT_RETRY_SUFFIX` with the
+    format error in the re-rendered prompt; a second format error or a failed call ends it."""
     calls: list[Call] = []
-    errors: list[str] = []
-    raw = ""
-    for attempt, key in enumerate((req.key, req.key + FORMAT_RETRY_SUFFIX)):
-        if attempt == 1 and req.may_retry is not None and not req.may_retry(sum(c.usd for c in calls)):
-            return EditResult(None, tuple(calls), tuple(errors), RETRY_REFUSED, raw)
+
+    async def attempt(n: int, _previous: str, feedback: str | None) -> AskReply:
+        key = req.key if n == 0 else req.key + FORMAT_RETRY_SUFFIX
         messages = editor_messages(
             stage=req.stage, surface=req.surface, task_id=req.task_id, task_header=req.task_header, prompt=req.prompt,
             current=req.current, evidence=evidence, pool=req.pool, validator_feedback=req.validator_feedback,
-            format_feedback=errors[-1] if errors else None,
+            format_feedback=feedback,
         )
         reply = await ask(messages, key)
         if reply.usd is not None:
-            calls.append(Call(key, Role.EDITOR.value, reply.usd, counted=attempt == 0))
-        if reply.failure is not None:
-            return EditResult(None, tuple(calls), tuple(errors), reply.failure, raw)
-        raw = reply.text
-        try:
-            return EditResult(parse_editor_output(reply.text, req.surface), tuple(calls), tuple(errors), None, raw)
-        except EditorFormatError as exc:
-            errors.append(str(exc))
-    return EditResult(None, tuple(calls), tuple(errors), "editor output broke the contract twice", raw)
+            calls.append(Call(key, Role.EDITOR.value, reply.usd, counted=n == 0))
+        return reply
+
+    out = await ask_parse_retry(attempt, lambda text: parse_editor_output(text, req.surface), EditorFormatError,
+                                may_retry=req.may_retry)
+    error = out.failure if out.failure is not None or out.value is not None else "editor output broke the contract twice"
+    return EditResult(out.value, tuple(calls), out.format_errors, error, out.raw)
 
 
 @dataclass

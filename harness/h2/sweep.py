@@ -251,7 +251,7 @@ def precheck(manifest: Manifest, settings: SweepSettings, surface: Surface | Non
     try:
         check_k(settings.k)
     except ValueError as exc:
-        problems.append(f"improve.k: {exc}")
+        problems.append(f"h2_round.k: {exc}")
     if not settings.modes:
         problems.append(f"improve.modes: empty; expected some of {list(MODES)}")
     for m in settings.modes:
@@ -266,7 +266,7 @@ def precheck(manifest: Manifest, settings: SweepSettings, surface: Surface | Non
     if settings.workers < 1:
         problems.append(f"improve.workers: must be >= 1, got {settings.workers}")
     if settings.budget_usd is not None and settings.budget_usd <= 0:
-        problems.append(f"improve.budget_usd: must be > 0 or null, got {settings.budget_usd}")
+        problems.append(f"h2_round.budget_usd: must be > 0 or null, got {settings.budget_usd}")
     if not manifest.tasks:
         problems.append(f"{manifest.source}: no tasks")
     ids = [t.task_id for t in manifest.tasks]

@@ -5,6 +5,11 @@ the full validation pool and compares the task type's questions with the
 snapshot taken when the probation opened. More regressions (right ->
 wrong) than improvements (wrong -> right) on the compared questions is a
 regression: the file is rolled back to the anchor version.
+
+Life cycle (the concept table of docs/ARCHITECTURE.md): opened by harness/loop/gating.py
+`_install`, merged one per skill by `TrainState.open_probation`
+(harness/loop/train_state.py), settled in step 4 of harness/loop/slow_update.py
+with the verdicts below.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 For every skill file the reflective path would evolve this step (same
 grouping of task types by skill file, same cooldown and no-failure skips),
-one Harness² round (`harness.h2.run.improve_task`, k = `evolve.h2_k`, mode
-= `evolve.h2_mode`, hard budget gates `evolve.h2_budget_usd` and
-`evolve.h2_max_sessions` per skill) runs on a `SkillStepTask`:
+one Harness² round (`harness.h2.run.improve_task`, settings `h2_round.*`:
+k, mode, hard budget gates `budget_usd` and `max_sessions` per skill, the
+config `stages.improve` reads too) runs on a `SkillStepTask`:
 
 - tree: the solver's view at the step (native surface); only the group's
   skill file may change (other changes are rejected by the validator);
@@ -161,9 +161,11 @@ async def evolve_skill_h2(ctx: StageContext, *, epoch: int, step: int, group: Se
                                            reason="the step's harness fails the native surface: " + "; ".join(verdict.errors[:3])), 0.0, 0, 0)
     run_tag = run_tag_for(ctx.run_name, epoch, step)
     base_rollout = _base_rollout(task, run_tag, reader, step_run_id)
+    rnd = cfg.h2_round
     result = await improve_task(
-        task, h2_roles(llm), work_dir=work_dir, k=int(cfg.evolve.h2_k), mode=str(cfg.evolve.h2_mode), run_tag=run_tag,
-        library=None, budget_usd=float(cfg.evolve.h2_budget_usd), max_sessions=int(cfg.evolve.h2_max_sessions),
+        task, h2_roles(llm), work_dir=work_dir, k=int(rnd.k), mode=str(rnd.mode), run_tag=run_tag,
+        library=None, budget_usd=None if rnd.budget_usd is None else float(rnd.budget_usd),
+        max_sessions=None if rnd.max_sessions is None else int(rnd.max_sessions),
         auto_apply=False, base_rollout=base_rollout, base_paid=base_rollout is not None, resume=False,
     )
     s = result.summary

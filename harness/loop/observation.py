@@ -133,7 +133,7 @@ def write_holdout_eval(db_path: str | Path, rows: Iterable[Mapping[str, Any]]) -
 
 def quadrant_of(baseline: bool | None, candidate: bool | None) -> str:
     """IMPROVED / REGRESSED / PERSISTENT_FAIL / STABLE_SUCCESS, or INFRA when an outcome is missing."""
-    from harness.kernel.momentum import categorize_pair
+    from harness.kernel.pair_classes import categorize_pair
 
     if baseline is None or candidate is None:
         return "INFRA"

@@ -8,7 +8,7 @@ import yaml
 from tests.conftest import REPO_ROOT
 
 CONF = REPO_ROOT / "conf"
-OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve", "certify")
+OWN_GROUPS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "h2_round", "improve", "certify")
 # values an option cannot have a default for
 # (benchmark=jsonl derives its pool sizes from the questions file, so the file must exist; llm=sim answers only sim)
 EXAMPLE_QUESTIONS = f"benchmark.path={REPO_ROOT / 'examples' / 'own-run' / 'questions.jsonl'}"

@@ -88,7 +88,7 @@ def test_precheck_finds_every_problem_before_anything_runs(tmp_path):
     settings = SweepSettings(executor="command", k=4, modes=("parallel", "diagonal"), run_tag="-x", workers=0)
     problems = precheck(Manifest(tasks, "m.yaml"), settings, CODEX)
     text = "\n".join(problems)
-    for expected in ("improve.run_tag", "improve.k", "improve.modes: 'diagonal'", "improve.workers", "task ids must be unique",
+    for expected in ("improve.run_tag", "h2_round.k", "improve.modes: 'diagonal'", "improve.workers", "task ids must be unique",
                      "prompt_file", "skill-description", "source_dir"):
         assert expected in text, expected
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness.evolution.momentum import ComparisonPair, format_comparison_pairs
 from harness.kernel.gate import infra_guard, infra_ratio_exceeded
-from harness.kernel.momentum import categorize_pair
+from harness.kernel.pair_classes import categorize_pair
 from harness.kernel.types import IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS, GateParams, PairResult
 from harness.loop.observation import quadrant_of
 from harness.loop.validate import InfraFailureError, guard_infra_failures, scored_share_too_low

@@ -1,7 +1,7 @@
 import pytest
 
 from harness.kernel.budget import edit_budget_at
-from harness.kernel.momentum import categorize_pair
+from harness.kernel.pair_classes import categorize_pair
 from harness.kernel.probation import probation_verdict
 from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS, Probation
 

@@ -4,7 +4,7 @@
 name when one entry point serves several stages) and `LOCATIONS` (path keys DVC sees anyway, because
 they are interpolated into the stage's command line, deps or outs). `run_stage` hands the stage a
 KeyView of both, so reading anything else fails; this test fails when dvc.yaml and the declarations
-disagree. A real-DVC check: changing evolve.h2_k makes evolve@0 changed and leaves rollout@0 alone.
+disagree. A real-DVC check: changing evolve.h2_probe_questions makes evolve@0 changed and leaves rollout@0 alone.
 """
 
 from __future__ import annotations
@@ -63,12 +63,12 @@ def test_dvc_params_equal_the_stage_declaration(name: str) -> None:
 
 
 def test_key_view_reads_declared_keys_and_refuses_the_rest() -> None:
-    cfg = OmegaConf.create({"llm": {"model": "m", "temperature": 0.7}, "evolve": {"method": "h2", "h2_k": 2},
+    cfg = OmegaConf.create({"llm": {"model": "m", "temperature": 0.7}, "evolve": {"method": "h2", "h2_probe_questions": 2},
                             "train": {"seed": 3, "run_name": "r"}})
     view = KeyView(cfg, ("llm", "evolve.method", "train.seed"), "evolve@e1.s1")
     assert view.llm.temperature == 0.7 and view["evolve"].method == "h2" and view.train.seed == 3
-    with pytest.raises(UndeclaredKeyError, match=r"evolve@e1\.s1 reads config key evolve\.h2_k"):
-        _ = view.evolve.h2_k
+    with pytest.raises(UndeclaredKeyError, match=r"evolve@e1\.s1 reads config key evolve\.h2_probe_questions"):
+        _ = view.evolve.h2_probe_questions
     with pytest.raises(UndeclaredKeyError, match="train.run_name"):
         view.train.get("run_name", "default")
     with pytest.raises(UndeclaredKeyError):
@@ -87,10 +87,10 @@ def test_key_tree_merges_a_group_and_its_sub_keys() -> None:
 
 
 @pytest.mark.slow
-def test_changing_evolve_h2_k_changes_the_evolve_stage_only(tmp_path: Path) -> None:
+def test_changing_evolve_h2_probe_questions_changes_the_evolve_stage_only(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project")
     stages = ["library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0"]
     run(["dvc", "repro", "evolve@0"], project)
-    run(["python", "-m", "harness.config.snapshot", *TEST_OVERRIDES, "evolve.h2_k=3"], project)
+    run(["python", "-m", "harness.config.snapshot", *TEST_OVERRIDES, "evolve.h2_probe_questions=3"], project)
     status = json.loads(run(["dvc", "status", *stages, "--json"], project).stdout)
-    assert status == {"evolve@0": [{"changed deps": {"params.yaml": {"evolve.h2_k": "modified"}}}]}, status
+    assert status == {"evolve@0": [{"changed deps": {"params.yaml": {"evolve.h2_probe_questions": "modified"}}}]}, status

@@ -13,8 +13,8 @@ from harness.tracking.store import PARENT_RUN_ENV, PARENT_RUN_FILE
 
 def test_command_line_sweep_replaces_config_values() -> None:
     params = {"gate.lambda": "2.0,3.0,4.0"}
-    task = ["+sweep=gate_lambda", "train=tiny", "gate.lambda=0.5,6.0", "evolve.h2_k=1,2", "hydra.launcher.n_jobs=2"]
-    assert swept_values(params, task) == {"gate.lambda": "0.5,6.0", "evolve.h2_k": "1,2"}
+    task = ["+sweep=gate_lambda", "train=tiny", "gate.lambda=0.5,6.0", "h2_round.k=1,2", "hydra.launcher.n_jobs=2"]
+    assert swept_values(params, task) == {"gate.lambda": "0.5,6.0", "h2_round.k": "1,2"}
     assert swept_values(params, ["train=tiny"]) == {"gate.lambda": "2.0,3.0,4.0"}
 
 

@@ -17,10 +17,11 @@ DOMAINS = ["object_recognition", "temporal_reasoning"]
 
 
 def write_params(tmp_path: Path, *overrides: str) -> Path:
+    # h2_round.k=1: train=tiny shrinks the one round config to evolve=h2's k=2; these tests count k=1 rounds
     from harness.config.load import load_config
 
     cfg = load_config(["train=tiny", "tracking=none", f"improve.domains=[{','.join(DOMAINS)}]", "improve.tasks_per_domain=2",
-                       "improve.questions_per_task=2", *overrides], env_file=None, environ={})
+                       "improve.questions_per_task=2", "h2_round.k=1", *overrides], env_file=None, environ={})
     path = tmp_path / "params.yaml"
     path.write_text(OmegaConf.to_yaml(cfg))
     return path
