@@ -101,12 +101,24 @@ DIAGNOSIS_JSON_INSTRUCTION = ('FORMAT: JSON. Reply with one JSON object with one
 
 
 def response_format(reply_format: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The `response_format` request field of `reply_format` for `schema`."""
+    """The `response_format` request field of `reply_format` for `schema`, without `pattern` keywords.
+
+    A server turns the schema into a decoding grammar, and llama.cpp's converter refuses an unanchored pattern and
+    reads `\\S` as a literal; patterns stay a check of the parser side (tests/evolution/test_diagnosis_schema.py)."""
+    schema = _without_patterns(schema)
     if reply_format == JSON_SCHEMA:
         return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
     if reply_format == JSON_OBJECT_SCHEMA:
         return {"type": "json_object", "schema": schema}
     raise ValueError(f"reply format {reply_format!r} has no response_format; structured formats are {list(STRUCTURED_FORMATS)}")
+
+
+def _without_patterns(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_patterns(v) for k, v in node.items() if k != "pattern"}
+    if isinstance(node, list):
+        return [_without_patterns(v) for v in node]
+    return node
 
 
 def _json_object(text: str) -> dict[str, Any]:

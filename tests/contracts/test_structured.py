@@ -88,7 +88,7 @@ def test_response_format_dialects():
     schema = edit_ops_schema(2)
     assert schema["properties"]["edits"]["maxItems"] == 2
     assert response_format(JSON_OBJECT_SCHEMA, "edit_ops", schema) == {"type": "json_object", "schema": schema}
-    assert response_format(JSON_SCHEMA, "edit_ops", schema)["json_schema"]["schema"] is schema
+    assert response_format(JSON_SCHEMA, "edit_ops", schema)["json_schema"]["schema"] == schema
     with pytest.raises(ValueError, match="text"):
         response_format(TEXT, "edit_ops", schema)
 
@@ -96,3 +96,20 @@ def test_response_format_dialects():
 def test_the_sim_provider_probes_to_the_text_format():
     sim = SimProvider(World.generate(seed=3, n_task_types=2, questions_per_type=4))
     assert asyncio.run(probe_reply_format(sim, Role.EDITOR)) == TEXT
+
+
+def test_sent_schemas_compile_to_a_llama_cpp_grammar():
+    """The schemas a server receives convert with llama.cpp's converter (the CI model's server): DIAGNOSIS_SCHEMA's
+    unanchored `\\S` pattern raised there ("Pattern must start with ^"), so patterns are not sent."""
+    import json
+
+    from llama_cpp import llama_grammar  # the test extra installs llama-cpp-python
+
+    from harness.contracts.structured import DIAGNOSIS_SCHEMA
+
+    assert "pattern" in json.dumps(DIAGNOSIS_SCHEMA)  # the parser-side schema keeps its check
+    for name, schema in (("diagnosis", DIAGNOSIS_SCHEMA), ("edit_ops", edit_ops_schema(3))):
+        sent = response_format(JSON_SCHEMA, name, schema)["json_schema"]["schema"]
+        assert "pattern" not in json.dumps(sent)
+        grammar = llama_grammar.json_schema_to_gbnf(json.dumps(sent))
+        assert "root ::=" in grammar, name
