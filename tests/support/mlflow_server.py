@@ -5,8 +5,9 @@ authentication, TCP on 127.0.0.1 only) and yields the SQLAlchemy URI of its `mlf
 `mlflow_server()` starts such a cluster and `mlflow server --backend-store-uri <it> --serve-artifacts
 --artifacts-destination <a directory only the server writes>` on a free port, waits until `/health` answers, and
 yields an `MlflowServer` (url, backend URI, artifact dir, log file). Both stop what they started when the block
-ends, also on failure. The pytest fixtures `postgres_uri` and `tracking_server` wrap them; a test module uses
-them by importing the names (pytest collects fixtures imported into a module).
+ends, also on failure. The pytest fixtures `postgres_uri` and `tracking_server` wrap them; a test module either
+imports them (pytest collects imported fixtures; ruff then wants `# noqa: F811` on the parameter) or wraps the context
+managers in its own small fixture.
 """
 
 from __future__ import annotations
