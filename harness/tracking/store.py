@@ -14,6 +14,8 @@ do not migrate the same file concurrently (both would fail). A sweep calls
 `init_tracking_db` once before jobs fan out; every logging call calls it too
 (cheap once the schema is current). A half-migrated database left by other
 tools is rebuilt when it holds no runs, and named as an error when it does.
+An http(s) URI (an ``mlflow server``) is checked with one request, no retries
+(`check_tracking_server`), so a dead server is one line at start.
 """
 
 from __future__ import annotations
