@@ -5,25 +5,28 @@ A 2-job sweep (train=tiny, hydra/launcher=processes) and a single `stages.train`
 nor the server's reads the parent, the children, their metrics and artifacts back over HTTP, and the server's
 artifact directory is the only place the artifacts were written. The two concurrent jobs share the project's
 response cache: nothing is lost (the single run re-doing one job's work pays no call) and nothing is stored twice.
-A dead server is one line at start (exit 2), for a run and for a sweep.
+A dead server is one line at start (exit 2), for a run and for a sweep; the one-request check itself
+(`check_tracking_server`) is tested against small real HTTP servers that are not MLflow.
 """
 
 from __future__ import annotations
 
 import filecmp
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from harness.llm.local_server import free_port
+from harness.tracking.store import TrackingServerError, check_tracking_server
 from tests.pipeline.support import BIN, TEST_OVERRIDES, cache_counts, env, make_project, run
 from tests.support.mlflow_server import MlflowServer, mlflow_server
-
-pytestmark = pytest.mark.slow
 
 TRACKED = [o for o in TEST_OVERRIDES if o != "tracking=none"]
 # what every training run must have put on the server (the report, the certificate, the tables)
@@ -48,6 +51,7 @@ def _artifact_files(client, run_id: str, path: str | None = None) -> dict[str, i
     return files
 
 
+@pytest.mark.slow
 def test_a_sweep_and_a_run_log_everything_through_one_server(tmp_path: Path, server: MlflowServer,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
@@ -108,6 +112,7 @@ def _dir(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["run", "sweep"])
 def test_a_dead_tracking_server_is_one_line_at_start(tmp_path: Path, mode: str) -> None:
     project = make_project(tmp_path / "project")
@@ -124,3 +129,57 @@ def test_a_dead_tracking_server_is_one_line_at_start(tmp_path: Path, mode: str) 
     assert f"nothing is listening at tracking server {dead} (connection refused)" in lines[0]
     assert seconds < 60, f"{seconds:.0f} s: MLflow's client retried instead of failing at once"
     assert not (project / "multirun").exists() and not (project / ".cache" / "llm").exists()  # before any job or LLM call
+
+
+@pytest.fixture
+def http_status() -> Iterator[tuple[str, list[int]]]:
+    """A real HTTP server on 127.0.0.1 answering every GET with the status in the yielded list (URL, [status])."""
+    status = [404]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(status[0])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", status
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_that_is_not_mlflow_is_named_and_credentials_are_left_to_mlflow(http_status) -> None:
+    url, status = http_status
+    with pytest.raises(TrackingServerError, match=r"answered HTTP 404 to GET /api/2.0/mlflow/experiments/search: "
+                                                  r"expected an `mlflow server`; fix tracking.tracking_uri"):
+        check_tracking_server(url)
+    for refused_credentials in (401, 403):  # MLflow's client sends MLFLOW_TRACKING_USERNAME/PASSWORD; not ours to judge
+        status[0] = refused_credentials
+        check_tracking_server(url)
+    status[0] = 200
+    check_tracking_server(url.replace("http://", "http://user:hunter2@"))  # userinfo is not taken for the host
+
+
+def test_refused_unknown_and_silent_servers_are_one_line_without_the_password() -> None:
+    port = free_port()
+    with pytest.raises(TrackingServerError) as refused:
+        check_tracking_server(f"http://user:hunter2@127.0.0.1:{port}/")
+    assert str(refused.value).startswith(f"nothing is listening at tracking server http://user:***@127.0.0.1:{port} ")
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(TrackingServerError, match="cannot resolve the host of tracking server http://nosuchhost.invalid"):
+        check_tracking_server("http://nosuchhost.invalid:5000")
+    with socket.socket() as silent:  # accepts connections (backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        started = time.monotonic()
+        with pytest.raises(TrackingServerError, match=r"did not answer within 1 s"):
+            check_tracking_server(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=1.0)
+        assert time.monotonic() - started < 10
+    check_tracking_server("postgresql+psycopg2://postgres@127.0.0.1:1/mlflow")  # not http(s): not checked here
