@@ -19,6 +19,7 @@ import atexit
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from harness.tracking.store import (
     PARENT_RUN_FILE,
     SWEPT_KEYS_ENV,
     SWEPT_KEYS_FILE,
+    TrackingConfigError,
+    TrackingDbError,
     init_tracking_db,
     resolve_tracking_uri,
 )
@@ -57,7 +60,13 @@ class MlflowSweepCallback(Callback):
 
         project_root = Path.cwd()
         self._tracking_uri = resolve_tracking_uri(tracking.get("tracking_uri"), project_root)
-        init_tracking_db(self._tracking_uri)
+        try:
+            init_tracking_db(self._tracking_uri)
+        except (TrackingDbError, TrackingConfigError) as exc:  # Hydra would print a traceback for a callback's error
+            if os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in sys.argv[1:]:
+                raise
+            print(f"stages.train: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         self._experiment = str(tracking.get("experiment"))
         sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = list(config.hydra.overrides.get("task") or [])

@@ -14,6 +14,8 @@ do not migrate the same file concurrently (both would fail). A sweep calls
 `init_tracking_db` once before jobs fan out; every logging call calls it too
 (cheap once the schema is current). A half-migrated database left by other
 tools is rebuilt when it holds no runs, and named as an error when it does.
+An http(s) URI (an ``mlflow server``) is checked with one request, no retries
+(`check_tracking_server`), so a dead server is one line at start.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ PARENT_RUN_ENV = "HARNESS_MLFLOW_PARENT_RUN_ID"
 PARENT_RUN_FILE = "mlflow_parent_run_id.txt"
 SWEPT_KEYS_ENV = "HARNESS_MLFLOW_SWEPT_KEYS"  # JSON list of the config keys a sweep varies (run names of its jobs)
 SWEPT_KEYS_FILE = "mlflow_swept_keys.json"
+SERVER_CHECK_TIMEOUT_S = 15.0  # a server busy migrating or serving a sweep still answers a search within this
 _SCHEME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
@@ -47,6 +50,10 @@ class TrackingConfigError(ValueError):
 
 class TrackingDbError(RuntimeError):
     """The tracking database file cannot be used (names the file, the cause and what to do)."""
+
+
+class TrackingServerError(TrackingDbError):
+    """The tracking server of an http(s) URI cannot be reached or is not an MLflow server (names the URL)."""
 
 
 def shared_project_root(path: Path) -> Path:
@@ -146,12 +153,54 @@ def init_tracking_db(tracking_uri: str, *, locked: bool = False) -> None:
     """
     db = sqlite_path(tracking_uri)
     if db is None:
+        check_tracking_server(tracking_uri)
         from mlflow.tracking import MlflowClient
 
         MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
         return
     with contextlib.nullcontext() if locked else tracking_lock(tracking_uri):
         _init_sqlite(db)
+
+
+def check_tracking_server(tracking_uri: str, timeout_s: float = SERVER_CHECK_TIMEOUT_S) -> None:
+    """One request, no retries, to an http(s) tracking server; TrackingServerError in one line when it cannot serve.
+
+    MLflow's client retries a refused connection with back-off for minutes and then raises a traceback; this says
+    at start that nothing listens, the host is unknown, it did not answer, or it answers but is not an MLflow
+    server. A credential refusal (401/403) is left to MLflow's client, which sends MLflow's credentials.
+    Any other URI is not checked."""
+    if not tracking_uri.startswith(("http://", "https://")):
+        return
+    import socket
+    import urllib.error
+    import urllib.request
+
+    where = redact_uri(tracking_uri).rstrip("/")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(tracking_uri)  # user:password@ is MLflow's business (basic auth), not a host name for urllib
+    base = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path.rstrip('/')}"
+    probe = f"{base}/api/2.0/mlflow/experiments/search?max_results=1"
+    fix = "start the server (`mlflow server ...`, docs/pipeline.md \"Scaling out\") or fix tracking.tracking_uri"
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout_s):
+            return
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            return
+        raise TrackingServerError(
+            f"tracking server {where} answered HTTP {error.code} to GET /api/2.0/mlflow/experiments/search: "
+            f"expected an `mlflow server`; fix tracking.tracking_uri") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, ConnectionRefusedError):
+            raise TrackingServerError(f"nothing is listening at tracking server {where} (connection refused): {fix}") from None
+        if isinstance(reason, socket.gaierror):
+            raise TrackingServerError(f"cannot resolve the host of tracking server {where} ({reason.strerror}): "
+                                      "fix tracking.tracking_uri") from None
+        if isinstance(reason, TimeoutError):
+            raise TrackingServerError(f"tracking server {where} did not answer within {timeout_s:g} s: {fix}") from None
+        raise TrackingServerError(f"cannot connect to tracking server {where} ({reason}): {fix}") from None
 
 
 def check_tracking_db(tracking_uri: str) -> None:
