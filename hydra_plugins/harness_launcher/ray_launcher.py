@@ -23,7 +23,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
@@ -168,51 +168,80 @@ class RayLauncher(Launcher):
         remote = ray.remote(num_cpus=self.num_cpus, max_calls=1, max_retries=self.max_retries,
                             retry_exceptions=False)(_run_job_on_node)
         state = Singleton.get_state()
-        refs = []
-        for number, overrides in enumerate(job_overrides):
-            payload = cloudpickle.dumps((initial_job_idx + number, list(overrides), self.hydra_context, self.config,
-                                         self.task_function, state))
-            refs.append(remote.remote(payload, project_dir, environ))
-        results: List[JobReturn] = []
-        for number, ref in enumerate(refs):
+
+        def submit(number: int) -> Any:
+            payload = cloudpickle.dumps((initial_job_idx + number, list(job_overrides[number]), self.hydra_context,
+                                         self.config, self.task_function, state))
+            return remote.remote(payload, project_dir, environ)
+
+        # no more jobs in flight than the cluster has slots: a job waiting in a node's queue when the node dies would
+        # fail without having started
+        waiting = list(range(len(job_overrides)))
+        running: Dict[Any, int] = {}
+        results: Dict[int, JobReturn] = {}
+        resubmitted: set = set()
+        while waiting or running:
+            slots = max(1, int(ray.cluster_resources().get("CPU", 0) // max(self.num_cpus, 1e-9)))
+            while waiting and len(running) < slots:
+                number = waiting.pop(0)
+                running[submit(number)] = number
+            ready, _ = ray.wait(list(running), num_returns=1)
+            number = running.pop(ready[0])
             try:
-                results.append(cloudpickle.loads(ray.get(ref)))
+                results[number] = cloudpickle.loads(ray.get(ready[0]))
             except ray.exceptions.RayError as error:  # its worker or node died (or the task could not start there)
-                results.append(self._died(initial_job_idx + number, job_overrides[number], error))
-        return results
+                if not self._fail_orphaned_run(initial_job_idx + number, job_overrides[number]) and number not in resubmitted:
+                    resubmitted.add(number)  # it died before its MLflow run began: once more, on a live node
+                    log.warning("job %d: its Ray worker died before the job began (%s); submitted again",
+                                initial_job_idx + number, _first_line(error))
+                    running[submit(number)] = number
+                    continue
+                results[number] = self._died(initial_job_idx + number, job_overrides[number], error)
+        return [results[number] for number in range(len(job_overrides))]
 
     def _died(self, index: int, overrides: Sequence[str], error: BaseException) -> JobReturn:
-        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        why = _first_line(error)
         log.error("job %d (%s): its Ray worker died (%s); the other jobs go on", index, " ".join(overrides), why)
-        self._fail_orphaned_run(overrides)
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED,
                          _return_value=JobNodeDied(f"sweep job {index} ({' '.join(overrides)}): its Ray worker died: {why}"))
 
-    def _fail_orphaned_run(self, overrides: Sequence[str]) -> None:
+    def _fail_orphaned_run(self, index: int, overrides: Sequence[str]) -> bool:
         """End FAILED the MLflow child run the dead job left RUNNING (found by its job directory under the sweep's
-        parent run): its process is on another node, which the parent's own clean-up cannot see."""
+        parent run): its process is on another node, which the parent's own clean-up cannot see. False when the
+        job has no child run (it died before its training began); True when it has one, or without tracking."""
         from harness.tracking.store import PARENT_RUN_ENV
 
         parent = os.environ.get(PARENT_RUN_ENV)
         assert self.config is not None and self.hydra_context is not None
         tracking = self.config.get("tracking")
         if not parent or tracking is None or not tracking.get("enabled", False):
-            return
+            return True  # nothing tells whether it began: not run twice
         from mlflow.tracking import MlflowClient
+        from omegaconf import open_dict
 
         from harness.tracking.hydra_callback import RUN_DIR_TAG
         from harness.tracking.store import resolve_tracking_uri
 
         sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.num = index  # the job's subdir (`${hydra.job.num}` by default), as on its node
         job_dir = (Path(str(sweep_config.hydra.sweep.dir)) / str(sweep_config.hydra.sweep.subdir)).as_posix()
         client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking.get("tracking_uri"), Path.cwd()))
         experiment = client.get_experiment_by_name(str(tracking.get("experiment")))
         if experiment is None:
-            return
-        query = f"attributes.status = 'RUNNING' and tags.`mlflow.parentRunId` = '{parent}'"
+            return False
+        query = f"tags.`mlflow.parentRunId` = '{parent}'"
+        began = False
         for run in client.search_runs([experiment.experiment_id], query, max_results=5000):
             run_dir = Path(run.data.tags.get(RUN_DIR_TAG, "")).as_posix()
             if run_dir == job_dir or run_dir.endswith("/" + job_dir):  # absolute on its node, relative here
-                client.set_terminated(run.info.run_id, status="FAILED")
-                log.info("MLflow run %s ended FAILED: its job's Ray worker died", run.info.run_id)
+                began = True
+                if run.info.status == "RUNNING":
+                    client.set_terminated(run.info.run_id, status="FAILED")
+                    log.info("MLflow run %s ended FAILED: its job's Ray worker died", run.info.run_id)
+        return began
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
