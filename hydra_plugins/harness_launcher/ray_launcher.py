@@ -12,9 +12,11 @@ Each job runs in a fresh Ray worker process (``max_calls=1``: nothing of one job
 in the project directory of its node (``hydra.launcher.project_dir``, default: the launching process's project
 root, which every node must then hold at the same path), and logs its MLflow child run under the sweep's parent
 run: the parent's id and the swept keys travel with the task, not through a shared file. The tracking URI must be
-one every node reaches (an ``mlflow server``, docs/pipeline.md "Sweeps on a Ray cluster"). A job whose node or
-worker dies is FAILED (``max_retries: 0``, the default) and its MLflow run, left RUNNING by the dead process, is
-ended FAILED by this launcher; the other jobs go on.
+one every node reaches (an ``mlflow server``, docs/pipeline.md "Sweeps on a Ray cluster"). No more jobs are in
+flight than the cluster has CPU slots, so no job waits in the queue of a node that may die. A job whose node or
+worker dies after its MLflow run began is FAILED (``max_retries: 0``, the default: it is not run twice) and that
+run, left RUNNING by the dead process, is ended FAILED by this launcher; one that died before its run began is
+submitted once more. The other jobs go on.
 """
 
 import logging
