@@ -84,9 +84,15 @@ def test_the_ray_sweep_gives_the_local_sweeps_children_and_results(tmp_path: Pat
         assert "accepted" in metrics and "test_hard_acc" in metrics and "epoch_accepted" in metrics
         assert ray_results[lam] == metrics, lam  # per-child metrics, accepts included, equal
     assert ray_parent.data.tags["harness.best.gate.lambda"] == local_parent.data.tags["harness.best.gate.lambda"]
-    # each ray job ran in its own fresh worker process, in the project's directory
+    # each ray job ran in the project's directory
     for child in ray_children:
         assert Path(child.data.tags["harness.run_dir"]).parent == (ray / "multirun/test").resolve()
+    # the same command again (same sweep dir): the parent is re-attached, no child is added
+    done = _finished(_sweep(ray, ["hydra/launcher=ray"], f"sqlite:///{ray_db}", "0.5,6.0", cluster.env))
+    assert done.returncode == 0, done.stderr[-4000:]
+    again_parent, again_children = _children(f"sqlite:///{ray_db}")
+    assert again_parent.info.run_id == ray_parent.info.run_id and again_parent.info.status == "FINISHED"
+    assert sorted(c.info.run_id for c in again_children) == sorted(c.info.run_id for c in ray_children)
 
 
 def test_a_worker_node_killed_mid_sweep_fails_its_job_alone(tmp_path: Path, cluster: LocalCluster) -> None:
