@@ -60,6 +60,13 @@ if __name__ == "__main__":
     root = enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
     # every job's config is validated before Hydra creates a directory or a sweep opens its MLflow parent run
     precheck_or_exit("stages.train", sys.argv[1:], root, rebase_outputs)
+    try:  # no cluster at hydra/launcher=ray's address: one line before the sweep opens its MLflow parent run
+        from hydra_plugins.harness_launcher.ray_launcher import RayClusterUnreachable, check_command_line
+
+        check_command_line(sys.argv[1:])
+    except RayClusterUnreachable as exc:
+        print(f"stages.train: {exc}", file=sys.stderr)
+        sys.exit(2)
     try:  # a directory named on the command line is locked before Hydra writes .hydra/ and its log into it
         for directory in run_lock.explicit_dirs(sys.argv[1:]):
             if directory.exists():

@@ -86,6 +86,19 @@ def check_reachable(address: str, timeout_s: float) -> None:
                                     "start one (`ray start --head`) or fix hydra.launcher.address / RAY_ADDRESS") from None
 
 
+def check_command_line(argv: Sequence[str], environ: Optional[Dict[str, str]] = None) -> None:
+    """Before Hydra starts a sweep (and its callback opens the MLflow parent run): raise RayClusterUnreachable when
+    the command line selects `hydra/launcher=ray` and no cluster answers at its address (`local` is not checked)."""
+    if "hydra/launcher=ray" not in argv:
+        return
+    configured = next((a.split("=", 1)[1] for a in argv if a.startswith("hydra.launcher.address=")), None)
+    if (configured or (environ if environ is not None else os.environ).get("RAY_ADDRESS", "")).strip() == LOCAL:
+        return
+    timeout = next((float(a.split("=", 1)[1]) for a in argv if a.startswith("hydra.launcher.connect_timeout_s=")),
+                   RayLauncherConf.connect_timeout_s)
+    check_reachable(cluster_address(configured, environ), timeout)
+
+
 def _run_job_on_node(payload: bytes, project_dir: str, environ: Dict[str, str]) -> bytes:
     """The body of a job's Ray task: the job as Hydra's launchers run it, in `project_dir`; its JobReturn pickled."""
     import os

@@ -138,14 +138,18 @@ def test_a_worker_node_killed_mid_sweep_fails_its_job_alone(tmp_path: Path, clus
 def test_no_cluster_at_the_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
     from harness.llm.local_server import free_port
 
-    done = subprocess.run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", *TEST_OVERRIDES,
-                           "hydra/launcher=ray", f"hydra.launcher.address=127.0.0.1:{free_port()}",
-                           "hydra.sweep.dir=multirun/none"], cwd=make_project(tmp_path / "project"), env=env(),
-                          capture_output=True, text=True, timeout=120, check=False)
+    project = make_project(tmp_path / "project")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    done = subprocess.run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", *OVERRIDES,
+                           f"tracking.tracking_uri={uri}", "hydra/launcher=ray",
+                           f"hydra.launcher.address=127.0.0.1:{free_port()}", "hydra.sweep.dir=multirun/none"],
+                          cwd=project, env=env(), capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("stages.train:")]
     assert len(errors) == 1 and "no Ray cluster answers at 127.0.0.1:" in errors[0], done.stderr[-3000:]
     assert "Traceback" not in done.stderr
+    # refused before Hydra: no sweep directory, no MLflow parent run left FAILED with no children
+    assert not (project / "multirun" / "none").exists() and not (tmp_path / "mlflow.db").exists()
     done = subprocess.run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", *TEST_OVERRIDES,
                            "hydra/launcher=ray", "hydra.sweep.dir=multirun/none"], cwd=tmp_path / "project",
                           env=env(), capture_output=True, text=True, timeout=120, check=False)
