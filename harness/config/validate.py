@@ -450,8 +450,6 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("gate.fdr_horizon")
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
-    c.check("gate.futility_min_pairs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "must be an integer >= 0 (0 = off)")
-    c.one_of("gate.baseline_reuse", ("gates", "none", "unaccepted"))
     c.positive_int("gate.selection_n")
     c.positive_int("gate.cap_evolve_n")
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
@@ -467,18 +465,12 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
     c.ordered_pair("gate.bet_low", "gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.positive_int("gate.bet_points")
-    c.registered("gate.futility")  # read by the betting rule only (the sign rules have futility_min_pairs)
+    c.registered("gate.futility")  # read by the betting rule only
     c.check("gate.futility_gain", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the pool gain the conditional power assumes")
-    c.check("gate.futility_power", lambda v: _is_number(v) and 0 <= v < 1, "must be in [0, 1) (0: the power rule never stops)")
+    c.check("gate.futility_power", lambda v: _is_number(v) and 0 <= v < 1, "must be in [0, 1) (0: only the exact bound stops)")
     c.check("gate.futility_z", lambda v: _is_number(v) and v > 0, "must be > 0: the z-score of the estimate rule's upper bound on the gain")
     c.positive_int("gate.futility_min_n", minimum=2)
-    c.check("gate.adaptive_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < adaptive_top_fraction <= 1")
     c.positive_int("gate.ladder_prior_obs", minimum=0)
-    c.positive_int("gate.ladder_drop_min_obs")
-    if isinstance(c.value("gate.max_pairs"), int):
-        cap = c.value("gate.max_pairs")
-        c.check("gate.futility_margin", lambda v: isinstance(v, int) and not isinstance(v, bool) and -cap <= v <= cap,
-                f"must be an integer in [-gate.max_pairs, gate.max_pairs] = [-{cap}, {cap}]")
     return c.violations
 
 

@@ -9,8 +9,6 @@ plus one line in `SAMPLING_PLANS`.
 
 - `static`: the GatePools ladder (cold or warm order) plus the anchor stratum,
   cut into blocks in advance (`ladder.plan_blocks`).
-- `adaptive`: `adaptive.AdaptiveBlockPlanner`, re-ranks after every block from
-  the baseline outcomes so far.
 - `random`: uniform random order over the pool (a fresh permutation per
   pass), every slot a fresh sample index. Tests the population effect for any
   population (the reference the ladders are compared against).
@@ -19,7 +17,7 @@ plus one line in `SAMPLING_PLANS`.
   questions, floor `gate.importance_floor`), carrying its weight 1 / (N pi_i)
   for the betting rule. Population-valid for any population.
 
-The ladders concentrate pairs on mid-difficulty questions: their accept is
+The ladder concentrates pairs on mid-difficulty questions: its accept is
 valid for the population only under the strong null (docs/kernel.md). Traits
 config validation reads: `population_valid` (every slot's question is drawn
 with a probability known before the gate, so a weighted rule tests the pool's
@@ -143,21 +141,6 @@ class StaticLadderPlan:
 
 
 @dataclass(frozen=True)
-class AdaptiveLadderPlan:
-    name: str = "adaptive"
-    population_valid: bool = False
-    weighted: bool = False
-
-    def planner(self, request: PlanRequest) -> BlockPlanner:
-        from harness.kernel.adaptive import AdaptiveBlockPlanner
-
-        prior = {e.qid: (e.p_hat, e.n_obs) for tt in request.task_types for e in request.pools.entries(tt)}
-        return AdaptiveBlockPlanner(request.pool, request.params, seed=request.seed,
-                                    first_sample_index=request.first_sample_index, prior=prior,
-                                    informing_samples=request.informing(), exclude=set(request.exclude))
-
-
-@dataclass(frozen=True)
 class UniformRandomPlan:
     """Uniform random order over the pool minus the case pack; a fresh permutation per pass."""
 
@@ -221,6 +204,5 @@ class ImportancePlan:
 SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.ladder", {
     "importance": ImportancePlan(),
     "static": StaticLadderPlan(),
-    "adaptive": AdaptiveLadderPlan(),
     "random": UniformRandomPlan(),
 })

@@ -59,7 +59,7 @@ RULES = [
     ("gate.max_pairs", 2, 3, ">= gate.block_size"),
     ("gate.undecided", "maybe", "reject", "probation, reject"),
     ("gate.rule", "vibes", "gepa", "accept_all, betting, betting_budget, cap_evolve, gepa, mcnemar, sequential, skillopt"),
-    ("gate.ladder", "adaptiv", "random", "adaptive, importance, random, static"),
+    ("gate.ladder", "adaptiv", "random", "importance, random, static"),
     ("gate.ladder", "static", "random", "gate.rule=betting_budget needs a plan that draws questions with known probabilities"),
     ("gate.fdr", "bh", "none", "elond, none"),
     ("gate.probe_every", 0, 1, ">= 1"),
