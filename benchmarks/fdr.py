@@ -6,7 +6,7 @@
 
 It measures the DEFAULT gate: the `gate` group of the composed default config
 (`conf/`, via `load_config`, read by `gate_params_from_config` exactly as the
-loop does), its sampling plan from `kernel/plans.SAMPLING_PLANS[gate.ladder]`
+loop does), its sampling plan from `kernel/plans.SAMPLING_PLANS[gate.plan]`
 (a `PlanRequest` over GatePools fed by pre-gate non-gate runs, as the loop
 builds it), on the kernel's one gate loop (`kernel/engine.run_gate`, as `validate_skill_local` runs it:
 `pair_block`, then `gate_decision` after every block, `kernel/rules.RULES[gate.rule]`), the run-level levels of
@@ -145,7 +145,7 @@ def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, 
     simulator's model, k = 4 there); the pairs carry both arms' soft scores. None: the outcomes alone.
     """
     request = PlanRequest(pools=world.pools, task_types=["t"], params=params, seed=seed, first_sample_index=FIRST_SAMPLE, warm=True)
-    planner = SAMPLING_PLANS.get(params.ladder).planner(request)
+    planner = SAMPLING_PLANS.get(params.plan).planner(request)
     informing = planner.informing_samples()
     seen: dict[str, list[bool]] = {}
 
@@ -206,7 +206,7 @@ def fdr_runs(seed: int, runs: int, gates: int, mix: str, params: GateParams, *, 
         true_total += true
         fdp.append(false / max(false + true, 1))
     p_any = any_false / runs
-    return {"mix": mix, "label": label, "fdr_name": params.fdr, "rule": params.rule, "ladder": params.ladder, "runs": runs,
+    return {"mix": mix, "label": label, "fdr_name": params.fdr, "rule": params.rule, "plan": params.plan, "runs": runs,
             "gates": gates, "p_any_false": p_any, "p_any_se": math.sqrt(p_any * (1 - p_any) / runs),
             "false_per_run": false_total / runs, "true_per_run": true_total / runs, "fdr": float(np.mean(fdp)),
             "fdr_se": float(np.std(fdp) / math.sqrt(runs)), "false_share_of_installs": false_total / max(false_total + true_total, 1),
@@ -271,7 +271,7 @@ def describe(params: GateParams) -> str:
                 f"lambda_dir {params.lambda_dir})")
     else:
         rule = f"rule `{params.rule}` (accept_prior {params.accept_prior}, theta1 {params.theta1}, lambda_dir {params.lambda_dir})"
-    plan = f"plan `{params.ladder}`" + (f" (floor {params.importance_floor})" if params.ladder == "importance" else "")
+    plan = f"plan `{params.plan}`" + (f" (floor {params.importance_floor})" if params.plan == "importance" else "")
     return (f"{rule} on {plan}, blocks of {params.block_size}, cap {params.max_pairs}, undecided -> {params.undecided}, "
             f"`gate.fdr={params.fdr}` (fdr_level {params.fdr_level}, horizon {params.fdr_horizon})")
 
@@ -284,7 +284,7 @@ def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParam
          f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min.", "",
          f"Measured gate: the default config's `gate` group{' with ' + ', '.join(f'`{o}`' for o in overrides) if overrides else ''} "
          f"(`load_config` + `gate_params_from_config`, as the loop reads it): {describe(params)}. Every gate runs as the loop runs it: "
-         f"`SAMPLING_PLANS[{params.ladder!r}].planner(PlanRequest(...))` over GatePools fed by {PRE_GATE_OBS} pre-gate non-gate runs, "
+         f"`SAMPLING_PLANS[{params.plan!r}].planner(PlanRequest(...))` over GatePools fed by {PRE_GATE_OBS} pre-gate non-gate runs, "
          "`pair_block` (leak guard on) and `gate_decision` after every block; each gate draws its own 60-question pool (discordance ~0.2). "
          "The pre-gate screen is not simulated (it only rejects).", "",
          "## 1. False discoveries over a run of 80 gates", "",

@@ -584,7 +584,7 @@ def _grid_table(rows) -> list[str]:
 
 def write_report(path: Path, command: str, elapsed: float, sections: dict, settings: dict) -> str:
     lines = ["# Gate benchmark", "", f"Command: `{command}`  ", f"Wall time: {elapsed:.0f} s; settings: {settings}", ""]
-    params = GateParams(rule="sequential", ladder="static")
+    params = GateParams(rule="sequential", plan="static")
     lines += [
         "Sections 1–7: the sign e-process rule `sequential` (the product default before issue 13; still selectable with "
         "`gate=sequential`). Sections 8–12: the product default now, rule `betting` on plan `importance` (`conf/gate/betting.yaml`).",
@@ -713,7 +713,7 @@ def _res_cells(res: dict, caps, key="p_accept") -> str:
 
 def betting_lines(b: dict, bs: dict) -> list[str]:
     """Sections 8-12: the importance plan + betting e-process (benchmarks/gate_betting.py)."""
-    params = GateParams(rule="betting", ladder="importance")
+    params = GateParams(rule="betting", plan="importance")
     caps = bs["caps"]
     caps_txt = " / ".join(str(c) for c in caps)
     bets = gate_betting.accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points)
@@ -984,7 +984,7 @@ def efficiency_vs_safety_lines(sections: dict, settings: dict) -> list[str]:
         f"without anchors, {to[(best_base, 0.25, c_hi)]['fa']:.0%} with anchor 0.25, {to[(best_base, 0.5, c_hi)]['fa']:.0%} with 0.5), against "
         f"{to[('static', 0.25, c_hi)]['fa']:.0%} for the static default and "
         f"{to[('random', 1.0, c_hi)]['fa']:.0%} for random order. " + strong_txt,
-        "- Why the product default stays `gate.ladder: static` + `gate.anchor_fraction: 0.25`: concentration is both the source of the saving and "
+        "- Why the product default stays `gate.plan: static` + `gate.anchor_fraction: 0.25`: concentration is both the source of the saving and "
         "of the trade-off false accepts "
         + (
             f"(measured here: the ladders rank the same by saving and by trade-off FA, each at its own anchor fraction, cap {c_hi}), "
@@ -1100,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         quick=quick,
     )
-    params = GateParams(rule="sequential", ladder="static")  # sections 1-7: the sign rule; sections 8-12 set their own
+    params = GateParams(rule="sequential", plan="static")  # sections 1-7: the sign rule; sections 8-12 set their own
     sections: dict = {}
     timings: dict = {}
     lv, sn, to = settings["ladder"], settings["same_pop_nulls"], settings["trade_off"]

@@ -265,7 +265,7 @@ def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int, inf
 
 def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict, populations: dict) -> dict:
     """Run sections 8-12; `populations`: label -> (p, q) for the zero-sum / strong-null cells and "uplift" for +5."""
-    params = GateParams(rule="betting", ladder="importance")
+    params = GateParams(rule="betting", plan="importance")
     s = settings
     caps = s["caps"]
     out: dict = {}

@@ -16,6 +16,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config.schema import RootConfig
 
+# renamed config keys -> the one-line error naming the new key (checked before any "did you mean")
+RENAMED_KEYS: dict[str, str] = {
+    "gate.ladder": "gate.plan is the gate's question-sampling plan (importance | random | static); gate.ladder was renamed to it (issue 29)",
+}
+
 _CUTOFF = 0.75  # difflib ratio of the leaf names: "lamda"/"lambda" 0.91, "blok_size"/"block_size" 0.95; "foo"/"fdr" 0.33
 
 
@@ -54,6 +59,14 @@ def suggest_key(key: str) -> str | None:
         if len(by_leaf[candidate]) == 1:  # the (nearly) right name in another section, when only one has it
             return by_leaf[candidate][0]
     return None
+
+
+def renamed_key_message(key: str | None) -> str | None:
+    """The one-line error for a renamed key (`gate.ladder` -> `gate.plan`), None for any other key."""
+    if key is None:
+        return None
+    old = key.lstrip("+~").strip().partition("=")[0]
+    return f"{old}: unknown key; {RENAMED_KEYS[old]}" if old in RENAMED_KEYS else None
 
 
 def did_you_mean(key: str) -> str:

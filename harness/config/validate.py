@@ -24,10 +24,11 @@ from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import IMPROVE_CONF_FILE, epoch_schedule_items, improve_tasks_dir, step_schedule_items
 from harness.config.schema import RootConfig
-from harness.config.suggest import did_you_mean
+from harness.config.suggest import RENAMED_KEYS, did_you_mean
 from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
 from harness.identity import GATE_MARK
+from harness.kernel.registry import strategy_problems
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
@@ -395,29 +396,46 @@ def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+class _Section:
+    """The config values of one section by attribute (`gate.futility_gain` as `.futility_gain`), as the checker reads them."""
+
+    def __init__(self, c: _Checker, section: str):
+        self._c, self._section = c, section
+
+    def __getattr__(self, name: str) -> Any:
+        return self._c.value(f"{self._section}.{name}")
+
+
+def _collect_strategy_checks(c: _Checker, key: str) -> None:
+    """The problems every strategy of the registry behind `key` reports on its own params (their `check()`)."""
+    section = key.rpartition(".")[0]
+    for field, value, expected in strategy_problems(CHOICE_REGISTRIES[key], _Section(c, section)):
+        c.add(f"{section}.{field}", value, expected)
+
+
 def _check_rule_plan(c: _Checker) -> None:
     """A weighted rule (betting) needs a population-valid plan; a weighted plan (importance) needs a weighted rule:
     any other rule would ignore the importance weights and test the pi-weighted effect, not the pool's."""
     rule = CHOICE_REGISTRIES["gate.rule"].get(c.value("gate.rule"))
-    plan = CHOICE_REGISTRIES["gate.ladder"].get(c.value("gate.ladder"))
-    if rule.questions != "sampling":  # the rule brings its own questions; gate.ladder is not used
+    plan = CHOICE_REGISTRIES["gate.plan"].get(c.value("gate.plan"))
+    if rule.questions != "sampling":  # the rule brings its own questions; gate.plan is not used
         return
     if rule.weighted and not plan.population_valid:
-        valid = [n for n in CHOICE_REGISTRIES["gate.ladder"].names() if CHOICE_REGISTRIES["gate.ladder"].get(n).population_valid]
-        c.add("gate.ladder", plan.name, f"gate.rule={rule.name} needs a plan that draws questions with known probabilities: "
+        valid = [n for n in CHOICE_REGISTRIES["gate.plan"].names() if CHOICE_REGISTRIES["gate.plan"].get(n).population_valid]
+        c.add("gate.plan", plan.name, f"gate.rule={rule.name} needs a plan that draws questions with known probabilities: "
                                         f"one of {', '.join(valid)}")
     if plan.weighted and not rule.weighted:
         weighted = [n for n in CHOICE_REGISTRIES["gate.rule"].names() if CHOICE_REGISTRIES["gate.rule"].get(n).weighted]
-        c.add("gate.ladder", plan.name, f"gate.ladder={plan.name} hands out importance weights that gate.rule={rule.name} "
+        c.add("gate.plan", plan.name, f"gate.plan={plan.name} hands out importance weights that gate.rule={rule.name} "
                                         f"ignores (it would test the pi-weighted effect); use gate.rule {', '.join(weighted)} "
-                                        "or another gate.ladder")
+                                        "or another gate.plan")
 
 
 def _validate_gate(cfg: DictConfig) -> list[Violation]:
     """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
     c = _Checker(cfg)
     rule_known = c.registered("gate.rule")
-    if c.registered("gate.ladder") and rule_known:
+    if c.registered("gate.plan") and rule_known:
         _check_rule_plan(c)
     if c.one_of("gate.metric", GATE_METRICS) and c.value("gate.metric") != "hard":
         c.check("gate.metric", lambda v: c.value("llm.top_logprobs") != 0 or c.value("benchmark.scorer") not in BUILTIN_SCORERS,
@@ -466,10 +484,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.ordered_pair("gate.bet_low", "gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.positive_int("gate.bet_points")
     c.registered("gate.futility")  # read by the betting rule only
-    c.check("gate.futility_gain", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the pool gain the conditional power assumes")
-    c.check("gate.futility_power", lambda v: _is_number(v) and 0 <= v < 1, "must be in [0, 1) (0: only the exact bound stops)")
-    c.check("gate.futility_z", lambda v: _is_number(v) and v > 0, "must be > 0: the z-score of the estimate rule's upper bound on the gain")
-    c.positive_int("gate.futility_min_n", minimum=2)
+    _collect_strategy_checks(c, "gate.futility")
     c.positive_int("gate.ladder_prior_obs", minimum=0)
     return c.violations
 
@@ -503,8 +518,9 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
             full = prefix + str(key)
             if key not in shape:
                 section = prefix.rstrip(".") or "the root"
+                hint = f"; {RENAMED_KEYS[full]}" if full in RENAMED_KEYS else (did_you_mean(full) or "; check the spelling")
                 violations.append(Violation(full, "<set>", f"unknown key: not in the schema of {section} "
-                                                           f"(harness/config/schema.py){did_you_mean(full) or '; check the spelling'}"))
+                                                           f"(harness/config/schema.py){hint}"))
                 continue
             child = node._get_node(key)
             if isinstance(child, DictConfig) and not child._is_missing():

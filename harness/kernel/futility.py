@@ -52,13 +52,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import ClassVar, Optional, Protocol
 
 import numpy as np
 
-from harness.kernel.registry import Registry
+from harness.kernel.registry import Registry, is_number, params_of
 
-__all__ = ["FUTILITY_RULES", "FutilityRule", "FutilityView", "conditional_power", "gain_upper_bound", "reachable_log_e"]
+__all__ = ["FUTILITY_RULES", "EstimateParams", "FutilityRule", "FutilityView", "conditional_power", "gain_upper_bound",
+           "reachable_log_e"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,28 @@ def gain_upper_bound(z: Sequence[float], z_score: float) -> float:
     return float(np.mean(arr) + z_score * np.std(arr, ddof=1) / math.sqrt(arr.size))
 
 
+@dataclass(frozen=True)
+class EstimateParams:
+    """The settings the estimate rules own (config keys gate.<field>); `check()` is what config validation reports."""
+
+    futility_gain: float = 0.10  # the largest pool gain the conditional power is computed at
+    futility_power: float = 0.05  # stop below this estimated P(accept by the cap)
+    futility_z: float = 1.645  # the z of the one-sided upper bound on the gain
+    futility_min_n: int = 20  # pairs before that bound replaces futility_gain
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.futility_gain) and 0 < self.futility_gain < 1):
+            problems.append(("futility_gain", "must be in (0, 1): the pool gain the conditional power assumes"))
+        if not (is_number(self.futility_power) and 0 <= self.futility_power < 1):
+            problems.append(("futility_power", "must be in [0, 1) (0: only the exact bound stops)"))
+        if not (is_number(self.futility_z) and self.futility_z > 0):
+            problems.append(("futility_z", "must be > 0: the z-score of the estimate rule's upper bound on the gain"))
+        if not (isinstance(self.futility_min_n, int) and not isinstance(self.futility_min_n, bool) and self.futility_min_n >= 2):
+            problems.append(("futility_min_n", "must be an integer >= 2"))
+        return problems
+
+
 class FutilityRule(Protocol):
     """A futility rule of the betting gate: a reason to stop and reject now, or None to go on."""
 
@@ -155,27 +178,29 @@ class EstimateFutility:
 
     name: str = "estimate"
     soft_evidence: bool = False
+    params_type: ClassVar[type] = EstimateParams
 
     def stop(self, view: FutilityView, params) -> Optional[str]:
+        own = params_of(EstimateParams, params)
         best = reachable_log_e(view.log_wealth, view.bets, view.bound, view.remaining)
         if best < view.lambda_accept:
             return (f"futility (bound): log E can reach at most {best:.3f} < lambda {view.lambda_accept:.3f} "
                     f"in the {view.remaining} pairs left, even if every one is a win at weight {view.bound:.3f}")
-        gain, source = float(params.futility_gain), "futility_gain"
+        gain, source = float(own.futility_gain), "futility_gain"
         evidence, what = view.z, "pairs"
         if self.soft_evidence and view.z_soft and len(view.z_soft) == len(view.z):
             evidence, what = view.z_soft, "pairs' soft scores"
-        if len(evidence) >= max(int(params.futility_min_n), 2):
-            ucb = gain_upper_bound(evidence, float(params.futility_z))
+        if len(evidence) >= max(int(own.futility_min_n), 2):
+            ucb = gain_upper_bound(evidence, float(own.futility_z))
             if ucb < gain:
-                gain, source = ucb, f"UCB of the gain so far (z {params.futility_z}, {len(evidence)} {what})"
+                gain, source = ucb, f"UCB of the gain so far (z {own.futility_z}, {len(evidence)} {what})"
         if gain <= 0:
             return (f"futility ({self.name}): the {source} is {gain:+.4f} <= 0: no gain left to accept in the "
                     f"{view.remaining} pairs left")
         power = conditional_power(view, gain)
-        if power < params.futility_power:
+        if power < own.futility_power:
             return (f"futility ({self.name}): P(accept in the {view.remaining} pairs left | gain {gain:.4f}, the {source}) <= "
-                    f"{power:.4f} < futility_power {params.futility_power}")
+                    f"{power:.4f} < futility_power {own.futility_power}")
         return None
 
 

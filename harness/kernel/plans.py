@@ -1,4 +1,4 @@
-"""Question-sampling plans of the gate (`gate.ladder`): one small strategy object per plan, one registry.
+"""Question-sampling plans of the gate (`gate.plan`): one small strategy object per plan, one registry.
 
 A plan turns the validation pool of a candidate's task types into a
 `BlockPlanner` that hands out one block of (question, fresh sample index)
@@ -201,7 +201,7 @@ class ImportancePlan:
                                  prior_obs=params.ladder_prior_obs, informing_samples=request.informing(), exclude=excluded)
 
 
-SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.ladder", {
+SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.plan", {
     "importance": ImportancePlan(),
     "static": StaticLadderPlan(),
     "random": UniformRandomPlan(),

@@ -50,7 +50,7 @@ class AcceptanceRule(Protocol):
 
     Traits the loop reads instead of comparing names:
     - `questions`: the question source of its plan (a key of `harness.loop.gating.QUESTION_SOURCES`):
-      "sampling" (the `gate.ladder` sampling plan), "step_minibatch" (the step's own questions, baseline
+      "sampling" (the `gate.plan` sampling plan), "step_minibatch" (the step's own questions, baseline
       from the step rollout), "selection_split" (a fixed held-out split), "random_fixed_n" (n random
       questions), "none" (no rollouts: decides at once);
     - `single_block`: the whole plan is one block (its size is the plan's);

@@ -91,7 +91,7 @@ class GateParams:
     accept_prior_high: float = 0.90
     accept_prior_points: int = 7  # equally weighted thetas, linspace(low, high, points)
     accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
-    ladder: str = "importance"  # kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static (ladder: strong null only)
+    plan: str = "importance"  # gate.plan, kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static (the seed's ladder: strong null only)
     ladder_prior_obs: int = 4  # the importance plan counts the pre-gate p_hat as at most this many observations
     # run-level gate (issue 13; harness/kernel/fdr.py, screen.py, rule_skillopt.py, rule_cap_evolve.py)
     fdr: str = "elond"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run

@@ -210,7 +210,7 @@ class GateRequest:
     """Everything one block-sequential gate needs (the argument of `validate_skill_local`).
 
     `plan` is the kernel's block planner (`harness.kernel.plans`: a sampling
-    plan of `gate.ladder`, or `FixedBlocks` around a plan fixed in advance; a
+    plan of `gate.plan`, or `FixedBlocks` around a plan fixed in advance; a
     fresh sample index per slot, cut to the pair budget; a qid may repeat).
     `known_baseline` (GEPA rule) gives baseline outcomes observed outside the
     gate for first asks instead of the cache. `informing_samples` (qid ->

@@ -51,7 +51,7 @@ def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
     p, pools = _world(seed)
     q = _shifted(p, points)
     index = {f"q{i}": i for i in range(N)}
-    planner = SAMPLING_PLANS.get(params.ladder).planner(PlanRequest(pools=pools, task_types=["t"], params=params, seed=seed,
+    planner = SAMPLING_PLANS.get(params.plan).planner(PlanRequest(pools=pools, task_types=["t"], params=params, seed=seed,
                                                                       first_sample_index=10_000_000, warm=True))
     rng = np.random.default_rng([seed, 1])
     pairs: list = []

@@ -93,7 +93,7 @@ def test_a_recorded_population_path_reads_the_gate_loops_decision(order):
     """Sections 4-6 record one path per gate and read the sequential rule's decision at every cap (`decide_on_path`);
     on the same draws the product gate (the kernel's gate loop with gate_decision, rule `sequential`) decides the
     same action after the same number of pairs, in every seeded gate (null, +5 and +15 point populations)."""
-    params = GateParams(rule="sequential", ladder="static", max_pairs=400, undecided="probation")
+    params = GateParams(rule="sequential", plan="static", max_pairs=400, undecided="probation")
     names = {1: "accept", -1: "reject", 0: "probation"}
     seen = set()
     for gain in (0.0, 5.0, 15.0):
@@ -135,7 +135,7 @@ def test_the_vectorised_sign_path_of_sections_8_to_11_is_the_gate_loops_sequenti
     from harness.kernel.plans import FixedBlocks
     from harness.kernel.types import BlockItem
 
-    params = GateParams(rule="sequential", ladder="static", max_pairs=400, undecided="probation")
+    params = GateParams(rule="sequential", plan="static", max_pairs=400, undecided="probation")
     rng = np.random.default_rng(17)
     names = {1: "accept", -1: "reject", 0: "probation"}
     seen = set()

@@ -64,7 +64,7 @@ def test_a_new_rule_is_one_object_and_one_registry_line() -> None:
 @pytest.mark.parametrize("plan", SAMPLING_PLANS.names())
 def test_every_sampling_plan_gives_fresh_samples_within_budget(plan: str) -> None:
     pools = GatePools.build({"t": [f"q{i}" for i in range(30)]})
-    params = GateParams(ladder=plan, block_size=10, max_pairs=60)
+    params = GateParams(plan=plan, block_size=10, max_pairs=60)
     request = PlanRequest(pools=pools, task_types=["t"], params=params, seed=3, first_sample_index=1000,
                           exclude=frozenset({"q0"}))
     planner = SAMPLING_PLANS.get(plan).planner(request)

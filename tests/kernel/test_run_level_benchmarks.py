@@ -25,7 +25,7 @@ def test_zero_sum_candidate_keeps_the_pool_mean_and_moves_questions_both_ways():
 
 def test_the_fdr_benchmark_reads_the_default_gate_and_the_old_rule_from_the_config():
     old = fdr.configured_gate(fdr.OLD_RULE)
-    assert (old.rule, old.ladder) == ("sequential", "static")
+    assert (old.rule, old.plan) == ("sequential", "static")
     assert fdr.configured_gate(("gate.fdr=none",)).fdr == "none"
 
 

@@ -163,7 +163,7 @@ def test_a_soft_gate_rounds_each_value_with_its_pairs_uniform_and_the_betting_ru
     rollout = make_soft_rollout(calls)
     cache = DurableBaselineCache(tmp_path / "baseline.jsonl")
     params = GateParams(rule=rule, block_size=10, max_pairs=60, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2,
-                        undecided="reject", ladder="static" if rule == "sequential" else "importance")
+                        undecided="reject", plan="static" if rule == "sequential" else "importance")
     plan = [[BlockItem(f"q{i}", GATE_SAMPLE_BASE + k * 10 + i) for i in range(10)] for k in range(6)]
     out = run(validate_skill_local(GateRequest(
         task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
