@@ -10,6 +10,7 @@ rule. Each layer is a pure function `cfg -> list[Violation]`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -396,6 +397,11 @@ def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+@dataclasses.dataclass(frozen=True)
+class _NoParams:
+    """The params of a strategy that declares none."""
+
+
 class _Section:
     """The config values of one section by attribute (`gate.futility_gain` as `.futility_gain`), as the checker reads them."""
 
@@ -457,10 +463,14 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
         c.check("gate.p_high", lambda v: p_low < v, f"must be > gate.p_low = {p_low} (0 <= p_low < p_high <= 1)")
     c.check("gate.ema_gamma", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < ema_gamma <= 1")
     c.positive_int("gate.probe_every")
-    if c.positive_int("gate.mcnemar_n") and c.value("gate.rule") == "mcnemar" and isinstance(c.value("gate.max_pairs"), int):
-        max_pairs = c.value("gate.max_pairs")
+    _collect_strategy_checks(c, "gate.rule")  # each rule's own settings (bets, mcnemar_*, selection_n, cap_evolve_n)
+    _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, ladder_prior_obs)
+    rules = CHOICE_REGISTRIES["gate.rule"]
+    chosen = rules.get(c.value("gate.rule")) if c.value("gate.rule") in rules else None
+    n, max_pairs = c.value("gate.mcnemar_n"), c.value("gate.max_pairs")
+    reads_n = "mcnemar_n" in {f.name for f in dataclasses.fields(getattr(chosen, "params_type", None) or _NoParams)}
+    if reads_n and isinstance(n, int) and n >= 1 and isinstance(max_pairs, int):  # a fixed-n rule needs its n within the budget
         c.check("gate.mcnemar_n", lambda v: v <= max_pairs, f"must be <= gate.max_pairs = {max_pairs} (pair budget)")
-    c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
     c.registered("gate.fdr")
@@ -468,8 +478,6 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("gate.fdr_horizon")
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
-    c.positive_int("gate.selection_n")
-    c.positive_int("gate.cap_evolve_n")
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
     c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
     c.one_of("gate.accept_prior", ACCEPT_PRIORS)
@@ -479,13 +487,8 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
         c.check("gate.accept_prior_points", lambda v: v > 1 or low == high,
                 f"a one-point grid needs gate.accept_prior_low == gate.accept_prior_high (got {low} and {high}); "
                 "use >= 2 points, or set both to the one theta")
-    c.check("gate.importance_floor", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < importance_floor <= 1 (1 = uniform order)")
-    c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
-    c.ordered_pair("gate.bet_low", "gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
-    c.positive_int("gate.bet_points")
     c.registered("gate.futility")  # read by the betting rule only
     _collect_strategy_checks(c, "gate.futility")
-    c.positive_int("gate.ladder_prior_obs", minimum=0)
     return c.violations
 
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import ClassVar, Optional, Protocol
 
 from harness.kernel.ladder import GatePools, check_block_params, plan_blocks
-from harness.kernel.registry import Registry
+from harness.kernel.registry import Registry, is_int_at_least, is_number
 from harness.kernel.types import BlockItem, GateParams
 
 
@@ -179,12 +179,29 @@ class UniformRandomPlan:
 
 
 @dataclass(frozen=True)
+class ImportanceParams:
+    """The settings the importance plan owns (gate.<field>)."""
+
+    importance_floor: float = 0.5
+    ladder_prior_obs: int = 4
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.importance_floor) and 0 < self.importance_floor <= 1):
+            problems.append(("importance_floor", "must satisfy 0 < importance_floor <= 1 (1 = uniform order)"))
+        if not is_int_at_least(self.ladder_prior_obs, 0):
+            problems.append(("ladder_prior_obs", "must be an integer >= 0"))
+        return problems
+
+
+@dataclass(frozen=True)
 class ImportancePlan:
     """Questions drawn with known probabilities pi_i from the pre-gate p_hat (kernel/importance_plan.py)."""
 
     name: str = "importance"
     population_valid: bool = True
     weighted: bool = True
+    params_type: ClassVar[type] = ImportanceParams
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         from harness.kernel.importance_plan import ImportancePlanner

@@ -77,6 +77,11 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def is_int_at_least(value: Any, minimum: int) -> bool:
+    """An int (not a bool) >= minimum."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 def strategy_problems(registry: Registry[Any], source: Any) -> list[tuple[str, Any, str]]:
     """(field, value, what is expected) for every problem of the registered strategies' own params, each params type
     checked once: config validation collects these instead of restating the strategies' rules. A strategy declares

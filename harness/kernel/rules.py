@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import ClassVar, Optional, Protocol
 
-from harness.kernel.registry import Registry
+from harness.kernel.registry import Registry, is_int_at_least, is_number
 from harness.kernel.stats import first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams, PairResult
 
@@ -149,6 +149,45 @@ class GepaRule:
 
 
 @dataclass(frozen=True)
+class McNemarParams:
+    """The settings the fixed-n McNemar rule owns (gate.<field>)."""
+
+    mcnemar_n: int = 100
+    mcnemar_alpha: float = 0.05
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = [] if is_int_at_least(self.mcnemar_n, 1) else [("mcnemar_n", "must be an integer >= 1")]
+        if not (is_number(self.mcnemar_alpha) and 0 < self.mcnemar_alpha < 1):
+            problems.append(("mcnemar_alpha", "must be in (0, 1)"))
+        return problems
+
+
+@dataclass(frozen=True)
+class BettingParams:
+    """The settings the betting rules (betting, betting_budget) own (gate.<field>)."""
+
+    reject_margin: float = 0.03
+    bet_low: float = 0.125
+    bet_high: float = 0.5
+    bet_points: int = 3
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.reject_margin) and 0 < self.reject_margin < 1):
+            problems.append(("reject_margin", "must be in (0, 1): the gain the reject side tests against"))
+        bets_ok = True
+        for key in ("bet_low", "bet_high"):
+            if not (is_number(getattr(self, key)) and 0 < getattr(self, key) < 1):
+                problems.append((key, "must be in (0, 1)"))
+                bets_ok = False
+        if bets_ok and self.bet_high < self.bet_low:
+            problems.append(("bet_high", f"must be >= gate.bet_low = {self.bet_low}"))
+        if not is_int_at_least(self.bet_points, 1):
+            problems.append(("bet_points", "must be an integer >= 1"))
+        return problems
+
+
+@dataclass(frozen=True)
 class McNemarFixedRule:
     """Exact one-sided McNemar evaluated once, when `mcnemar_n` pairs (non-infra) are in."""
 
@@ -157,6 +196,7 @@ class McNemarFixedRule:
     single_block: bool = False
     sequential: bool = False
     weighted: bool = False
+    params_type: ClassVar[type] = McNemarParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:
@@ -180,6 +220,7 @@ class BettingRule:
     single_block: bool = False
     sequential: bool = True
     weighted: bool = True
+    params_type: ClassVar[type] = BettingParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:
