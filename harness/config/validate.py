@@ -38,7 +38,6 @@ H2_MODES = ("parallel", "sequential")
 IMPROVE_EXECUTORS = ("sim", "command", "service")
 IMPROVE_BACKENDS = ("inprocess", "ray", "auto")
 SURFACE_NAMES = ("native", "codex", "opencode")  # harness.h2.surfaces.SURFACES (a test keeps them equal)
-ACCEPT_PRIORS = ("grid", "uniform")
 BUILTIN_SCORERS = ("exact", "normalized")
 LLM_ROLES = tuple(role.value for role in Role)
 
@@ -450,8 +449,6 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
             "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")
-    c.check("gate.theta1", lambda v: _is_number(v) and 0.5 < v < 1,
-            "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit")
     if c.positive_int("gate.block_size") and c.positive_int("gate.max_pairs"):
         block = c.value("gate.block_size")
         c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
@@ -480,13 +477,6 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("gate.screen_margin", minimum=0)
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
     c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
-    c.one_of("gate.accept_prior", ACCEPT_PRIORS)
-    c.ordered_pair("gate.accept_prior_low", "gate.accept_prior_high", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)")
-    if c.positive_int("gate.accept_prior_points") and c.value("gate.accept_prior") == "grid":
-        low, high = c.value("gate.accept_prior_low"), c.value("gate.accept_prior_high")
-        c.check("gate.accept_prior_points", lambda v: v > 1 or low == high,
-                f"a one-point grid needs gate.accept_prior_low == gate.accept_prior_high (got {low} and {high}); "
-                "use >= 2 points, or set both to the one theta")
     c.registered("gate.futility")  # read by the betting rule only
     _collect_strategy_checks(c, "gate.futility")
     return c.violations

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional, Protocol
 
 from harness.kernel.registry import Registry, is_int_at_least, is_number
-from harness.kernel.stats import first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
+from harness.kernel.stats import ACCEPT_PRIORS, first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams, PairResult
 
 
@@ -89,12 +89,45 @@ def _undecided(params: GateParams, why: str) -> RuleDecision:
 
 
 @dataclass(frozen=True)
+class SequentialParams:
+    """The settings the sign e-process rule owns (gate.<field>; probation settlement reads the same accept prior)."""
+
+    theta1: float = 0.625
+    accept_prior: str = "grid"
+    accept_prior_low: float = 0.60
+    accept_prior_high: float = 0.90
+    accept_prior_points: int = 7
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.theta1) and 0.5 < self.theta1 < 1):
+            problems.append(("theta1", "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit"))
+        if self.accept_prior not in ACCEPT_PRIORS:
+            problems.append(("accept_prior", f"must be one of {', '.join(ACCEPT_PRIORS)}"))
+        low, high = self.accept_prior_low, self.accept_prior_high
+        thetas_ok = True
+        for key, value in (("accept_prior_low", low), ("accept_prior_high", high)):
+            if not (is_number(value) and 0.5 < value < 1):
+                problems.append((key, "must be in (0.5, 1)"))
+                thetas_ok = False
+        if thetas_ok and high < low:
+            problems.append(("accept_prior_high", f"must be >= gate.accept_prior_low = {low}"))
+        if not is_int_at_least(self.accept_prior_points, 1):
+            problems.append(("accept_prior_points", "must be an integer >= 1"))
+        elif self.accept_prior == "grid" and self.accept_prior_points == 1 and low != high:
+            problems.append(("accept_prior_points", f"a one-point grid needs gate.accept_prior_low == gate.accept_prior_high "
+                                                    f"(got {low} and {high}); use >= 2 points, or set both to the one theta"))
+        return problems
+
+
+@dataclass(frozen=True)
 class SequentialRule:
     name: str = "sequential"
     questions: str = "sampling"
     single_block: bool = False
     sequential: bool = True
     weighted: bool = False
+    params_type: ClassVar[type] = SequentialParams
 
     def decide(
         self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool, pairs: Sequence[PairResult] = ()
