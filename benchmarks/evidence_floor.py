@@ -233,7 +233,7 @@ def section_two(docs: list[tuple[str, dict]], levels: list[tuple[str, float]]) -
          "gate that made the same installs must certify each helpful edit it installed up to then; the floor prices each at "
          f"power {POWER} (kl(power, alpha) / KL_inf of its pair law on the questions that read the edited file), a "
          "lower bound for any test. Totals = non-gate + floor pairs x rollouts per pair (2: a fresh baseline with each pair, "
-         "as `gate.baseline_reuse=none` requires; 1: the baseline arm free, which no design reaches); ratio = total / GEPA's rollouts.",
+         "as every gate draws (no gate reuses baseline samples); 1: the baseline arm free, which no design reaches); ratio = total / GEPA's rollouts.",
          "",
          "A gate need not make every install: `cheapest subset` is the least floor cost (1 rollout per pair) of any subset of "
          "those edits whose test gains (effect x share of the test questions that read the file) add up to GEPA's gain over "

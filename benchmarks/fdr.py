@@ -6,7 +6,7 @@
 
 It measures the DEFAULT gate: the `gate` group of the composed default config
 (`conf/`, via `load_config`, read by `gate_params_from_config` exactly as the
-loop does), its sampling plan from `kernel/plans.SAMPLING_PLANS[gate.ladder]`
+loop does), its sampling plan from `kernel/plans.SAMPLING_PLANS[gate.plan]`
 (a `PlanRequest` over GatePools fed by pre-gate non-gate runs, as the loop
 builds it), on the kernel's one gate loop (`kernel/engine.run_gate`, as `validate_skill_local` runs it:
 `pair_block`, then `gate_decision` after every block, `kernel/rules.RULES[gate.rule]`), the run-level levels of
@@ -27,16 +27,11 @@ and its plan's prior from PRE_GATE_OBS full non-gate validation runs.
    20 % -5 points; `gate.fdr=none` (every gate at exp(-gate.lambda), no
    run-level control) against the default procedure.
 2. Follow-up gate: a null edit is accepted (by chance), rolled back, and
-   the next null edit is gated on the same baseline; with
-   `gate.baseline_reuse=gates` its baseline is served first from the
-   earlier gate's outcomes (each cached sample once per gate, as
-   `validate_skill_local` does), with `none` (the default) every baseline
-   sample is fresh. Both gates run at the fixed level exp(-gate.lambda)
-   (`gate.fdr=none`): e-LOND's levels are smaller still, and so is the
-   number of chance accepts to condition on.
-2c. `gate.baseline_reuse=unaccepted` chains (section 2b) on a zero-sum
-   population null, a mid-heavy strata mix, pools of 30 / 120 and blocks
-   of 10 / 40.
+   the next null edit is gated on the same baseline with fresh baseline
+   samples (the only mode since issue 29 removed `gate.baseline_reuse`).
+   Both gates run at the fixed level exp(-gate.lambda) (`gate.fdr=none`):
+   e-LOND's levels are smaller still, and so is the number of chance
+   accepts to condition on.
 3. Probation settlement: P(keep) of null / -5 / +5 / +10 point edits under
    the old rule (losses > wins on one sample per question) and the
    e-process settlement on fresh pairs, for both kinds of probation.
@@ -141,24 +136,18 @@ def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL, p: n
     return World(p, pools, {q: i for i, q in enumerate(qids)})
 
 
-def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
-             cached: dict[str, list[bool]] | None = None, soft_k: float | None = None):
+def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int, soft_k: float | None = None):
     """One gate, as `validate_skill_local` runs it, on the kernel's gate loop (`run_gate` via `_engine.gate_now`): the
     configured plan hands out blocks, `pair_block` pairs them (leak guard on), `gate_decision` decides after every
     block. Returns (terminal GateVerdict, n_pairs, fresh baseline outcomes by qid).
 
-    `cached`: qid -> earlier gates' baseline outcomes, served first (each once per gate), like the BaselineCache
-    under `gate.baseline_reuse=gates`. `soft_k`: every rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and
-    is right with probability v (the simulator's model, k = 4 there); the pairs carry both arms' soft scores (not
-    with `cached`). None: the outcomes alone, drawn exactly as before.
+    `soft_k`: every rollout also has a soft score v ~ Beta(k acc, k (1 - acc)) and is right with probability v (the
+    simulator's model, k = 4 there); the pairs carry both arms' soft scores. None: the outcomes alone.
     """
-    if soft_k is not None and cached is not None:
-        raise ValueError("run_gate_verdict: soft_k and cached do not go together")
     request = PlanRequest(pools=world.pools, task_types=["t"], params=params, seed=seed, first_sample_index=FIRST_SAMPLE, warm=True)
-    planner = SAMPLING_PLANS.get(params.ladder).planner(request)
+    planner = SAMPLING_PLANS.get(params.plan).planner(request)
     informing = planner.informing_samples()
     seen: dict[str, list[bool]] = {}
-    served: dict[str, int] = {}
 
     def sample_block(block: list, _b: int) -> list:
         rows = np.array([world.index[item.qid] for item in block])
@@ -171,26 +160,18 @@ def run_gate_verdict(rng, world: World, p_cand: np.ndarray, params: GateParams, 
             fresh_base = rng.random(rows.size) < vb
             cand = [bool(c) for c in rng.random(rows.size) < vc]
             soft = {"baseline_soft": [float(v) for v in vb], "candidate_soft": [float(v) for v in vc]}
-        base: list = []
-        for item, b in zip(block, fresh_base):
-            k = served.get(item.qid, 0)
-            if cached is not None and k < len(cached.get(item.qid, ())):
-                value = cached[item.qid][k]
-                served[item.qid] = k + 1
-            else:
-                value = bool(b)
-                seen.setdefault(item.qid, []).append(value)
-            base.append(value)
+        base = [bool(b) for b in fresh_base]
+        for item, value in zip(block, base):
+            seen.setdefault(item.qid, []).append(value)
         return pair_block(block, base, cand, informing_samples=informing, **soft)
 
     run = gate_now(planner, sample_block, decide_by(params), label="fdr benchmark gate")
     return run.decision, len(run.pairs), seen
 
 
-def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int,
-             cached: dict[str, list[bool]] | None = None):
+def run_gate(rng, world: World, p_cand: np.ndarray, params: GateParams, *, seed: int):
     """`run_gate_verdict` with the verdict's action: (action, n_pairs, fresh baseline outcomes by qid)."""
-    verdict, n, seen = run_gate_verdict(rng, world, p_cand, params, seed=seed, cached=cached)
+    verdict, n, seen = run_gate_verdict(rng, world, p_cand, params, seed=seed)
     return verdict.action, n, seen
 
 
@@ -225,7 +206,7 @@ def fdr_runs(seed: int, runs: int, gates: int, mix: str, params: GateParams, *, 
         true_total += true
         fdp.append(false / max(false + true, 1))
     p_any = any_false / runs
-    return {"mix": mix, "label": label, "fdr_name": params.fdr, "rule": params.rule, "ladder": params.ladder, "runs": runs,
+    return {"mix": mix, "label": label, "fdr_name": params.fdr, "rule": params.rule, "plan": params.plan, "runs": runs,
             "gates": gates, "p_any_false": p_any, "p_any_se": math.sqrt(p_any * (1 - p_any) / runs),
             "false_per_run": false_total / runs, "true_per_run": true_total / runs, "fdr": float(np.mean(fdp)),
             "fdr_se": float(np.std(fdp) / math.sqrt(runs)), "false_share_of_installs": false_total / max(false_total + true_total, 1),
@@ -237,54 +218,22 @@ def fdr_runs(seed: int, runs: int, gates: int, mix: str, params: GateParams, *, 
 
 
 def follow_up(seed: int, first_gates: int, params: GateParams) -> dict:
-    """Null first gates; after each chance accept, the next null edit on the same baseline, gated both ways.
+    """Null first gates; after each chance accept, the next null edit on the same baseline, on fresh samples.
 
     Every gate at the fixed level of `gate.fdr=none` (exp(-gate.lambda)). Follow-ups run only after an accept (the
     conditional rate is the question); the unconditional rate of a fresh-sample gate is the first gates' own."""
     params = dataclasses.replace(params, lambda_accept=FDR_PROCEDURES.get("none").level(FdrState(), params).lambda_accept)
     rng = np.random.default_rng(seed)
-    out = {"first_gates": first_gates, "first_accepts": 0, "reuse_fa": 0, "fresh_fa": 0, "lambda": params.lambda_accept}
+    out = {"first_gates": first_gates, "first_accepts": 0, "fresh_fa": 0, "lambda": params.lambda_accept}
     for g in range(first_gates):
         world = make_world(rng, params)
-        action, _, seen = run_gate(rng, world, world.p, params, seed=3 * g)  # a null edit
+        action, _, _ = run_gate(rng, world, world.p, params, seed=3 * g)  # a null edit
         if action != "accept":
             continue
         # accepted by chance, later rolled back: the next null edit is gated on the same baseline harness
         out["first_accepts"] += 1
-        out["reuse_fa"] += run_gate(rng, world, world.p, params, seed=3 * g + 1, cached=seen)[0] == "accept"
         out["fresh_fa"] += run_gate(rng, world, world.p, params, seed=3 * g + 2)[0] == "accept"
     return out
-
-
-def reuse_chains(seed: int, chains: int, length: int, params: GateParams, *, population: str = "strong", n: int = POOL,
-                 strata: tuple[float, float, float] = STRATA) -> dict:
-    """`gate.baseline_reuse=unaccepted` on a null: chains of up to `length` null gates on one baseline, each
-    served first the baseline samples of the earlier gates of its chain (none of which installed: a chain ends at its
-    first accept, where the loop retires the baseline). Counts the false accepts of the gates that were served.
-    Every gate at the fixed level exp(-gate.lambda), like `follow_up`. `population`: "strong" (candidate = baseline
-    on every question) or "zero_sum" (`zero_sum`: the pool's accuracy unchanged, questions changed both ways); a
-    pool of `n` questions drawn with `strata`."""
-    params = dataclasses.replace(params, lambda_accept=FDR_PROCEDURES.get("none").level(FdrState(), params).lambda_accept)
-    rng = np.random.default_rng(seed)
-    served = served_fa = first_fa = 0
-    for c in range(chains):
-        world = make_world(rng, params, n=n, p=make_pool(rng, n, strata))
-        p_cand = world.p if population == "strong" else zero_sum(world.p)
-        cache: dict[str, list[bool]] = {}
-        for j in range(length):
-            action, _, seen = run_gate(rng, world, p_cand, params, seed=length * c + j, cached=cache if j else None)
-            if j:
-                served += 1
-                served_fa += action == "accept"
-            else:
-                first_fa += action == "accept"
-            if action == "accept":
-                break
-            for qid, values in seen.items():
-                cache.setdefault(qid, []).extend(values)
-    return {"chains": chains, "length": length, "served": served, "served_fa": served_fa, "first_fa": first_fa,
-            "lambda": params.lambda_accept, "futility": params.futility, "population": population, "pool": n,
-            "strata": list(strata), "block_size": params.block_size}
 
 
 # ---------------------------------------------------------------- 3. probation settlement
@@ -322,20 +271,20 @@ def describe(params: GateParams) -> str:
                 f"lambda_dir {params.lambda_dir})")
     else:
         rule = f"rule `{params.rule}` (accept_prior {params.accept_prior}, theta1 {params.theta1}, lambda_dir {params.lambda_dir})"
-    plan = f"plan `{params.ladder}`" + (f" (floor {params.importance_floor})" if params.ladder == "importance" else "")
+    plan = f"plan `{params.plan}`" + (f" (floor {params.importance_floor})" if params.plan == "importance" else "")
     return (f"{rule} on {plan}, blocks of {params.block_size}, cap {params.max_pairs}, undecided -> {params.undecided}, "
             f"`gate.fdr={params.fdr}` (fdr_level {params.fdr_level}, horizon {params.fdr_horizon})")
 
 
-def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict], params: GateParams, quick: bool, wall: float, cmd: str,
-           overrides: tuple[str, ...], more_chains: list[dict] | None = None) -> str:
+def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParams, quick: bool, wall: float, cmd: str,
+           overrides: tuple[str, ...]) -> str:
     alpha = math.exp(-params.lambda_accept)
     mixes = {"null": "all null", "mixed": "30 % +5 / 50 % null / 20 % -5"}
     L = [f"# Run-level gate benchmark{' — QUICK mode' if quick else ''}", "",
          f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min.", "",
          f"Measured gate: the default config's `gate` group{' with ' + ', '.join(f'`{o}`' for o in overrides) if overrides else ''} "
          f"(`load_config` + `gate_params_from_config`, as the loop reads it): {describe(params)}. Every gate runs as the loop runs it: "
-         f"`SAMPLING_PLANS[{params.ladder!r}].planner(PlanRequest(...))` over GatePools fed by {PRE_GATE_OBS} pre-gate non-gate runs, "
+         f"`SAMPLING_PLANS[{params.plan!r}].planner(PlanRequest(...))` over GatePools fed by {PRE_GATE_OBS} pre-gate non-gate runs, "
          "`pair_block` (leak guard on) and `gate_decision` after every block; each gate draws its own 60-question pool (discordance ~0.2). "
          "The pre-gate screen is not simulated (it only rejects).", "",
          "## 1. False discoveries over a run of 80 gates", "",
@@ -360,55 +309,15 @@ def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict
           "## 2. The gate after an accepted-then-rolled-back null edit (same baseline harness)", ""]
     k = fu["first_accepts"]
     se = lambda x: math.sqrt(x * (1 - x) / k) if k else float("nan")  # noqa: E731
-    reuse, fresh = (fu["reuse_fa"] / k if k else float("nan")), (fu["fresh_fa"] / k if k else float("nan"))
+    fresh = fu["fresh_fa"] / k if k else float("nan")
     g = fu["first_gates"]
     fu_alpha = math.exp(-fu["lambda"])
     L += ["| baseline of the follow-up gate | false accepts after an accepted null edit |", "|---|---|",
-          f"| `gate.baseline_reuse=gates` (earlier gate's samples served first) | {reuse:.3f} ± {se(reuse):.3f} ({fu['reuse_fa']}/{k}) |",
-          f"| `gate.baseline_reuse={params.baseline_reuse}` (the default: fresh samples) | {fresh:.3f} ± {se(fresh):.3f} ({fu['fresh_fa']}/{k}) |",
+          f"| fresh samples (the only mode) | {fresh:.3f} ± {se(fresh):.3f} ({fu['fresh_fa']}/{k}) |",
           "", f"{g} first gates on null edits, {k} accepted by chance ({k / g:.3f}: the unconditional false-accept rate); every gate of this section at the fixed level "
           f"exp(-gate.lambda) = {fu_alpha:.3f} (`gate.fdr=none`; e-LOND's levels are smaller, and so the chance accepts to condition on "
           f"would be too few). Target (issue 13 item 4): follow-up false-accept rate <= alpha = {fu_alpha:.3f} with fresh samples: "
-          f"**{fresh:.3f}** — {'met' if fresh <= fu_alpha + 2 * se(fresh) else 'NOT met'} (within 2 SE).", "",
-          "## 2b. `gate.baseline_reuse=unaccepted`: gates served the samples of earlier gates that did not install", "",
-          "Chains of null gates (candidate = baseline) on one baseline harness: every gate after the first is served first the "
-          "baseline samples of the earlier gates of its chain (each sample once per gate), as the loop's baseline cache does "
-          "under `unaccepted`; a chain ends at its first accept (the loop then retires the baseline). If reuse were biased "
-          "against the baseline, the served gates would accept more often than alpha. Harris's inequality says they accept "
-          "at most as often as fresh gates when the decision is monotone in the outcomes (exactly so for `gate.futility` none / "
-          "bound; `power` also reads the discordance, hence the measurement).", "",
-          "| gate.futility | chains x length | served gates | false accepts of served gates | first gates' false accepts (fresh) |",
-          "|---|---|---|---|---|"]
-    for ch in chains:
-        k = ch["served"]
-        rate = ch["served_fa"] / k if k else float("nan")
-        first = ch["first_fa"] / ch["chains"]
-        L.append(f"| `{ch['futility']}` | {ch['chains']} x {ch['length']} | {k} | {rate:.4f} ± {math.sqrt(rate * (1 - rate) / k) if k else float('nan'):.4f} "
-                 f"({ch['served_fa']}/{k}) | {first:.4f} ({ch['first_fa']}/{ch['chains']}) |")
-    L += ["", f"Level of every gate: exp(-gate.lambda) = {math.exp(-chains[0]['lambda']):.3f}.", ""]
-    if more_chains:
-        L += ["## 2c. `unaccepted` reuse on population nulls, other pools and block sizes", "",
-              "The chains of section 2b with the configured futility, on worlds the default did not pick: a zero-sum candidate "
-              "(the e2e trade-off rule: mid-difficulty questions gain, easy ones lose, the pool's accuracy exactly unchanged; the "
-              "importance plan and the `power` / `estimate` futility rules read the baseline's outcomes, so Harris's inequality does not cover this by "
-              "itself), a mid-heavy strata mix, pools of 30 and 120 questions and blocks of 10 and 40 pairs. A population null "
-              "is accepted at up to ~alpha even with fresh samples (gate.md section 8), so the column to compare is the fresh "
-              "first gates' rate of the same row.", "",
-              "| candidate | strata easy/hard/mid | pool | block | chains x length | served gates | false accepts of served gates | "
-              "first gates' false accepts (fresh) | served - fresh (± SE) |",
-              "|---|---|---|---|---|---|---|---|---|"]
-        for ch in more_chains:
-            k, m = ch["served"], ch["chains"]
-            rate = ch["served_fa"] / k if k else float("nan")
-            first = ch["first_fa"] / m
-            se_rate = math.sqrt(rate * (1 - rate) / k) if k else float("nan")
-            se_diff = math.sqrt(se_rate ** 2 + first * (1 - first) / m)
-            strata = "/".join(f"{x:.1f}" for x in ch["strata"])
-            L.append(f"| {ch['population'].replace('_', '-')} | {strata} | {ch['pool']} | {ch['block_size']} | {m} x {ch['length']} | {k} | "
-                     f"{rate:.4f} ± {se_rate:.4f} ({ch['served_fa']}/{k}) | {first:.4f} ({ch['first_fa']}/{m}) | {rate - first:+.4f} ± {se_diff:.4f} |")
-        worst = max(ch["served_fa"] / ch["served"] for ch in more_chains if ch["served"])
-        L += ["", f"Worst served-gate false-accept rate: {worst:.4f} (alpha = {math.exp(-more_chains[0]['lambda']):.3f}, "
-              f"futility `{more_chains[0]['futility']}`).", ""]
+          f"**{fresh:.3f}** — {'met' if fresh <= fu_alpha + 2 * se(fresh) else 'NOT met'} (within 2 SE).", ""]
     L += ["## 3. Probation settlement", "",
           f"P(the edit is kept) over 45 questions of its task type, one fresh sample each of the anchor and the installed version; "
           f"`gate.probation_settlement={params.probation_settlement}`, threshold gate.lambda = {params.lambda_accept} "
@@ -424,17 +333,12 @@ def render(fdr_rows: list[dict], fu: dict, chains: list[dict], settle: list[dict
     return "\n".join(L) + "\n"
 
 
-# section 2c: (candidate, strata, pool size, block size) of the reuse chains on worlds the default did not pick
-REUSE_WORLDS = (("zero_sum", STRATA, POOL, 20), ("zero_sum", (0.2, 0.2, 0.6), POOL, 20), ("zero_sum", STRATA, 30, 10),
-                ("zero_sum", STRATA, 120, 40), ("strong", STRATA, 30, 10), ("strong", STRATA, 120, 40))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--override", action="append", default=[], metavar="gate.KEY=VALUE",
-                    help="config override of the measured gate (repeatable), e.g. gate.futility=power")
+                    help="config override of the measured gate (repeatable), e.g. gate.futility=none")
     ap.add_argument("--no-old-rule", action="store_true", help="skip the comparison rows of the old sign rule (gate=sequential)")
     args = ap.parse_args(argv)
     overrides = tuple(args.override)
@@ -451,18 +355,13 @@ def main(argv: list[str] | None = None) -> int:
                  ("mixed", "old sign rule (`gate=sequential`)", old, max(runs // 4, 20))]
     fdr_rows = [fdr_runs(100 + i, n_runs, 80, mix, p, label=label) for i, (mix, label, p, n_runs) in enumerate(jobs)]
     fu = follow_up(7, 1500 if args.quick else 6000, params)
-    chains = [reuse_chains(9 + i, 300 if args.quick else 1500, 4, dataclasses.replace(params, futility=f))
-              for i, f in enumerate(dict.fromkeys((params.futility, "bound", "none")))]
-    n_chains = 300 if args.quick else 1500
-    more_chains = [reuse_chains(20 + i, n_chains, 4, dataclasses.replace(params, block_size=block), population=pop, n=n, strata=strata)
-                   for i, (pop, strata, n, block) in enumerate(REUSE_WORLDS)]
     settle = settlement(8, 500 if args.quick else 4000, params)
     cmd = " ".join(["python benchmarks/fdr.py", *(["--quick"] if args.quick else []), *(f"--override {shlex.quote(o)}" for o in overrides),
                     *(["--no-old-rule"] if args.no_old_rule else [])])
     wall = time.monotonic() - started
     results = {"command": cmd, "quick": args.quick, "wall_seconds": wall, "gate": dataclasses.asdict(params), "fdr_runs": fdr_rows,
-               "follow_up": fu, "reuse_chains": chains, "reuse_worlds": more_chains, "settlement": settle}
-    publish(out, render(fdr_rows, fu, chains, settle, params, args.quick, wall, cmd, overrides, more_chains=more_chains), results, echo=True)
+               "follow_up": fu, "settlement": settle}
+    publish(out, render(fdr_rows, fu, settle, params, args.quick, wall, cmd, overrides), results, echo=True)
     return 0
 
 

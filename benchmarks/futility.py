@@ -73,8 +73,8 @@ def cell(seed: int, gates: int, kind: str, points: float, params: GateParams, fu
 def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: str) -> str:
     L = [f"# Futility stopping of the betting gate{' — QUICK mode' if quick else ''}", "",
          f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min.", "",
-         f"Gate: the default config's ({fdr.describe(params)}), `gate.futility` varied; `power` with futility_gain "
-         f"{params.futility_gain} and futility_power {params.futility_power}. Each gate draws its own 60-question pool and its plan's "
+         f"Gate: the default config's ({fdr.describe(params)}), `gate.futility` varied; `estimate` with futility_gain "
+         f"{params.futility_gain}, futility_power {params.futility_power}, futility_z {params.futility_z}. Each gate draws its own 60-question pool and its plan's "
          f"prior from {fdr.PRE_GATE_OBS} pre-gate runs; the futility rules of one row see the same gates (paired). "
          "P(accept) ± SE; 'reject side' = stopped before the cap by the reject e-process (evidence that the gain is below "
          "`gate.reject_margin`: what issue 13 item 6 bounds); 'futile' = stopped by the futility rule (no accept reachable, or "

@@ -22,7 +22,6 @@ from harness.kernel.betting import accept_bets, betting_look, log_wealth_path, r
 from harness.kernel.gate import pair_block
 from harness.kernel.importance_plan import ImportancePlanner, floor_probabilities
 from harness.kernel.ladder import GatePools
-from harness.kernel.screen import futility_stop
 from harness.kernel.stats import log_e_accept, log_lr_direction
 from harness.kernel.types import GateParams
 
@@ -74,26 +73,13 @@ class Path:
     guard: int  # first block end (pairs) where the INFRA guard trips
     horizon: int
     infra_share: float = 0.0  # share of the pairs with an infra failure
-    futility: int = INF  # first block end (pairs) where the futility stop trips (gate.futility_min_pairs > 0)
 
 
 def betting_path(z: np.ndarray, bound: float, params: GateParams, infra: np.ndarray | None = None) -> Path:
     a = log_wealth_path(z, accept_bets(bound, params.bet_low, params.bet_high, params.bet_points), 0.0, bound)
     r = log_wealth_path(z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound)
     return Path(first_index(a >= params.lambda_accept), first_index(r >= -params.lambda_dir), guard_trip(infra, params), z.size,
-                0.0 if infra is None else float(infra.mean()), futility_trip(np.sign(z), params))
-
-
-def futility_trip(signs: np.ndarray, params: GateParams) -> int:
-    """First block end (pairs) where kernel `futility_stop` trips: >= futility_min_pairs pairs and wins - losses <= margin."""
-    if params.futility_min_pairs <= 0:
-        return INF
-    ends = np.arange(params.block_size - 1, signs.size, params.block_size)
-    n = ends + 1
-    lead = np.cumsum(signs)[ends]
-    hit = np.flatnonzero(np.array([futility_stop(int(w), 0, int(k), min_pairs=params.futility_min_pairs, margin=params.futility_margin)
-                                   for w, k in zip(lead, n)]))
-    return int(n[hit[0]]) if hit.size else INF
+                0.0 if infra is None else float(infra.mean()))
 
 
 def sign_path(y: np.ndarray, params: GateParams, infra: np.ndarray | None = None) -> Path:
@@ -125,13 +111,13 @@ def decide(path: Path, block: int, cap: int) -> tuple[int, int]:
 
     With `betting_path`, a vectorised copy of the betting gate for speed: `cross_check` (section 12, and
     tests/kernel/test_gate_benchmark.py on seeded worlds) shows it agrees with the kernel's gate loop decision for decision."""
-    looks = {"accept": look_of(path.accept, block), "reject": look_of(path.reject, block), "guard": path.guard, "futility": path.futility}
+    looks = {"accept": look_of(path.accept, block), "reject": look_of(path.reject, block), "guard": path.guard}
     first = min(looks.values())
     if first > cap:
         return 0, min(cap, path.horizon)
     if looks["guard"] == first:
         return 2, first
-    return (1, first) if looks["accept"] == first else (-1, first)  # reject or futility (checked after the rule)
+    return (1, first) if looks["accept"] == first else (-1, first)
 
 
 def summarise(paths: list[Path], block: int, caps) -> dict:
@@ -279,7 +265,7 @@ def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int, inf
 
 def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict, populations: dict) -> dict:
     """Run sections 8-12; `populations`: label -> (p, q) for the zero-sum / strong-null cells and "uplift" for +5."""
-    params = GateParams(rule="betting", ladder="importance")
+    params = GateParams(rule="betting", plan="importance")
     s = settings
     caps = s["caps"]
     out: dict = {}
@@ -320,16 +306,6 @@ def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict
                 paths = homogeneous_paths(rng, d, delta_pts / 100, s["power_runs"], params, horizon=max(caps), rule=rule)
                 power.append(dict(d=d, delta=delta_pts, rule=rule, result=summarise(paths, params.block_size, caps)))
     out["power"] = power
-    # 10b. the futility stop (off by default) on the same homogeneous cells: what it saves on null edits, what it costs real ones
-    rng = rng_for(14)
-    fut = []
-    for min_pairs in s.get("futility_min_pairs", (60, 100)):
-        pf = dataclasses.replace(params, futility_min_pairs=min_pairs, futility_margin=0)
-        for d in (0.2, 0.4):
-            for delta_pts in (0, 5, 10):
-                paths = homogeneous_paths(rng, d, delta_pts / 100, s["power_runs"], pf, horizon=max(caps), rule="betting")
-                fut.append(dict(min_pairs=min_pairs, d=d, delta=delta_pts, result=summarise(paths, pf.block_size, caps)))
-    out["futility"] = fut
     # 11. infra failures missing not at random (only on the candidate's wrong answers), strong null
     rng = rng_for(11)
     p0, q0 = populations["strong_null"]

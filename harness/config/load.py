@@ -31,7 +31,7 @@ import harness.config  # noqa: F401  (registers the resolvers; the schema is reg
 from harness.config.errors import ConfigError, Violation
 from harness.config.schema import RootConfig
 from harness.config.secrets import check_composed_config, check_config_tree, check_overrides, read_env_file
-from harness.config.suggest import did_you_mean, unknown_key_in_error
+from harness.config.suggest import did_you_mean, renamed_key_message, unknown_key_in_error
 from harness.config.validate import validate_config
 
 ENV_PREFIX = "HT__"
@@ -229,8 +229,11 @@ def load_config(
         with initialize_config_dir(str(directory.resolve()), version_base="1.3", job_name="harness"):
             cfg = compose(config_name=config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
-        error = _hydra_error(exc)
         unknown = unknown_key_in_error(exc)
+        renamed = renamed_key_message(unknown)
+        if renamed:
+            raise ConfigError(renamed) from None
+        error = _hydra_error(exc)
         hint = did_you_mean(unknown).lstrip("; ") if unknown else ""
         raise (ConfigError(f"{error}\n{hint[0].upper()}{hint[1:]}") if hint else error) from None
     frozen = finalize_config(cfg, cli_overrides=overrides, env_file=env_file, environ=environ)
@@ -275,6 +278,9 @@ def load_params(
         cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), loaded)
     except OmegaConfBaseException as exc:
         unknown = unknown_key_in_error(exc)
+        renamed = renamed_key_message(unknown)
+        if renamed:
+            raise ConfigError(f"{path}: {renamed}; {regenerate}") from None
         hint = did_you_mean(unknown).lstrip("; ") if unknown else ""
         raise ConfigError(f"{path}: {exc}" + (f"\n{hint[0].upper()}{hint[1:]}" if hint else "")) from None
     assert isinstance(cfg, DictConfig)  # merged onto the structured root, which is a mapping

@@ -37,7 +37,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.config.errors import ConfigError
-from harness.config.suggest import did_you_mean, unknown_key_in_error
+from harness.config.suggest import did_you_mean, renamed_key_message, unknown_key_in_error
 
 PrepareJob = Callable[[DictConfig, Path, Path], None]  # (task cfg, job dir, project root), in place
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -85,6 +85,9 @@ def _hydra_message(exc: BaseException) -> str:
     """The text Hydra's `run_and_report` prints for a compact Hydra error, plus "did you mean"."""
     from omegaconf.errors import OmegaConfBaseException
 
+    renamed = renamed_key_message(unknown_key_in_error(exc))
+    if renamed:  # one line naming the new key
+        return renamed
     lines = [str(exc)]
     if isinstance(exc.__cause__, OmegaConfBaseException):
         lines.append(str(exc.__cause__))

@@ -1,6 +1,6 @@
 """The registries behind every config key that chooses a strategy, as config validation reads them.
 
-`gate.rule`, `gate.ladder`, `gate.fdr` and `gate.futility` are kernel registries (objects); `evolve.method`
+`gate.rule`, `gate.plan`, `gate.fdr` and `gate.futility` are kernel registries (objects); `evolve.method`
 (the proposer) lives in the loop (`harness.loop.proposers.PROPOSERS`), so only
 its names are here: config load neither imports the loop nor makes every stage
 depend on the proposers' code.

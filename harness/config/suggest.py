@@ -56,12 +56,22 @@ def suggest_key(key: str) -> str | None:
     return None
 
 
-# Keys that moved: the old key's error names the new one (issue 29: one Harness² round config, conf/h2_round/).
-RENAMED_KEYS = {
+# Keys that moved: the old key's error names the new one (issue 29: one Harness² round config, conf/h2_round/;
+# gate.ladder is the gate's question-sampling plan, importance | random | static, not always a ladder).
+RENAMED_KEYS: dict[str, str] = {
+    "gate.ladder": "gate.plan",
     "evolve.h2_k": "h2_round.k", "evolve.h2_mode": "h2_round.mode", "evolve.h2_budget_usd": "h2_round.budget_usd",
     "evolve.h2_max_sessions": "h2_round.max_sessions", "improve.k": "h2_round.k", "improve.budget_usd": "h2_round.budget_usd",
     "improve.max_sessions": "h2_round.max_sessions",
 }
+
+
+def renamed_key_message(key: str | None) -> str | None:
+    """The one-line error for a renamed key (`gate.ladder` -> `gate.plan`), None for any other key."""
+    if key is None:
+        return None
+    old = key.lstrip("+~").strip().partition("=")[0]
+    return f"{old}: unknown key; renamed: {old} is now {RENAMED_KEYS[old]}" if old in RENAMED_KEYS else None
 
 
 def did_you_mean(key: str) -> str:

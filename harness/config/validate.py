@@ -10,6 +10,7 @@ rule. Each layer is a pure function `cfg -> list[Violation]`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -24,10 +25,11 @@ from harness.config.locations import location_violations
 from harness.config.registries import CHOICE_REGISTRIES
 from harness.config.resolvers import IMPROVE_CONF_FILE, epoch_schedule_items, improve_tasks_dir, step_schedule_items
 from harness.config.schema import RootConfig
-from harness.config.suggest import did_you_mean
+from harness.config.suggest import RENAMED_KEYS, did_you_mean
 from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
 from harness.identity import GATE_MARK
+from harness.kernel.registry import strategy_problems
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
@@ -36,7 +38,6 @@ H2_MODES = ("parallel", "sequential")
 IMPROVE_EXECUTORS = ("sim", "command", "service")
 IMPROVE_BACKENDS = ("inprocess", "ray", "auto")
 SURFACE_NAMES = ("native", "codex", "opencode")  # harness.h2.surfaces.SURFACES (a test keeps them equal)
-ACCEPT_PRIORS = ("grid", "uniform")
 BUILTIN_SCORERS = ("exact", "normalized")
 LLM_ROLES = tuple(role.value for role in Role)
 
@@ -395,29 +396,51 @@ def _validate_minibatch(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+@dataclasses.dataclass(frozen=True)
+class _NoParams:
+    """The params of a strategy that declares none."""
+
+
+class _Section:
+    """The config values of one section by attribute (`gate.futility_gain` as `.futility_gain`), as the checker reads them."""
+
+    def __init__(self, c: _Checker, section: str):
+        self._c, self._section = c, section
+
+    def __getattr__(self, name: str) -> Any:
+        return self._c.value(f"{self._section}.{name}")
+
+
+def _collect_strategy_checks(c: _Checker, key: str) -> None:
+    """The problems every strategy of the registry behind `key` reports on its own params (their `check()`)."""
+    section = key.rpartition(".")[0]
+    for field, value, expected in strategy_problems(CHOICE_REGISTRIES[key], _Section(c, section)):
+        c.add(f"{section}.{field}", value, expected)
+
+
 def _check_rule_plan(c: _Checker) -> None:
     """A weighted rule (betting) needs a population-valid plan; a weighted plan (importance) needs a weighted rule:
     any other rule would ignore the importance weights and test the pi-weighted effect, not the pool's."""
     rule = CHOICE_REGISTRIES["gate.rule"].get(c.value("gate.rule"))
-    plan = CHOICE_REGISTRIES["gate.ladder"].get(c.value("gate.ladder"))
-    if rule.questions != "sampling":  # the rule brings its own questions; gate.ladder is not used
+    plan = CHOICE_REGISTRIES["gate.plan"].get(c.value("gate.plan"))
+    if rule.questions != "sampling":  # the rule brings its own questions; gate.plan is not used
         return
     if rule.weighted and not plan.population_valid:
-        valid = [n for n in CHOICE_REGISTRIES["gate.ladder"].names() if CHOICE_REGISTRIES["gate.ladder"].get(n).population_valid]
-        c.add("gate.ladder", plan.name, f"gate.rule={rule.name} needs a plan that draws questions with known probabilities: "
+        valid = [n for n in CHOICE_REGISTRIES["gate.plan"].names() if CHOICE_REGISTRIES["gate.plan"].get(n).population_valid]
+        c.add("gate.plan", plan.name, f"gate.rule={rule.name} needs a plan that draws questions with known probabilities: "
                                         f"one of {', '.join(valid)}")
     if plan.weighted and not rule.weighted:
         weighted = [n for n in CHOICE_REGISTRIES["gate.rule"].names() if CHOICE_REGISTRIES["gate.rule"].get(n).weighted]
-        c.add("gate.ladder", plan.name, f"gate.ladder={plan.name} hands out importance weights that gate.rule={rule.name} "
+        c.add("gate.plan", plan.name, f"gate.plan={plan.name} hands out importance weights that gate.rule={rule.name} "
                                         f"ignores (it would test the pi-weighted effect); use gate.rule {', '.join(weighted)} "
-                                        "or another gate.ladder")
+                                        "or another gate.plan")
 
 
 def _validate_gate(cfg: DictConfig) -> list[Violation]:
     """Gate layer: thresholds, block/pair budget, ladder bounds, rule-specific parameters."""
     c = _Checker(cfg)
     rule_known = c.registered("gate.rule")
-    if c.registered("gate.ladder") and rule_known:
+    if c.registered("gate.plan") and rule_known:
         _check_rule_plan(c)
     if c.one_of("gate.metric", GATE_METRICS) and c.value("gate.metric") != "hard":
         c.check("gate.metric", lambda v: c.value("llm.top_logprobs") != 0 or c.value("benchmark.scorer") not in BUILTIN_SCORERS,
@@ -426,8 +449,6 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.lambda", lambda v: _is_number(v) and v > 0, "must be > 0 (accept when log E-process >= lambda)")
     c.check("gate.lambda_dir", lambda v: _is_number(v) and v < 0,
             "must be < 0 (reject when the direction log-likelihood ratio <= lambda_dir)")
-    c.check("gate.theta1", lambda v: _is_number(v) and 0.5 < v < 1,
-            "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit")
     if c.positive_int("gate.block_size") and c.positive_int("gate.max_pairs"):
         block = c.value("gate.block_size")
         c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
@@ -439,10 +460,14 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
         c.check("gate.p_high", lambda v: p_low < v, f"must be > gate.p_low = {p_low} (0 <= p_low < p_high <= 1)")
     c.check("gate.ema_gamma", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < ema_gamma <= 1")
     c.positive_int("gate.probe_every")
-    if c.positive_int("gate.mcnemar_n") and c.value("gate.rule") == "mcnemar" and isinstance(c.value("gate.max_pairs"), int):
-        max_pairs = c.value("gate.max_pairs")
+    _collect_strategy_checks(c, "gate.rule")  # each rule's own settings (bets, mcnemar_*, selection_n, cap_evolve_n)
+    _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, ladder_prior_obs)
+    rules = CHOICE_REGISTRIES["gate.rule"]
+    chosen = rules.get(c.value("gate.rule")) if c.value("gate.rule") in rules else None
+    n, max_pairs = c.value("gate.mcnemar_n"), c.value("gate.max_pairs")
+    reads_n = "mcnemar_n" in {f.name for f in dataclasses.fields(getattr(chosen, "params_type", None) or _NoParams)}
+    if reads_n and isinstance(n, int) and n >= 1 and isinstance(max_pairs, int):  # a fixed-n rule needs its n within the budget
         c.check("gate.mcnemar_n", lambda v: v <= max_pairs, f"must be <= gate.max_pairs = {max_pairs} (pair budget)")
-    c.check("gate.mcnemar_alpha", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
     c.registered("gate.fdr")
@@ -450,35 +475,10 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("gate.fdr_horizon")
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
-    c.check("gate.futility_min_pairs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "must be an integer >= 0 (0 = off)")
-    c.one_of("gate.baseline_reuse", ("gates", "none", "unaccepted"))
-    c.positive_int("gate.selection_n")
-    c.positive_int("gate.cap_evolve_n")
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
     c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
-    c.one_of("gate.accept_prior", ACCEPT_PRIORS)
-    c.ordered_pair("gate.accept_prior_low", "gate.accept_prior_high", lambda v: _is_number(v) and 0.5 < v < 1, "must be in (0.5, 1)")
-    if c.positive_int("gate.accept_prior_points") and c.value("gate.accept_prior") == "grid":
-        low, high = c.value("gate.accept_prior_low"), c.value("gate.accept_prior_high")
-        c.check("gate.accept_prior_points", lambda v: v > 1 or low == high,
-                f"a one-point grid needs gate.accept_prior_low == gate.accept_prior_high (got {low} and {high}); "
-                "use >= 2 points, or set both to the one theta")
-    c.check("gate.importance_floor", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < importance_floor <= 1 (1 = uniform order)")
-    c.check("gate.reject_margin", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the gain the reject side tests against")
-    c.ordered_pair("gate.bet_low", "gate.bet_high", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
-    c.positive_int("gate.bet_points")
-    c.registered("gate.futility")  # read by the betting rule only (the sign rules have futility_min_pairs)
-    c.check("gate.futility_gain", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1): the pool gain the conditional power assumes")
-    c.check("gate.futility_power", lambda v: _is_number(v) and 0 <= v < 1, "must be in [0, 1) (0: the power rule never stops)")
-    c.check("gate.futility_z", lambda v: _is_number(v) and v > 0, "must be > 0: the z-score of the estimate rule's upper bound on the gain")
-    c.positive_int("gate.futility_min_n", minimum=2)
-    c.check("gate.adaptive_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < adaptive_top_fraction <= 1")
-    c.positive_int("gate.ladder_prior_obs", minimum=0)
-    c.positive_int("gate.ladder_drop_min_obs")
-    if isinstance(c.value("gate.max_pairs"), int):
-        cap = c.value("gate.max_pairs")
-        c.check("gate.futility_margin", lambda v: isinstance(v, int) and not isinstance(v, bool) and -cap <= v <= cap,
-                f"must be an integer in [-gate.max_pairs, gate.max_pairs] = [-{cap}, {cap}]")
+    c.registered("gate.futility")  # read by the betting rule only
+    _collect_strategy_checks(c, "gate.futility")
     return c.violations
 
 
@@ -511,8 +511,9 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
             full = prefix + str(key)
             if key not in shape:
                 section = prefix.rstrip(".") or "the root"
+                hint = f"; {RENAMED_KEYS[full]}" if full in RENAMED_KEYS else (did_you_mean(full) or "; check the spelling")
                 violations.append(Violation(full, "<set>", f"unknown key: not in the schema of {section} "
-                                                           f"(harness/config/schema.py){did_you_mean(full) or '; check the spelling'}"))
+                                                           f"(harness/config/schema.py){hint}"))
                 continue
             child = node._get_node(key)
             if isinstance(child, DictConfig) and not child._is_missing():

@@ -9,9 +9,8 @@ durable, append-only file is harness/loop/persistence.py `DurableBaselineCache`.
 
 A baseline (task_type, skill_hash, prompts_version) can be RETIRED
 (`retire`, one row `{"retired": [...]}`): its samples are never served again.
-`gate.baseline_reuse=unaccepted` retires a baseline when a gate on it installs
-its candidate, so only samples that no installing gate looked at are served
-(harness/loop/validate.py explains why that is valid).
+No gate serves cached samples since issue 29 removed `gate.baseline_reuse`
+(harness/loop/validate.py says why); the rows stay readable.
 """
 
 from __future__ import annotations

@@ -13,33 +13,30 @@ under `probation` a gate that cannot accept may still end on probation, and
 stopping it early would change that decision.
 
 - `none`: never stops early.
-- `bound` (exact, costs no power): the accept e-process is the equal-weight
-  mixture over the bets lam_k of W_k = prod (1 + lam_k Z). One pair multiplies
-  W_k by at most (1 + lam_k b) (b = the plan's weight bound >= |Z|), so after
-  the r pairs left in the budget the mixture is at most
-  mean_k W_k (1 + lam_k b)^r, and no pair in between can be higher (every factor
-  of the best case is > 1). When even that is below exp(lambda_accept) no
-  accept is possible any more: stopping now gives the same decision as running
-  to the cap (with `undecided: reject`), with fewer pairs.
-- `power` (conditional power; `bound` included): stop when an optimistic
-  estimate of the probability of accepting by the cap, were the edit worth
-  `gate.futility_gain` on the pool, falls below `gate.futility_power`. The future
-  pairs are modelled by resampling the gate's own discordant weights
-  (discordance (D + 1) / (n + 2), win probability set so that E[Z] =
-  futility_gain), each bet's log wealth as a Brownian motion with that drift and
-  variance, and the probability that it ever reaches lambda_accept within the
-  r pairs left is the exact first-passage formula; the sum over the bets
-  (a union bound: the mixture can only cross when some bet's own wealth
-  crosses) is the estimate. It is an approximation of the power, never of the
-  validity: whatever it says, the rule only rejects.
-- `estimate` (`power` at the gain the gate's own pairs still allow): the same
-  conditional power, computed at min(futility_gain, UCB), UCB = mean(Z) +
-  futility_z sd(Z) / sqrt(n) the upper confidence bound on the pool gain from
-  the importance-weighted differences so far (a power heuristic, so an ordinary
-  one-sided bound, not an anytime one). `power` asks "hopeless were the edit
-  worth +10 points?"; a null edit's pairs say early that +10 is not plausible,
-  so `estimate` stops it sooner. It needs `futility_min_n` pairs before the
-  bound replaces futility_gain. Like every rule here it only rejects.
+- `estimate`: first the exact bound (it costs no power): the accept e-process
+  is the equal-weight mixture over the bets lam_k of W_k = prod (1 + lam_k Z).
+  One pair multiplies W_k by at most (1 + lam_k b) (b = the plan's weight
+  bound >= |Z|), so after the r pairs left in the budget the mixture is at most
+  mean_k W_k (1 + lam_k b)^r; when even that is below exp(lambda_accept) no
+  accept is possible any more, and stopping now gives the same decision as
+  running to the cap (with `undecided: reject`). Then conditional power: stop
+  when an optimistic estimate of the probability of accepting by the cap, were
+  the edit worth g = min(futility_gain, UCB) on the pool, falls below
+  `gate.futility_power`; UCB = mean(Z) + futility_z sd(Z) / sqrt(n) is the
+  upper confidence bound on the pool gain from the importance-weighted
+  differences so far (a power heuristic, so an ordinary one-sided bound, not an
+  anytime one; it replaces futility_gain once `futility_min_n` pairs are in).
+  The future pairs are modelled by resampling the gate's own discordant weights
+  (discordance (D + 1) / (n + 2), win probability set so that E[Z] = g), each
+  bet's log wealth as a Brownian motion with that drift and variance, and the
+  probability that it ever reaches lambda_accept within the r pairs left is
+  the exact first-passage formula; the sum over the bets (a union bound: the
+  mixture can only cross when some bet's own wealth crosses) is the estimate.
+  It is an approximation of the power, never of the validity: whatever it
+  says, the rule only rejects. (The bound alone and the power at a fixed
+  futility_gain, `bound` and `power`, were measured and removed:
+  reports/benchmarks/futility.md before issue 29 - `estimate` stopped null
+  gates sooner at the same accept rates.)
 - `soft_estimate` (`estimate` whose upper bound comes from the soft scores):
   where every pair's two rollouts have a soft score (the probability the model
   gave the right letter), the bound is computed from (C_soft - B_soft) w instead
@@ -55,13 +52,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import ClassVar, Optional, Protocol
 
 import numpy as np
 
-from harness.kernel.registry import Registry
+from harness.kernel.registry import Registry, is_number, params_of
 
-__all__ = ["FUTILITY_RULES", "FutilityRule", "FutilityView", "conditional_power", "gain_upper_bound", "reachable_log_e"]
+__all__ = ["FUTILITY_RULES", "EstimateParams", "FutilityRule", "FutilityView", "conditional_power", "gain_upper_bound",
+           "reachable_log_e"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +129,28 @@ def gain_upper_bound(z: Sequence[float], z_score: float) -> float:
     return float(np.mean(arr) + z_score * np.std(arr, ddof=1) / math.sqrt(arr.size))
 
 
+@dataclass(frozen=True)
+class EstimateParams:
+    """The settings the estimate rules own (config keys gate.<field>); `check()` is what config validation reports."""
+
+    futility_gain: float = 0.10  # the largest pool gain the conditional power is computed at
+    futility_power: float = 0.05  # stop below this estimated P(accept by the cap)
+    futility_z: float = 1.645  # the z of the one-sided upper bound on the gain
+    futility_min_n: int = 20  # pairs before that bound replaces futility_gain
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.futility_gain) and 0 < self.futility_gain < 1):
+            problems.append(("futility_gain", "must be in (0, 1): the pool gain the conditional power assumes"))
+        if not (is_number(self.futility_power) and 0 <= self.futility_power < 1):
+            problems.append(("futility_power", "must be in [0, 1) (0: only the exact bound stops)"))
+        if not (is_number(self.futility_z) and self.futility_z > 0):
+            problems.append(("futility_z", "must be > 0: the z-score of the estimate rule's upper bound on the gain"))
+        if not (isinstance(self.futility_min_n, int) and not isinstance(self.futility_min_n, bool) and self.futility_min_n >= 2):
+            problems.append(("futility_min_n", "must be an integer >= 2"))
+        return problems
+
+
 class FutilityRule(Protocol):
     """A futility rule of the betting gate: a reason to stop and reject now, or None to go on."""
 
@@ -149,72 +169,43 @@ class NoFutility:
 
 
 @dataclass(frozen=True)
-class BoundFutility:
-    """Exact: stop when the accept threshold is out of reach even if every remaining pair is a win at the bound."""
-
-    name: str = "bound"
-
-    def stop(self, view: FutilityView, params) -> Optional[str]:
-        best = reachable_log_e(view.log_wealth, view.bets, view.bound, view.remaining)
-        if best < view.lambda_accept:
-            return (f"futility (bound): log E can reach at most {best:.3f} < lambda {view.lambda_accept:.3f} "
-                    f"in the {view.remaining} pairs left, even if every one is a win at weight {view.bound:.3f}")
-        return None
-
-
-@dataclass(frozen=True)
-class PowerFutility:
-    """`bound`, then stop when the conditional power at gain `futility_gain` is below `futility_power`."""
-
-    name: str = "power"
-
-    def stop(self, view: FutilityView, params) -> Optional[str]:
-        exact = BoundFutility().stop(view, params)
-        if exact is not None:
-            return exact
-        power = conditional_power(view, params.futility_gain)
-        if power < params.futility_power:
-            return (f"futility (power): P(accept in the {view.remaining} pairs left | gain {params.futility_gain}) <= {power:.4f} "
-                    f"< futility_power {params.futility_power}")
-        return None
-
-
-@dataclass(frozen=True)
 class EstimateFutility:
-    """`bound`, then stop when the conditional power at min(futility_gain, UCB of the gain so far) is below futility_power.
+    """Stop when the accept threshold is out of reach even if every remaining pair is a win at the bound, or when the
+    conditional power at min(futility_gain, UCB of the gain so far) is below futility_power.
 
     `soft_evidence`: the UCB comes from the soft differences (`FutilityView.z_soft`) when the gate has them for every
     pair, else from z."""
 
     name: str = "estimate"
     soft_evidence: bool = False
+    params_type: ClassVar[type] = EstimateParams
 
     def stop(self, view: FutilityView, params) -> Optional[str]:
-        exact = BoundFutility().stop(view, params)
-        if exact is not None:
-            return exact
-        gain, source = float(params.futility_gain), "futility_gain"
+        own = params_of(EstimateParams, params)
+        best = reachable_log_e(view.log_wealth, view.bets, view.bound, view.remaining)
+        if best < view.lambda_accept:
+            return (f"futility (bound): log E can reach at most {best:.3f} < lambda {view.lambda_accept:.3f} "
+                    f"in the {view.remaining} pairs left, even if every one is a win at weight {view.bound:.3f}")
+        gain, source = float(own.futility_gain), "futility_gain"
         evidence, what = view.z, "pairs"
         if self.soft_evidence and view.z_soft and len(view.z_soft) == len(view.z):
             evidence, what = view.z_soft, "pairs' soft scores"
-        if len(evidence) >= max(int(params.futility_min_n), 2):
-            ucb = gain_upper_bound(evidence, float(params.futility_z))
+        if len(evidence) >= max(int(own.futility_min_n), 2):
+            ucb = gain_upper_bound(evidence, float(own.futility_z))
             if ucb < gain:
-                gain, source = ucb, f"UCB of the gain so far (z {params.futility_z}, {len(evidence)} {what})"
+                gain, source = ucb, f"UCB of the gain so far (z {own.futility_z}, {len(evidence)} {what})"
         if gain <= 0:
             return (f"futility ({self.name}): the {source} is {gain:+.4f} <= 0: no gain left to accept in the "
                     f"{view.remaining} pairs left")
         power = conditional_power(view, gain)
-        if power < params.futility_power:
+        if power < own.futility_power:
             return (f"futility ({self.name}): P(accept in the {view.remaining} pairs left | gain {gain:.4f}, the {source}) <= "
-                    f"{power:.4f} < futility_power {params.futility_power}")
+                    f"{power:.4f} < futility_power {own.futility_power}")
         return None
 
 
 FUTILITY_RULES: Registry[FutilityRule] = Registry("gate.futility", {
     "none": NoFutility(),
-    "bound": BoundFutility(),
-    "power": PowerFutility(),
     "estimate": EstimateFutility(),
     "soft_estimate": EstimateFutility("soft_estimate", soft_evidence=True),
 })

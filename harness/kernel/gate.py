@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Optional, Protocol
 
 from harness.kernel.rules import rule_for
-from harness.kernel.screen import futility_stop
 from harness.kernel.stats import (  # noqa: F401  (re-exported)
     log_e_accept,
     log_e_accept_peak,
@@ -220,8 +219,4 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
         log_e = decision.log_e
     if decision.log_dir is not None:
         log_lr = decision.log_dir
-    if (decision.action == "continue" and rule.sequential
-            and futility_stop(counts.wins, counts.losses, n, min_pairs=params.futility_min_pairs, margin=params.futility_margin)):
-        return verdict("reject", f"futility: {counts.wins} wins - {counts.losses} losses <= {params.futility_margin} "
-                                 f"after {n} >= futility_min_pairs {params.futility_min_pairs} pairs")
     return verdict(decision.action, decision.reason)

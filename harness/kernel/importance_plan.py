@@ -81,7 +81,7 @@ def floor_probabilities(scores: Sequence[float] | np.ndarray, floor: float) -> n
 class ImportancePlanner:
     """Hands out the gate's blocks; every slot an independent draw from pi (see module doc).
 
-    Same loop contract as `AdaptiveBlockPlanner`: `next_block(baseline_outcomes_so_far)`
+    The `plans.BlockPlanner` loop contract: `next_block(baseline_outcomes_so_far)`
     (ignored: pi is fixed for the gate), `final`, `informing_samples()`. Each
     BlockItem carries its importance weight 1 / (N pi_i) and `bound`, the largest
     weight of the plan (<= 1 / floor), fixed before the gate.

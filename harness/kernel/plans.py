@@ -1,4 +1,4 @@
-"""Question-sampling plans of the gate (`gate.ladder`): one small strategy object per plan, one registry.
+"""Question-sampling plans of the gate (`gate.plan`): one small strategy object per plan, one registry.
 
 A plan turns the validation pool of a candidate's task types into a
 `BlockPlanner` that hands out one block of (question, fresh sample index)
@@ -9,8 +9,6 @@ plus one line in `SAMPLING_PLANS`.
 
 - `static`: the GatePools ladder (cold or warm order) plus the anchor stratum,
   cut into blocks in advance (`ladder.plan_blocks`).
-- `adaptive`: `adaptive.AdaptiveBlockPlanner`, re-ranks after every block from
-  the baseline outcomes so far.
 - `random`: uniform random order over the pool (a fresh permutation per
   pass), every slot a fresh sample index. Tests the population effect for any
   population (the reference the ladders are compared against).
@@ -19,7 +17,7 @@ plus one line in `SAMPLING_PLANS`.
   questions, floor `gate.importance_floor`), carrying its weight 1 / (N pi_i)
   for the betting rule. Population-valid for any population.
 
-The ladders concentrate pairs on mid-difficulty questions: their accept is
+The ladder concentrates pairs on mid-difficulty questions: its accept is
 valid for the population only under the strong null (docs/kernel.md). Traits
 config validation reads: `population_valid` (every slot's question is drawn
 with a probability known before the gate, so a weighted rule tests the pool's
@@ -32,10 +30,10 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import ClassVar, Optional, Protocol
 
 from harness.kernel.ladder import GatePools, check_block_params, plan_blocks
-from harness.kernel.registry import Registry
+from harness.kernel.registry import Registry, is_int_at_least, is_number
 from harness.kernel.types import BlockItem, GateParams
 
 
@@ -143,21 +141,6 @@ class StaticLadderPlan:
 
 
 @dataclass(frozen=True)
-class AdaptiveLadderPlan:
-    name: str = "adaptive"
-    population_valid: bool = False
-    weighted: bool = False
-
-    def planner(self, request: PlanRequest) -> BlockPlanner:
-        from harness.kernel.adaptive import AdaptiveBlockPlanner
-
-        prior = {e.qid: (e.p_hat, e.n_obs) for tt in request.task_types for e in request.pools.entries(tt)}
-        return AdaptiveBlockPlanner(request.pool, request.params, seed=request.seed,
-                                    first_sample_index=request.first_sample_index, prior=prior,
-                                    informing_samples=request.informing(), exclude=set(request.exclude))
-
-
-@dataclass(frozen=True)
 class UniformRandomPlan:
     """Uniform random order over the pool minus the case pack; a fresh permutation per pass."""
 
@@ -196,12 +179,29 @@ class UniformRandomPlan:
 
 
 @dataclass(frozen=True)
+class ImportanceParams:
+    """The settings the importance plan owns (gate.<field>)."""
+
+    importance_floor: float = 0.5
+    ladder_prior_obs: int = 4
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.importance_floor) and 0 < self.importance_floor <= 1):
+            problems.append(("importance_floor", "must satisfy 0 < importance_floor <= 1 (1 = uniform order)"))
+        if not is_int_at_least(self.ladder_prior_obs, 0):
+            problems.append(("ladder_prior_obs", "must be an integer >= 0"))
+        return problems
+
+
+@dataclass(frozen=True)
 class ImportancePlan:
     """Questions drawn with known probabilities pi_i from the pre-gate p_hat (kernel/importance_plan.py)."""
 
     name: str = "importance"
     population_valid: bool = True
     weighted: bool = True
+    params_type: ClassVar[type] = ImportanceParams
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         from harness.kernel.importance_plan import ImportancePlanner
@@ -218,9 +218,8 @@ class ImportancePlan:
                                  prior_obs=params.ladder_prior_obs, informing_samples=request.informing(), exclude=excluded)
 
 
-SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.ladder", {
+SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.plan", {
     "importance": ImportancePlan(),
     "static": StaticLadderPlan(),
-    "adaptive": AdaptiveLadderPlan(),
     "random": UniformRandomPlan(),
 })

@@ -9,9 +9,11 @@ higher layer and must not be imported at config load).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import math
 from collections.abc import Iterator, Mapping
-from typing import Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -58,3 +60,39 @@ class Registry(Generic[T]):
 
     def __getitem__(self, name: str) -> T:
         return self.get(name)
+
+
+P = TypeVar("P")
+
+
+def params_of(params_type: type[P], source: Any) -> P:
+    """A strategy's own frozen params dataclass, each field read by name from `source` (GateParams or a config
+    mapping)."""
+    get = source.__getitem__ if isinstance(source, Mapping) else lambda name: getattr(source, name)
+    return params_type(**{f.name: get(f.name) for f in dataclasses.fields(params_type)})  # type: ignore[arg-type]
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool: what a strategy's check() asks of a numeric setting."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_int_at_least(value: Any, minimum: int) -> bool:
+    """An int (not a bool) >= minimum."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def strategy_problems(registry: Registry[Any], source: Any) -> list[tuple[str, Any, str]]:
+    """(field, value, what is expected) for every problem of the registered strategies' own params, each params type
+    checked once: config validation collects these instead of restating the strategies' rules. A strategy declares
+    `params_type` (a frozen dataclass with `check() -> [(field, expected)]`) or nothing."""
+    seen: set[type] = set()
+    out: list[tuple[str, Any, str]] = []
+    for name in registry.names():
+        params_type = getattr(registry.get(name), "params_type", None)
+        if params_type is None or params_type in seen:
+            continue
+        seen.add(params_type)
+        own = params_of(params_type, source)
+        out += [(field, getattr(own, field), expected) for field, expected in own.check()]
+    return out

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.kernel.rules import RuleDecision
+from harness.kernel.rules import BettingParams, RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
 __all__ = ["BettingBudgetRule", "RULE", "budget_accepts", "settled", "spread"]
@@ -77,6 +77,7 @@ class BettingBudgetRule:
     single_block = False
     sequential = True
     weighted = True
+    params_type = BettingParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:

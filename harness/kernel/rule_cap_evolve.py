@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from harness.kernel.registry import is_int_at_least
 from harness.kernel.rules import RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
@@ -42,6 +44,16 @@ def cap_evolve_decide(wins: int, losses: int, ties: int, n_target: int, *, final
     return "reject", f"cap_evolve: paired gain {mean:+.4f} <= 1 SE {se:.4f} on {n} pairs"
 
 
+@dataclass(frozen=True)
+class CapEvolveParams:
+    """The setting the cap_evolve rule owns: gate.cap_evolve_n."""
+
+    cap_evolve_n: int = 100
+
+    def check(self) -> list[tuple[str, str]]:
+        return [] if is_int_at_least(self.cap_evolve_n, 1) else [("cap_evolve_n", "must be an integer >= 1")]
+
+
 class CapEvolveRule:
     """`gate.rule=cap_evolve` (AcceptanceRule protocol of harness.kernel.rules): decides once, at `gate.cap_evolve_n` pairs."""
 
@@ -50,6 +62,7 @@ class CapEvolveRule:
     single_block = True
     sequential = False
     weighted = False
+    params_type = CapEvolveParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:

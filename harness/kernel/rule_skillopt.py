@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from harness.kernel.registry import is_int_at_least
 from harness.kernel.rules import RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
@@ -44,6 +46,16 @@ def skillopt_decide(wins: int, losses: int, ties: int, n_target: int, *, final: 
     return "reject", f"skillopt: no strict improvement on the selection split ({wins} wins, {losses} losses on {n} pairs)"
 
 
+@dataclass(frozen=True)
+class SkillOptParams:
+    """The setting the skillopt rule owns: gate.selection_n."""
+
+    selection_n: int = 60
+
+    def check(self) -> list[tuple[str, str]]:
+        return [] if is_int_at_least(self.selection_n, 1) else [("selection_n", "must be an integer >= 1")]
+
+
 class SkillOptRule:
     """`gate.rule=skillopt` (AcceptanceRule protocol of harness.kernel.rules): decides once, at `gate.selection_n` pairs."""
 
@@ -52,6 +64,7 @@ class SkillOptRule:
     single_block = True
     sequential = False
     weighted = False
+    params_type = SkillOptParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:

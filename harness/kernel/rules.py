@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import ClassVar, Optional, Protocol
 
-from harness.kernel.registry import Registry
-from harness.kernel.stats import first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
+from harness.kernel.registry import Registry, is_int_at_least, is_number
+from harness.kernel.stats import ACCEPT_PRIORS, first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams, PairResult
 
 
@@ -50,7 +50,7 @@ class AcceptanceRule(Protocol):
 
     Traits the loop reads instead of comparing names:
     - `questions`: the question source of its plan (a key of `harness.loop.gating.QUESTION_SOURCES`):
-      "sampling" (the `gate.ladder` sampling plan), "step_minibatch" (the step's own questions, baseline
+      "sampling" (the `gate.plan` sampling plan), "step_minibatch" (the step's own questions, baseline
       from the step rollout), "selection_split" (a fixed held-out split), "random_fixed_n" (n random
       questions), "none" (no rollouts: decides at once);
     - `single_block`: the whole plan is one block (its size is the plan's);
@@ -89,12 +89,45 @@ def _undecided(params: GateParams, why: str) -> RuleDecision:
 
 
 @dataclass(frozen=True)
+class SequentialParams:
+    """The settings the sign e-process rule owns (gate.<field>; probation settlement reads the same accept prior)."""
+
+    theta1: float = 0.625
+    accept_prior: str = "grid"
+    accept_prior_low: float = 0.60
+    accept_prior_high: float = 0.90
+    accept_prior_points: int = 7
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.theta1) and 0.5 < self.theta1 < 1):
+            problems.append(("theta1", "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit"))
+        if self.accept_prior not in ACCEPT_PRIORS:
+            problems.append(("accept_prior", f"must be one of {', '.join(ACCEPT_PRIORS)}"))
+        low, high = self.accept_prior_low, self.accept_prior_high
+        thetas_ok = True
+        for key, value in (("accept_prior_low", low), ("accept_prior_high", high)):
+            if not (is_number(value) and 0.5 < value < 1):
+                problems.append((key, "must be in (0.5, 1)"))
+                thetas_ok = False
+        if thetas_ok and high < low:
+            problems.append(("accept_prior_high", f"must be >= gate.accept_prior_low = {low}"))
+        if not is_int_at_least(self.accept_prior_points, 1):
+            problems.append(("accept_prior_points", "must be an integer >= 1"))
+        elif self.accept_prior == "grid" and self.accept_prior_points == 1 and low != high:
+            problems.append(("accept_prior_points", f"a one-point grid needs gate.accept_prior_low == gate.accept_prior_high "
+                                                    f"(got {low} and {high}); use >= 2 points, or set both to the one theta"))
+        return problems
+
+
+@dataclass(frozen=True)
 class SequentialRule:
     name: str = "sequential"
     questions: str = "sampling"
     single_block: bool = False
     sequential: bool = True
     weighted: bool = False
+    params_type: ClassVar[type] = SequentialParams
 
     def decide(
         self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool, pairs: Sequence[PairResult] = ()
@@ -149,6 +182,45 @@ class GepaRule:
 
 
 @dataclass(frozen=True)
+class McNemarParams:
+    """The settings the fixed-n McNemar rule owns (gate.<field>)."""
+
+    mcnemar_n: int = 100
+    mcnemar_alpha: float = 0.05
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = [] if is_int_at_least(self.mcnemar_n, 1) else [("mcnemar_n", "must be an integer >= 1")]
+        if not (is_number(self.mcnemar_alpha) and 0 < self.mcnemar_alpha < 1):
+            problems.append(("mcnemar_alpha", "must be in (0, 1)"))
+        return problems
+
+
+@dataclass(frozen=True)
+class BettingParams:
+    """The settings the betting rules (betting, betting_budget) own (gate.<field>)."""
+
+    reject_margin: float = 0.03
+    bet_low: float = 0.125
+    bet_high: float = 0.5
+    bet_points: int = 3
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        if not (is_number(self.reject_margin) and 0 < self.reject_margin < 1):
+            problems.append(("reject_margin", "must be in (0, 1): the gain the reject side tests against"))
+        bets_ok = True
+        for key in ("bet_low", "bet_high"):
+            if not (is_number(getattr(self, key)) and 0 < getattr(self, key) < 1):
+                problems.append((key, "must be in (0, 1)"))
+                bets_ok = False
+        if bets_ok and self.bet_high < self.bet_low:
+            problems.append(("bet_high", f"must be >= gate.bet_low = {self.bet_low}"))
+        if not is_int_at_least(self.bet_points, 1):
+            problems.append(("bet_points", "must be an integer >= 1"))
+        return problems
+
+
+@dataclass(frozen=True)
 class McNemarFixedRule:
     """Exact one-sided McNemar evaluated once, when `mcnemar_n` pairs (non-infra) are in."""
 
@@ -157,6 +229,7 @@ class McNemarFixedRule:
     single_block: bool = False
     sequential: bool = False
     weighted: bool = False
+    params_type: ClassVar[type] = McNemarParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:
@@ -180,6 +253,7 @@ class BettingRule:
     single_block: bool = False
     sequential: bool = True
     weighted: bool = True
+    params_type: ClassVar[type] = BettingParams
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:

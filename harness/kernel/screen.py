@@ -1,4 +1,4 @@
-"""Cheap checks around the gate: the pre-gate screen and futility stopping (DESIGN §5 "Cost").
+"""A cheap check before the gate: the pre-gate screen (DESIGN §5 "Cost").
 
 Screen: before a full gate, the candidate answers the step's own questions
 of its task types once (the minibatch the editor's failures came from,
@@ -14,11 +14,8 @@ e-process is still an e-value and every per-gate and run-level guarantee
 holds unchanged. Screened-out candidates never reach the gate, so they do
 not consume a level of the run's false-discovery sequence either.
 
-Futility: inside the gate, after at least `min_pairs` pairs, a candidate
-whose wins minus losses is <= `margin` is rejected. Like the direction
-reject it can only turn a would-be accept into a reject, never the
-reverse, so it cannot raise the false-accept rate; it trades power on
-small real edits for rollouts on useless ones (the benchmark reports both).
+The sign rules' futility stop (wins - losses <= margin after min_pairs) was removed in issue 29 (the
+benchmarks rejected it); the betting rule's futility rules live in kernel/futility.py.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["ScreenResult", "futility_stop", "screen_verdict"]
+__all__ = ["ScreenResult", "screen_verdict"]
 
 
 @dataclass(frozen=True)
@@ -78,12 +75,3 @@ def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optio
               f" (need wins - losses >= {margin})" + (f"; {infra} candidate infra failures counted as wrong" if infra else ""))
     return ScreenResult(passed, wins, losses, ties, infra, reason)
 
-
-def futility_stop(wins: int, losses: int, n_pairs: int, *, min_pairs: int, margin: int = 0) -> bool:
-    """True when the gate should stop for futility: at least `min_pairs` pairs and wins - losses <= margin.
-
-    `min_pairs` <= 0 switches futility off.
-    """
-    if min_pairs <= 0:
-        return False
-    return n_pairs >= min_pairs and wins - losses <= margin

@@ -91,19 +91,14 @@ class GateParams:
     accept_prior_high: float = 0.90
     accept_prior_points: int = 7  # equally weighted thetas, linspace(low, high, points)
     accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
-    ladder: str = "importance"  # kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static | adaptive (ladders: strong null only)
-    adaptive_top_fraction: float = 0.25  # adaptive ladder: ladder slots walk this top share of the current ranking
-    ladder_prior_obs: int = 4  # the adaptive ladder counts the pre-gate p_hat as at most this many observations
-    ladder_drop_min_obs: int = 8  # drop a question from ladder slots when p outside [p_low, p_high] after this many observations
+    plan: str = "importance"  # gate.plan, kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static (the seed's ladder: strong null only)
+    ladder_prior_obs: int = 4  # the importance plan counts the pre-gate p_hat as at most this many observations
     # run-level gate (issue 13; harness/kernel/fdr.py, screen.py, rule_skillopt.py, rule_cap_evolve.py)
     fdr: str = "elond"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
     fdr_level: float = 0.1  # e-LOND: target false discovery rate over the run's installs
     fdr_horizon: int = 50  # e-LOND: gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
     screen: bool = True  # run the candidate on the step's own questions first; GEPA's rule filters
     screen_margin: int = 0  # screen passes when wins - losses >= this
-    futility_min_pairs: int = 0  # futility stop once this many pairs are in (0 = off)
-    futility_margin: int = 0  # ... when wins - losses <= this
-    baseline_reuse: str = "none"  # "none": fresh samples only | "unaccepted": earlier gates' outcomes unless a gate on that baseline installed | "gates": every earlier gate's outcomes
     selection_n: int = 60  # skillopt rule: questions in the held-out selection split
     cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
     probation_settlement: str = "eprocess"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
@@ -113,12 +108,12 @@ class GateParams:
     bet_low: float = 0.125  # betting rule: equally weighted constant bets, geometric from bet_low to bet_high (Kelly bets of
     bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
     bet_points: int = 3
-    # futility stop of the betting rule (harness/kernel/futility.py FUTILITY_RULES): none | bound (exact: the accept threshold is out of
-    # reach in the pairs left) | power (bound, and the conditional power at futility_gain below futility_power) | estimate (power at
-    # min(futility_gain, the upper bound on the gain from the pairs so far)); only ever rejects
+    # futility stop of the betting rule (harness/kernel/futility.py FUTILITY_RULES): none | estimate (the accept threshold is out of
+    # reach in the pairs left, or the conditional power at min(futility_gain, the upper bound on the gain from the pairs so far) is
+    # below futility_power) | soft_estimate (that bound from the soft scores); only ever rejects
     futility: str = "estimate"
-    futility_gain: float = 0.10  # power: the pool gain (accuracy points / 100) the conditional power is computed for
-    futility_power: float = 0.05  # power: stop when that estimated probability of an accept by the cap is below this
+    futility_gain: float = 0.10  # estimate: the largest pool gain (accuracy points / 100) the conditional power is computed for
+    futility_power: float = 0.05  # estimate: stop when that estimated probability of an accept by the cap is below this
     futility_z: float = 1.645  # estimate: the gain is min(futility_gain, mean + z sd / sqrt(n)) of the weighted differences
     futility_min_n: int = 20  # estimate: pairs before that bound replaces futility_gain
 

@@ -104,14 +104,14 @@ class PlannedGate:
 
 
 def _sampling_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
-    """The `gate.ladder` sampling plan over the candidate's validation pool (case-pack questions never in ladder slots)."""
+    """The `gate.plan` sampling plan over the candidate's validation pool (case-pack questions never in ladder slots)."""
     types = [tt for tt in cand.task_types if tt in pools.task_types]
     if not any(pools.pool(tt) for tt in types):
         return PlannedGate(None)
     request = PlanRequest(pools=pools, task_types=types, params=gc.params,
                           seed=gc.seed * 1_000_003 + gc.epoch * 1009 + gc.step * 31 + len(prefix),
                           first_sample_index=gate_sample_start(prefix), warm=warm, exclude=frozenset(cand.case_qids))
-    return PlannedGate(SAMPLING_PLANS.get(gc.params.ladder).planner(request))
+    return PlannedGate(SAMPLING_PLANS.get(gc.params.plan).planner(request))
 
 
 def _step_minibatch_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:

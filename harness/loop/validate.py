@@ -17,29 +17,14 @@ Anti-leak: the gate run prefix must contain `_gate_` (checked at entry) so
 the ladder never absorbs these rollouts; every rollout draws a fresh sample
 index from a per-gate counter starting far above the step/slow indices, so a
 pair never reuses the sample that placed its question on the ladder, and a
-re-asked question gets a fresh sample. Baseline samples come from the
-BaselineCache first (samples an earlier gate paid for on the same baseline
-skill and prompts), each used at most once per gate; misses are run and
-stored. With `gate.baseline_reuse=none` (the default) nothing is served from
-the cache: an earlier gate's outcomes were looked at by its stopping rule (an
-accept-then-rollback leaves outcomes biased against the baseline), so every
-baseline outcome of a gate is a fresh sample.
-
-`gate.baseline_reuse=unaccepted` serves only samples that no installing gate
-looked at: when a gate installs its candidate (accept, or probation), the
-baseline it was gated on is retired from the cache. Why this is valid: every
-outcome is an independent draw, and a gate's "install" event can only grow
-when a candidate outcome turns right or a baseline outcome turns wrong (the
-betting rule's wealth rises with C - B, the reject and `bound` futility
-stops fall with it). So "no earlier gate on this baseline installed" is an
-increasing event in the baseline outcomes and "this gate accepts" a
-decreasing one; by Harris's inequality (FKG on independent variables) they
-are negatively correlated, and a reused sample can only make a later false
-accept LESS likely than a fresh one. `gate.futility=power` reads the
-discordance too, so the order is then not exact; benchmarks/fdr.py measures
-the follow-up false-accept rate under reuse. `gates` serves every cached
-sample, including those of gates that installed (not valid after a
-rollback: fdr.md section 2).
+re-asked question gets a fresh sample. Every baseline outcome of a gate is a
+fresh sample (GEPA's known baseline aside): an earlier gate's outcomes were
+looked at by its stopping rule. The misses are stored in the BaselineCache,
+which no gate reads since issue 29 removed `gate.baseline_reuse`: its
+`unaccepted` mode let false accepts rise to ~1.8x alpha after a gate that
+ended undecided, and ~8x alpha with a newly created skill file (the cache key
+ignores which default skill the task type read); `gates` was already invalid
+after a rollback (fdr.md section 2).
 
 Soft gates (`gate.metric` soft / mixed): the rollout reports the metric's value v in [0, 1]. Wherever the gate needs
 an outcome in {0, 1} (the pairs' outcomes, the planners, the evidence rows, the candidate's correctness) v is
@@ -225,7 +210,7 @@ class GateRequest:
     """Everything one block-sequential gate needs (the argument of `validate_skill_local`).
 
     `plan` is the kernel's block planner (`harness.kernel.plans`: a sampling
-    plan of `gate.ladder`, or `FixedBlocks` around a plan fixed in advance; a
+    plan of `gate.plan`, or `FixedBlocks` around a plan fixed in advance; a
     fresh sample index per slot, cut to the pair budget; a qid may repeat).
     `known_baseline` (GEPA rule) gives baseline outcomes observed outside the
     gate for first asks instead of the cache. `informing_samples` (qid ->
@@ -278,7 +263,6 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
     out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"),
                             gate_run_id=gate_run_prefix)
     asked: set[str] = set()  # questions asked at least once (GEPA's known baseline serves the first ask only)
-    used: dict[str, set[int]] = {}  # baseline samples already paired in this gate: each sample is used once
     cand_dir = materialize_candidate(workspace_dir, candidate_tree, f"{task_type}")
     try:
         cand_view = HarnessTree.load(cand_dir)  # what the solver reads is what is on disk
@@ -294,7 +278,7 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             informing = {**(informing_samples or {})}
             for q, v in planner.informing_samples().items():
                 informing[q] = frozenset(informing.get(q, ())) | frozenset(v)
-            # -- 1. baseline (cache first, run only the misses); each slot has its own fresh sample index
+            # -- 1. baseline (GEPA's known baseline first, run the rest); each slot has its own fresh sample index
             indices = [item.sample_index for item in block]
             slots = [(item.qid, item.sample_index) for item in block]
             baseline: list[Optional[GateValue]] = [None] * len(block)
@@ -302,18 +286,9 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
             for i, item in enumerate(block):
                 first_ask = item.qid not in asked
                 asked.add(item.qid)
-                taken = used.setdefault(item.qid, set())
                 hit: Optional[GateValue] = None
                 if first_ask and known_baseline is not None and item.qid in known_baseline:
                     hit = bool(known_baseline[item.qid])
-                elif baseline_cache is not None and params.baseline_reuse in ("gates", "unaccepted"):
-                    # an earlier gate on the same baseline already paid for these samples; each is used once here
-                    banned = set(taken) | set(informing.get(item.qid, ()))
-                    cached = baseline_cache.samples(task_type, base_hash, prompts_version, item.qid)
-                    free = sorted(j for j in cached if j not in banned)
-                    if free:
-                        hit = cached[free[0]]
-                        taken.add(free[0])
                 if hit is None:
                     misses.append(i)
                 else:
@@ -323,7 +298,6 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                 got = await rollout(baseline_tree, [(questions[block[i].qid], indices[i]) for i in misses], base_run)
                 for i, value in zip(misses, got):
                     baseline[i] = value
-                    used[block[i].qid].add(indices[i])
                 if baseline_cache is not None:  # one append + fsync per block; the value itself (rounding is replayable)
                     baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], stored)
                                             for i, value in zip(misses, got) if (stored := _value(value)) is not None)
@@ -361,8 +335,6 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
 
         run = await run_gate(planner, sample_block, decide, on_block=on_block, label=f"gate {gate_run_prefix}")
         out.action = run.decision.action
-        if baseline_cache is not None and params.baseline_reuse == "unaccepted" and out.action != "reject":
-            baseline_cache.retire(task_type, base_hash, prompts_version)  # an installing gate looked at them
         return out
     finally:
         shutil.rmtree(cand_dir, ignore_errors=True)

@@ -59,8 +59,8 @@ RULES = [
     ("gate.max_pairs", 2, 3, ">= gate.block_size"),
     ("gate.undecided", "maybe", "reject", "probation, reject"),
     ("gate.rule", "vibes", "gepa", "accept_all, betting, betting_budget, cap_evolve, gepa, mcnemar, sequential, skillopt"),
-    ("gate.ladder", "adaptiv", "random", "adaptive, importance, random, static"),
-    ("gate.ladder", "static", "random", "gate.rule=betting_budget needs a plan that draws questions with known probabilities"),
+    ("gate.plan", "adaptiv", "random", "importance, random, static"),
+    ("gate.plan", "static", "random", "gate.rule=betting_budget needs a plan that draws questions with known probabilities"),
     ("gate.fdr", "bh", "none", "elond, none"),
     ("gate.probe_every", 0, 1, ">= 1"),
     ("gate.mcnemar_alpha", 1.0, 0.01, "(0, 1)"),
@@ -168,13 +168,13 @@ def test_mcnemar_n_must_fit_the_pair_budget(compose_cfg) -> None:
 
 
 def test_a_weighted_plan_needs_a_weighted_rule(compose_cfg) -> None:
-    """gate.ladder=importance hands out importance weights that only the betting rule reads."""
-    cfg = _with(compose_cfg(["gate=sequential"]), "gate.ladder", "importance")
+    """gate.plan=importance hands out importance weights that only the betting rule reads."""
+    cfg = _with(compose_cfg(["gate=sequential"]), "gate.plan", "importance")
     with pytest.raises(ConfigError) as info:
         validate_config(cfg)
-    assert info.value.keys == ["gate.ladder"] and "ignores" in str(info.value)
+    assert info.value.keys == ["gate.plan"] and "ignores" in str(info.value)
     assert _violated_keys(compose_cfg(["gate=sequential"])) == []  # the sign rule on its static ladder stays selectable
-    assert _violated_keys(_with(compose_cfg(["gate=gepa"]), "gate.ladder", "static")) == []  # gepa brings its own questions
+    assert _violated_keys(_with(compose_cfg(["gate=gepa"]), "gate.plan", "static")) == []  # gepa brings its own questions
 
 
 def test_jsonl_val_size_uses_listed_task_types_then_the_data(compose_cfg, tmp_path) -> None:
@@ -202,3 +202,39 @@ def test_semantic_error_through_load_config_names_key_value_rule(compose_cfg) ->
     with pytest.raises(ConfigError) as info:
         compose_cfg(["gate.lambda_dir=0.5"])
     assert "gate.lambda_dir = 0.5: must be < 0" in str(info.value)
+
+
+def test_the_old_gate_ladder_key_is_refused_in_one_line_naming_gate_plan():
+    """Issue 29 renamed gate.ladder (it is a sampling plan, not always a ladder): the old key gets one line naming the new one."""
+    from harness.config.load import load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["gate.ladder=static"])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("gate.ladder: unknown key") and "gate.plan" in message
+    assert load_config(overrides=["gate.plan=random"]).gate.plan == "random"
+
+
+def test_config_validation_collects_each_futility_rules_own_check(compose_cfg) -> None:
+    """The futility keys are checked by the strategies' own params (`check()`), not restated in validate.py: a toy
+    rule (tests/kernel/toy_futility.py, one registry line) brings its rule, and a gate runs with it."""
+    from harness.kernel.futility import FUTILITY_RULES, EstimateParams
+    from harness.kernel.types import GateParams
+    from tests.kernel.toy_futility import HalfwayFutility
+
+    base = compose_cfg()
+    with pytest.raises(ConfigError) as info:
+        validate_config(_with(base, "gate.futility_z", -1.0))
+    assert info.value.keys == ["gate.futility_z"] and "z-score" in str(info.value)
+    assert [f for f, _ in EstimateParams(futility_z=-1.0).check()] == ["futility_z"]  # the message's one source
+    FUTILITY_RULES.register("halfway", HalfwayFutility())
+    try:
+        assert _violated_keys(_with(_with(base, "gate.futility", "halfway"), "gate.futility_gain", 0.6)) == ["gate.futility_gain"]
+        assert _violated_keys(_with(base, "gate.futility", "halfway")) == []
+        from tests.kernel.test_futility import _gate
+
+        params = GateParams(futility="halfway", futility_gain=0.05)
+        actions = [_gate(params, seed, 0.0) for seed in range(6)]
+        assert any(reason.startswith("futility (halfway)") for _, _, reason in actions)  # it ran inside the real gate
+    finally:
+        FUTILITY_RULES.unregister("halfway")

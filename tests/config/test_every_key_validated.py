@@ -118,7 +118,7 @@ def test_gate_keys_defined_once() -> None:
     assert {k for k in default if default[k] != strict_keys[k]} == {"rule", "lambda", "max_pairs", "fdr"}
 
 
-@pytest.mark.parametrize("key,value", [("gate.ladder", "adaptiv"), ("gate.rule", "sequentail"), ("evolve.method", "h3")])
+@pytest.mark.parametrize("key,value", [("gate.plan", "adaptiv"), ("gate.rule", "sequentail"), ("evolve.method", "h3")])
 def test_unknown_strategy_fails_at_load_listing_valid_names(compose_cfg, key: str, value: str) -> None:
     from harness.config.registries import CHOICE_REGISTRIES
 

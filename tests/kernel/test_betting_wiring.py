@@ -33,7 +33,7 @@ def _run_gate(params: GateParams, p_base: float, p_cand: float, seed: int):
     """One gate through the registered plan and rule, outcomes drawn per slot; returns (verdict, pairs)."""
     pools = _pools()
     request = PlanRequest(pools=pools, task_types=["t"], params=params, seed=seed, first_sample_index=10_000)
-    planner = SAMPLING_PLANS.get(params.ladder).planner(request)
+    planner = SAMPLING_PLANS.get(params.plan).planner(request)
     rng = random.Random(seed)
     pairs: list[PairResult] = []
     outcomes: list = []
@@ -54,7 +54,7 @@ def test_betting_on_the_importance_plan_is_registered_and_decides() -> None:
     assert plan.population_valid and plan.weighted
     assert SAMPLING_PLANS.get("random").population_valid and not SAMPLING_PLANS.get("static").population_valid
     params = GateParams()  # the product default: betting on the importance plan
-    assert (params.rule, params.ladder) == ("betting", "importance")
+    assert (params.rule, params.plan) == ("betting", "importance")
     accepts = sum(_run_gate(params, 0.4, 0.8, seed)[0].action == "accept" for seed in range(10))
     rejects = sum(_run_gate(params, 0.8, 0.4, seed)[0].action == "reject" for seed in range(10))
     # a +40-point edit is accepted and a -40-point one rejected in every one of 10 seeded gates (no tolerance needed:
@@ -81,7 +81,7 @@ def test_recorded_log_e_of_an_accept_is_the_value_that_triggered_it() -> None:
 
 
 def test_sequential_rule_records_the_first_crossing_inside_the_block() -> None:
-    params = GateParams(rule="sequential", ladder="static", block_size=20, accept_within_block=True)
+    params = GateParams(rule="sequential", plan="static", block_size=20, accept_within_block=True)
     signs = [1] * 12 + [1, 1, 1, 1, 1, 1, 1, 1]  # crosses lambda = 3 well before the block end
     pairs = [PairResult(f"q{i}", s < 0, s > 0, sample_index=i) for i, s in enumerate(signs)]
     verdict = gate_decision(pairs, params, final=False)
@@ -103,7 +103,7 @@ def test_every_plan_skips_the_samples_that_informed_the_prior(plan: str) -> None
     pools.update_from_run("r_e0_slowR", [(f"q{i}", 10_000 + i, True) for i in range(10)], gamma=0.3)
     informing = pools.informing_samples("t")
     assert any(informing.values())
-    params = GateParams(ladder=plan, block_size=10, max_pairs=40)
+    params = GateParams(plan=plan, block_size=10, max_pairs=40)
     request = PlanRequest(pools=pools, task_types=["t"], params=params, seed=1, first_sample_index=10_000)
     planner = SAMPLING_PLANS.get(plan).planner(request)
     issued = []

@@ -3,7 +3,7 @@ SAMPLING_PLANS -> ImportancePlanner -> pair_block -> gate_decision, outcomes sim
 
 The gates of one comparison are paired: gate g of every futility rule sees the same pool, prior, questions and
 outcomes (one generator per gate, drawn block by block), so a rule that stops earlier sees a prefix of the same
-sequence. That makes the main claims exact, pathwise properties (no tolerance): `bound` gives the same decision
+sequence. That makes the main claims exact, pathwise properties (no tolerance): `estimate`'s exact bound gives the same decision
 with no more pairs, and every futility rule accepts only where `none` accepts - so it cannot raise the
 false-accept rate, whatever the population.
 """
@@ -51,7 +51,7 @@ def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
     p, pools = _world(seed)
     q = _shifted(p, points)
     index = {f"q{i}": i for i in range(N)}
-    planner = SAMPLING_PLANS.get(params.ladder).planner(PlanRequest(pools=pools, task_types=["t"], params=params, seed=seed,
+    planner = SAMPLING_PLANS.get(params.plan).planner(PlanRequest(pools=pools, task_types=["t"], params=params, seed=seed,
                                                                       first_sample_index=10_000_000, warm=True))
     rng = np.random.default_rng([seed, 1])
     pairs: list = []
@@ -71,7 +71,17 @@ def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
 def test_the_default_gate_stops_for_futility() -> None:
     params = GateParams()
     assert (params.futility, params.futility_gain, params.futility_power, params.futility_z) == ("estimate", 0.10, 0.05, 1.645)
-    assert set(FUTILITY_RULES.names()) == {"none", "bound", "power", "estimate", "soft_estimate"}
+    assert set(FUTILITY_RULES.names()) == {"none", "estimate", "soft_estimate"}  # bound / power removed (issue 29)
+
+
+def _bound_only(params: GateParams) -> GateParams:
+    """`estimate` reduced to its exact bound: no power stop (futility_power 0), no gain bound (min_n above the cap)."""
+    return dataclasses.replace(params, futility="estimate", futility_power=0.0, futility_min_n=params.max_pairs + 1)
+
+
+def _fixed_gain(params: GateParams) -> GateParams:
+    """`estimate` at the fixed futility_gain (the removed `power` rule): the gain bound never replaces it."""
+    return dataclasses.replace(params, futility="estimate", futility_min_n=params.max_pairs + 1)
 
 
 def test_reachable_log_e_is_the_all_wins_path() -> None:
@@ -87,13 +97,13 @@ def test_reachable_log_e_is_the_all_wins_path() -> None:
         assert float(np.max(best[z.size - 1:])) == pytest.approx(float(best[-1]), abs=1e-9)
 
 
-def test_bound_futility_gives_the_same_decisions_with_no_more_pairs() -> None:
+def test_the_exact_bound_gives_the_same_decisions_with_no_more_pairs() -> None:
     """Exact property on 120 paired gates (null, +5, +10 points; the e-LOND first-gate level and exp(-3))."""
     saved = 0
     fired = 0
     for lam in (3.0, 6.7):
         none = GateParams(futility="none", lambda_accept=lam)
-        bound = dataclasses.replace(none, futility="bound")
+        bound = _bound_only(none)
         for points in (0.0, 5.0, 10.0):
             for seed in range(20):
                 a_none, n_none, _ = _gate(none, seed, points)
@@ -104,11 +114,11 @@ def test_bound_futility_gives_the_same_decisions_with_no_more_pairs() -> None:
     assert fired > 0 and saved > 0  # the bound does stop some gates before the cap in these cells
 
 
-def test_power_futility_accepts_only_where_none_accepts_and_keeps_false_accepts_below_alpha() -> None:
-    """Pathwise: accept with `power` implies accept with `none` on the same outcomes (so the false-accept rate cannot
+def test_fixed_gain_futility_accepts_only_where_none_accepts_and_keeps_false_accepts_below_alpha() -> None:
+    """Pathwise: accept with the fixed-gain power stop implies accept with `none` on the same outcomes (so the false-accept rate cannot
     rise); and on 200 strong-null gates at alpha = e^-3 both rates are <= alpha + 2 SE."""
     none = GateParams(futility="none")
-    power = dataclasses.replace(none, futility="power")
+    power = _fixed_gain(none)
     alpha = math.exp(-none.lambda_accept)
     fa_none = fa_power = 0
     pairs_none = pairs_power = 0
@@ -151,13 +161,13 @@ def test_conditional_power_reads_the_evidence() -> None:
     assert conditional_power(FutilityView(bets, np.array([3.1, 3.1, 3.1]), [1.0], 2.0, 10, 3.0), 0.05) == 1.0
 
 
-def _only_rejects_and_saves_null_pairs(gate, futility: str, cheaper_than: str, ratio: float) -> None:
+def _only_rejects_and_saves_null_pairs(gate, futility: str, cheaper_than: GateParams, ratio: float) -> None:
     """`futility` accepts only where `none` accepts on the same draws (200 strong nulls, 25 seeds at +5 and +10 points),
     never spends more pairs than `none`, keeps false accepts <= alpha (2 SE), and on the nulls spends less than
-    `ratio` times the pairs of `cheaper_than`. `gate(params, seed, points)` -> (action, pairs, reason)."""
+    `ratio` times the pairs of the `cheaper_than` gate. `gate(params, seed, points)` -> (action, pairs, reason)."""
     none = GateParams(futility="none")
     rule = dataclasses.replace(none, futility=futility)
-    reference = dataclasses.replace(none, futility=cheaper_than)
+    reference = cheaper_than
     pairs_reference = pairs_rule = false_accepts = 0
     for seed in range(200):
         a_none, n_none, _ = gate(none, seed, 0.0)
@@ -178,23 +188,10 @@ def _only_rejects_and_saves_null_pairs(gate, futility: str, cheaper_than: str, r
             assert a_rule != "accept" or a_none == "accept"
 
 
-def test_estimate_futility_accepts_only_where_none_accepts_and_stops_null_edits_sooner_than_power() -> None:
+def test_estimate_futility_accepts_only_where_none_accepts_and_stops_null_edits_sooner_than_fixed_gain() -> None:
     """Pathwise subset property for `estimate` (null, +5, +10 points), and on 200 strong-null gates it spends fewer
-    pairs than `power` (the bound on the gain replaces the fixed +10 points) with no more false accepts."""
-    _only_rejects_and_saves_null_pairs(_gate, "estimate", cheaper_than="power", ratio=0.9)
-
-
-def test_estimate_futility_is_power_until_futility_min_n_pairs() -> None:
-    """Before `futility_min_n` pairs the bound is not used: with a min_n above the cap, `estimate` decides as `power`."""
-    power = GateParams(futility="power")
-    late = dataclasses.replace(power, futility="estimate", futility_min_n=power.max_pairs + 1)
-    for seed in range(30):
-        for points in (0.0, 5.0):
-            a_p, n_p, r_p = _gate(power, 3000 + seed, points)
-            a_l, n_l, r_l = _gate(late, 3000 + seed, points)
-            assert (a_l, n_l) == (a_p, n_p), seed
-            if r_p.startswith("futility (power)"):
-                assert r_l.startswith("futility (estimate)") and "the futility_gain" in r_l, r_l
+    pairs than at the fixed +10 points (the removed `power`: why it went) with no more false accepts."""
+    _only_rejects_and_saves_null_pairs(_gate, "estimate", cheaper_than=_fixed_gain(GateParams()), ratio=0.9)
 
 
 def test_gain_upper_bound_is_the_one_sided_normal_bound_and_covers_at_its_level() -> None:
@@ -225,7 +222,7 @@ def test_soft_estimate_accepts_only_where_none_accepts_and_stops_null_edits_soon
                                              seed=seed, soft_k=4.0)
         return verdict.action, n, verdict.reason
 
-    _only_rejects_and_saves_null_pairs(soft_gate, "soft_estimate", cheaper_than="estimate", ratio=0.85)
+    _only_rejects_and_saves_null_pairs(soft_gate, "soft_estimate", cheaper_than=dataclasses.replace(GateParams(), futility="estimate"), ratio=0.85)
     estimate = GateParams(futility="estimate")
     soft = dataclasses.replace(estimate, futility="soft_estimate")
     for seed in range(20):  # no soft scores: the same gate as `estimate`

@@ -13,7 +13,7 @@ from harness.kernel.stats import log_e_accept, log_e_beta_mixture, log_lr_direct
 from harness.kernel.types import BlockItem, GateParams, PairResult
 
 # these tests are about the sign e-process rule (`sequential`) on a plan fixed in advance; the betting rule has its own
-SIGN = functools.partial(GateParams, rule="sequential", ladder="static")
+SIGN = functools.partial(GateParams, rule="sequential", plan="static")
 
 
 def pairs_from(signs, start=0):

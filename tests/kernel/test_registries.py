@@ -64,7 +64,7 @@ def test_a_new_rule_is_one_object_and_one_registry_line() -> None:
 @pytest.mark.parametrize("plan", SAMPLING_PLANS.names())
 def test_every_sampling_plan_gives_fresh_samples_within_budget(plan: str) -> None:
     pools = GatePools.build({"t": [f"q{i}" for i in range(30)]})
-    params = GateParams(ladder=plan, block_size=10, max_pairs=60)
+    params = GateParams(plan=plan, block_size=10, max_pairs=60)
     request = PlanRequest(pools=pools, task_types=["t"], params=params, seed=3, first_sample_index=1000,
                           exclude=frozenset({"q0"}))
     planner = SAMPLING_PLANS.get(plan).planner(request)
@@ -90,3 +90,25 @@ def test_fixed_blocks_refuses_reused_samples_and_empty_plans() -> None:
         FixedBlocks([[BlockItem("a", 1), BlockItem("b", 1)]])
     with pytest.raises(ValueError, match="empty"):
         FixedBlocks([])
+
+
+def test_every_strategy_owns_a_params_type_whose_defaults_pass_its_check() -> None:
+    """Issue 29: a strategy's settings are its own frozen params dataclass (fields named as the gate keys) with check();
+    the defaults GateParams carries pass every check, and a broken value is reported under its own key."""
+    import dataclasses
+
+    from harness.kernel.registry import params_of, strategy_problems
+
+    owners = {}
+    for key in ("gate.rule", "gate.plan", "gate.futility"):
+        registry = CHOICE_REGISTRIES[key]
+        for name in registry.names():
+            params_type = getattr(registry.get(name), "params_type", None)
+            if params_type is not None:
+                assert dataclasses.is_dataclass(params_type) and params_type.__dataclass_params__.frozen, name
+                assert params_of(params_type, GateParams()).check() == [], name
+                owners.update({f.name: name for f in dataclasses.fields(params_type)})
+        assert strategy_problems(registry, GateParams()) == []
+    assert {"bet_low", "mcnemar_n", "selection_n", "cap_evolve_n", "importance_floor", "futility_z"} <= set(owners)
+    broken = dataclasses.replace(GateParams(), bet_low=0.7, bet_high=0.6)
+    assert [(f, v) for f, v, _ in strategy_problems(CHOICE_REGISTRIES["gate.rule"], broken)] == [("bet_high", 0.6)]

@@ -23,31 +23,9 @@ def test_zero_sum_candidate_keeps_the_pool_mean_and_moves_questions_both_ways():
         assert (q > p).sum() >= 5 and (q < p).sum() >= 5 and np.all((q >= 0) & (q <= 1))
 
 
-def test_reuse_chains_serve_only_gates_after_the_first_and_record_their_world():
-    import dataclasses
-
-    params = dataclasses.replace(fdr.configured_gate(), block_size=10)
-    out = fdr.reuse_chains(5, 6, 3, params, population="zero_sum", n=30, strata=(0.2, 0.2, 0.6))
-    assert (out["population"], out["pool"], out["block_size"], out["strata"]) == ("zero_sum", 30, 10, [0.2, 0.2, 0.6])
-    assert 6 * 1 <= out["served"] <= 6 * 2  # a chain ends at its first accept; its first gate is never served
-    assert out["served_fa"] <= out["served"] and out["first_fa"] <= 6
-
-
-def test_follow_up_gate_serves_the_earlier_gates_samples_first():
-    rng = np.random.default_rng(1)
-    params = fdr.configured_gate(("gate=strict",))  # the strict gate (betting at e-LOND levels), whose run-level reuse this studies
-    assert (params.rule, params.ladder) == ("betting", "importance")
-    world = fdr.make_world(rng, params, p=np.zeros(60))  # a fresh baseline sample is always wrong ...
-    cached = {f"q{i}": [True] * 10 for i in range(60)}  # ... an earlier gate's cached ones always right
-    action, n, fresh = fdr.run_gate(rng, world, np.full(60, 0.5), params, seed=0, cached=cached)
-    assert fresh == {} and action == "reject"  # every baseline outcome came from the cache: the candidate never wins a pair
-    action, _, fresh = fdr.run_gate(rng, world, np.full(60, 0.5), params, seed=1)
-    assert fresh and action == "accept"
-
-
 def test_the_fdr_benchmark_reads_the_default_gate_and_the_old_rule_from_the_config():
     old = fdr.configured_gate(fdr.OLD_RULE)
-    assert (old.rule, old.ladder) == ("sequential", "static")
+    assert (old.rule, old.plan) == ("sequential", "static")
     assert fdr.configured_gate(("gate.fdr=none",)).fdr == "none"
 
 

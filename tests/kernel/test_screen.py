@@ -8,7 +8,7 @@ import pytest
 
 from harness.kernel.rule_cap_evolve import cap_evolve_decide, paired_gain_and_se
 from harness.kernel.rule_skillopt import selection_split, skillopt_decide
-from harness.kernel.screen import futility_stop, screen_verdict
+from harness.kernel.screen import screen_verdict
 
 
 def test_screen_is_gepas_rule_and_infra_cannot_buy_a_pass():
@@ -28,14 +28,6 @@ def test_screen_is_gepas_rule_and_infra_cannot_buy_a_pass():
     assert screen_verdict([True, False], [False, True], margin=0).passed  # margin 0: not worse passes
     with pytest.raises(ValueError, match="2 baseline outcomes but 1"):
         screen_verdict([True, True], [True])
-
-
-def test_futility():
-    assert not futility_stop(3, 3, 20, min_pairs=40)
-    assert futility_stop(3, 3, 40, min_pairs=40)
-    assert not futility_stop(4, 3, 40, min_pairs=40)
-    assert futility_stop(4, 3, 40, min_pairs=40, margin=1)
-    assert not futility_stop(0, 30, 400, min_pairs=0)
 
 
 def test_skillopt_split_is_fixed_and_decision_is_strict():

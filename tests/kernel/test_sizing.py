@@ -12,8 +12,8 @@ from harness.kernel.certificate import CertifyParams
 from harness.kernel.gate import gate_decision
 from harness.kernel.types import GateParams, PairResult
 
-DEFAULT = GateParams(rule="betting_budget", lambda_accept=0.5, max_pairs=20, block_size=20, fdr="none", ladder="importance")
-STRICT = GateParams(rule="betting", lambda_accept=3.0, max_pairs=400, block_size=20, fdr="elond", ladder="importance")
+DEFAULT = GateParams(rule="betting_budget", lambda_accept=0.5, max_pairs=20, block_size=20, fdr="none", plan="importance")
+STRICT = GateParams(rule="betting", lambda_accept=3.0, max_pairs=400, block_size=20, fdr="elond", plan="importance")
 
 
 def test_typical_pairs_come_at_their_expected_shares_spread_evenly():

@@ -12,8 +12,8 @@ from harness.kernel.fdr import FdrState, elond_level
 from harness.kernel.schedule import full_schedule
 from harness.loop.checkpoint import load_checkpoint
 
-RUN_LEVEL = ("gate.fdr=elond", "gate.screen=true", "gate.screen_margin=0", "gate.undecided=reject", "gate.baseline_reuse=none",
-             "gate.futility_min_pairs=40", "gate.probation_settlement=eprocess")
+RUN_LEVEL = ("gate.fdr=elond", "gate.screen=true", "gate.screen_margin=0", "gate.undecided=reject",
+             "gate.probation_settlement=eprocess")
 
 
 def _gate_rows(state: Path) -> list[dict]:
