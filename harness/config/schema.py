@@ -244,6 +244,7 @@ class CertifyConfig:
     useful_fraction: float = 0.25  # after certifying, sample on until the lower bound >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
+    futility: str = "estimate"  # none | bound | estimate: refuse early once certifying is out of reach / hopeless
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
     fallbacks: int = 2  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start
