@@ -427,6 +427,7 @@ def run_one(job: dict) -> dict:
             "sampled_test": result["test"], "delivered": result["delivered"], "stopped_early": result["stopped_early"],
             "curve": curve, "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts, "screened_out": screened_out,
             "fdr_tests": fdr_tests, "fdr_spent": fdr_spent, "fdr_levels": fdr_levels,
+            "gate_settings": {k: job["cfg"]["gate"].get(k) for k in ("rule", "fdr", "max_pairs", "lambda")},
             "tradeoff_in_delivered": sum(text.count(TRADEOFF_TAG) for text in delivered.values()),
             "tradeoff_in_final_current": sum(t.count(TRADEOFF_TAG) for t in wsp.harness_view(ws_final).values()) if ws_final.exists() else None,
             "tradeoff_proposed": getattr(provider, "proposed", None),
@@ -695,6 +696,19 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
     return "\n".join(L) + "\n", summary
 
 
+def gate_cost_text(settings: dict, run_level: bool) -> str:
+    """Why a gated candidate costs what it does, for the gate the runs used (`gate_settings` of a run; {} = unknown)."""
+    pair = "each pair two rollouts (fresh baseline, no reuse of earlier gates' stopped samples), where GEPA pays one candidate rollout per minibatch question;"
+    if run_level or (settings.get("max_pairs") is not None and int(settings["max_pairs"]) > 100):
+        return f"an anytime-valid accept at a small level needs a few hundred fresh pairs, {pair}"
+    if settings.get("max_pairs") is None:  # a JSON from before the runs recorded their gate
+        return f"the gate settings are not in this JSON; {pair}"
+    return (f"the per-edit decision is a short test of at most gate.max_pairs = {settings['max_pairs']} pairs (`{settings.get('rule')}`: "
+            f"accept early at log E >= gate.lambda = {settings.get('lambda')}, at the budget on the sign of the gain estimate; no "
+            f"run-level control, gate.fdr = {settings.get('fdr')}): its job is accuracy per rollout, the certificate guards the "
+            f"delivery; {pair}")
+
+
 def _why(summary: dict, runs: list[dict], seeds: list[int], by: dict) -> list[str]:
     """Where our rule's rollouts go and what its guarantees cost, measured in this run."""
     ours = [by[(s, OURS, False)] for s in seeds]
@@ -704,9 +718,8 @@ def _why(summary: dict, runs: list[dict], seeds: list[int], by: dict) -> list[st
     L = ["", "## Why (measured in this run)", "",
          f"- our rule spent {100 * gate / total:.0f} % of its training rollouts in gates: {summary[OURS]['rollouts_per_gate']:.0f} "
          f"rollouts per gated candidate (screened-out ones included) against GEPA's {summary.get('gepa', {}).get('rollouts_per_gate', float('nan')):.1f}; "
-         "an anytime-valid accept at a small level needs a few hundred fresh pairs, each pair two rollouts (fresh baseline, no reuse of "
-         "earlier gates' stopped samples), where GEPA pays one candidate rollout per minibatch question;"]
-    if levels:
+         + gate_cost_text(ours[0].get("gate_settings") or {}, any(r.get("fdr_tests") for r in ours))]
+    if levels and any(r.get("fdr_tests") for r in ours):  # levels exist only under run-level control (gate.fdr)
         med = levels[len(levels) // 2]
         L.append(f"- run-level control: the median level a gate was given is {med:.2g} (accept at log E >= {math.log(1 / med):.1f}, "
                  f"against 3.0 for a lone gate at 0.05), which multiplies the pairs a real edit needs by about {math.log(1 / med) / 3.0:.1f};")

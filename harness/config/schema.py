@@ -159,7 +159,7 @@ class TrainConfig:
     state_dir: str = "state"
     slow_update: bool = True
     momentum: bool = True
-    system_tool_update: bool = True
+    system_tool_update: bool = False
     # a seed directory (harness/store.py; `python -m stages.export --seed DIR` writes one) the run starts from
     # instead of the benchmark's base harness; null = the base harness
     init_seed: Optional[str] = None
@@ -243,15 +243,16 @@ class CertifyConfig:
     """The delivery certificate (harness/kernel/certificate.py; docs/kernel.md "Two kinds of evidence")."""
 
     alpha: float = 0.05  # P(certified and truly not better than the reference) <= alpha
-    max_pairs: int = 300  # pair budget of one attempt (2 rollouts a pair)
+    max_pairs: int = 500  # pair budget of one attempt (2 rollouts a pair)
     block_size: int = 20  # pairs between looks
     margin: float = 0.0  # 0: certify "better"; > 0: "not worse by more than margin" (non-inferiority)
-    useful_fraction: float = 0.25  # after certifying, sample on until the lower bound >= this share of the estimate
+    useful_fraction: float = 0.1  # after certifying, sample on until the lower bound >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
+    futility: str = "estimate"  # none | bound | estimate: refuse early once certifying is out of reach / hopeless
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
-    fallbacks: int = 2  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start
+    fallbacks: int = 0  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start
     fallback_share: float = 0.2  # share of alpha the fallbacks split (the final harness gets the rest)
     reference: Optional[str] = None  # a harness directory to certify against instead of the starting harness
 

@@ -19,7 +19,13 @@ stopping rule). Hence, at level alpha:
   maximum LCB_t = max_{s <= t} L_s satisfies P(exists t: Delta < LCB_t) <= alpha, so sampling may go on after the
   crossing until the bound is useful (`useful_fraction`) without losing validity;
 - **upper confidence bound** (the mirror bets, lam < 0) for the stop "cannot certify": once UCB_t <= -margin the
-  test ends not certified (stopping only ever refuses, so it cannot raise the false-certification rate).
+  test ends not certified (stopping only ever refuses, so it cannot raise the false-certification rate);
+- **futility** (`futility`, the gate's rules of harness/kernel/futility.py on the certificate's e-process): `bound`
+  stops when K(-margin) cannot reach 1 / alpha in the pairs left even if every one were a win (the same decision as
+  running to the budget, fewer pairs); `estimate` also stops when the conditional power at the gain's one-sided
+  upper bound so far (mean + FUTILITY_Z sd / sqrt(n), after FUTILITY_MIN_N pairs) is below FUTILITY_POWER. Both only
+  ever refuse: the certified outcomes with futility are a subset of those without it, so P(certified | Delta <=
+  -margin) <= alpha still holds; what futility can cost is a certificate that would have come late.
 
 L_t is found on a grid of m (step GRID_STEP) and rounded DOWN to it (the UCB up): the reported bounds are never
 tighter than the exact ones. Per-task-type estimates are fixed-n means with a normal interval: indicative, not
@@ -36,6 +42,7 @@ from typing import Optional
 
 import numpy as np
 
+from harness.kernel.futility import FutilityView, conditional_power, gain_upper_bound, reachable_log_e
 from harness.kernel.types import BlockItem, PairResult
 
 __all__ = [
@@ -56,6 +63,10 @@ BETS = (0.1, 0.2, 0.5)
 M_MAX = 0.9  # largest null mean on the grid: 1 + lam (z - m) >= 1 - 0.5 * 1.9 > 0 for every z in [-1, 1]
 GRID_STEP = 0.0025  # bounds are reported on this grid (a quarter of a point), rounded outward
 _GRID = np.round(np.arange(-M_MAX, M_MAX + GRID_STEP / 2, GRID_STEP), 6)
+FUTILITY = ("none", "bound", "estimate")  # certify.futility
+FUTILITY_POWER = 0.05  # estimate: refuse below this estimated P(certified by the budget) (the gate's futility_power)
+FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z)
+FUTILITY_MIN_N = 20  # estimate: pairs before that bound is trusted (the gate's futility_min_n)
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class CertifyParams:
     useful_fraction: float = 0.25  # after certifying, keep sampling until LCB >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
+    futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
 
     def check(self) -> list[tuple[str, object, str]]:
         """(key, value, rule) of every broken rule; empty when valid."""
@@ -90,6 +102,8 @@ class CertifyParams:
             bad.append(("certify.flag_drop", self.flag_drop, "must be a number >= 0"))
         if isinstance(self.min_type_pairs, bool) or not isinstance(self.min_type_pairs, int) or self.min_type_pairs < 1:
             bad.append(("certify.min_type_pairs", self.min_type_pairs, "must be an integer >= 1"))
+        if self.futility not in FUTILITY:
+            bad.append(("certify.futility", self.futility, f"must be one of {list(FUTILITY)}"))
         return bad
 
 
@@ -233,6 +247,7 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
 
     - certified and LCB >= useful_fraction x estimate (the bound is useful) -> certified;
     - UCB <= -margin (the candidate cannot be certified at this level) -> not_certified;
+    - futility (`params.futility`, module doc): certifying is out of reach / hopeless in the pairs left -> not_certified;
     - the pair budget is spent (`final`, or max_pairs reached) -> certified iff the e-process crossed.
     """
     look = certify_look(pairs, params)
@@ -245,6 +260,11 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
     if not look.certified and look.upper_bound <= -params.margin:
         return CertifyDecision("not_certified", f"not certified: the upper bound {look.upper_bound:+.4f} on the gain is "
                                                 f"<= {-params.margin:+.4f} after {look.pairs} pairs", look)
+    if not look.certified and not final and params.futility != "none":
+        why = _futility(pairs, params)
+        if why is not None:
+            return CertifyDecision("not_certified", f"not certified: {why} (estimate {look.estimate:+.4f}, bounds "
+                                                    f"[{look.lower_bound:+.4f}, {look.upper_bound:+.4f}])", look)
     if final:
         if look.certified:
             return CertifyDecision("certified", f"certified {what}: log E reached {look.log_e_max:.2f} >= "
@@ -254,3 +274,29 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
                                                 f"in the budget of {look.pairs} pairs (estimate {look.estimate:+.4f}, "
                                                 f"bounds [{look.lower_bound:+.4f}, {look.upper_bound:+.4f}])", look)
     return CertifyDecision("continue", "no stop", look)
+
+
+def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[str]:
+    """Why certifying is out of reach (`bound`) or hopeless (`estimate`) in the pairs left; None to go on. The
+    e-process of the claim bets on Z + margin in [-1, 1 + margin] (module doc)."""
+    z = differences(pairs) + float(params.margin)
+    bets = np.asarray(BETS, dtype=float)
+    log_wealth = np.sum(np.log1p(np.outer(bets, z)), axis=1)  # log W_k per bet after the last pair
+    threshold = math.log(1.0 / params.alpha)
+    remaining = max(int(params.max_pairs) - len(pairs), 0)
+    best = reachable_log_e(tuple(log_wealth), BETS, 1.0 + float(params.margin), remaining)
+    if best < threshold:
+        return (f"futility (bound): log E can reach at most {best:.2f} < {threshold:.2f} in the {remaining} pairs left "
+                "even if every one is a win")
+    if params.futility != "estimate" or len(pairs) < FUTILITY_MIN_N:
+        return None
+    gain = gain_upper_bound(z.tolist(), FUTILITY_Z)
+    if gain <= 0:
+        return f"futility (estimate): the gain's upper bound so far is {gain - params.margin:+.4f} <= {-params.margin:+.4f}"
+    view = FutilityView(bets=tuple(bets), log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
+                        remaining=remaining, lambda_accept=threshold)
+    power = conditional_power(view, gain)
+    if power < FUTILITY_POWER:
+        return (f"futility (estimate): P(certified in the {remaining} pairs left | gain {gain - params.margin:+.4f}, "
+                f"the upper bound so far) <= {power:.4f} < {FUTILITY_POWER}")
+    return None

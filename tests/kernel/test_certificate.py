@@ -6,6 +6,7 @@ Tolerances: rates are checked against alpha + 3 standard errors of the simulated
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -147,7 +148,7 @@ def test_decision_certifies_a_large_gain_then_samples_on_until_the_bound_is_usef
 
 def test_decision_stops_not_certified_when_the_upper_bound_falls_below_zero():
     rng = np.random.default_rng(12)
-    params = CertifyParams(alpha=0.05, max_pairs=2000, block_size=20)
+    params = CertifyParams(alpha=0.05, max_pairs=2000, block_size=20, futility="none")  # the UCB stop alone
     z = _draw(rng, np.full(100, 0.6), np.full(100, 0.35), 2000, 0.0)
     pairs = _pairs(z, [f"q{i}" for i in range(100)])
     for n in range(20, 2001, 20):
@@ -156,6 +157,41 @@ def test_decision_stops_not_certified_when_the_upper_bound_falls_below_zero():
             break
     assert d.action == "not_certified" and n < 2000 and d.look.upper_bound <= 0
     assert "upper bound" in d.reason
+
+
+def _run_to_stop(pairs: list[PairResult], params: CertifyParams) -> tuple[str, int]:
+    """(action, pairs used) of the certificate looking every block_size pairs up to max_pairs."""
+    for n in range(params.block_size, params.max_pairs + 1, params.block_size):
+        d = certify_decision(pairs[:n], params, final=n == params.max_pairs)
+        if d.action != "continue":
+            return d.action, n
+    raise AssertionError("no terminal decision at the budget")
+
+
+def test_futility_only_refuses_and_saves_pairs_on_null_and_small_gains():
+    """Every sequence certified with futility is certified without it (validity untouched); on nulls it stops sooner."""
+    rng = np.random.default_rng(21)
+    used = {"none": [], "bound": [], "estimate": []}
+    for trial in range(24):
+        gain = (0.0, 0.02, 0.15)[trial % 3]
+        z = _draw(rng, np.full(80, 0.55), np.full(80, 0.55 + gain), 300, 0.0)
+        pairs = _pairs(z, [f"q{i}" for i in range(80)])
+        got = {f: _run_to_stop(pairs, CertifyParams(max_pairs=300, block_size=20, futility=f)) for f in used}
+        for f, (action, n) in got.items():
+            if action == "certified":
+                assert got["none"][0] == "certified", (trial, f)
+            if gain == 0.0:
+                used[f].append(n)
+    assert np.mean(used["estimate"]) < np.mean(used["bound"]) <= np.mean(used["none"])
+
+
+def test_futility_bound_refuses_once_the_threshold_is_out_of_reach():
+    params = CertifyParams(alpha=0.05, max_pairs=30, block_size=10, futility="bound")
+    pairs = _pairs(np.array([-1.0] * 2 + [0.0] * 18), [f"q{i}" for i in range(20)])
+    d = certify_decision(pairs, params, final=False)  # 2 losses, 10 pairs left: even 10 wins reach log E 1.92 < log 20
+    assert d.action == "not_certified" and "futility (bound)" in d.reason
+    assert certify_decision(pairs, replace(params, futility="none"), final=False).action == "continue"
+    assert CertifyParams(futility="sometimes").check()[0][0] == "certify.futility"
 
 
 def test_budget_end_gives_a_terminal_decision_and_infra_counts_against_the_candidate():

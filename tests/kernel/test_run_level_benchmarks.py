@@ -54,6 +54,15 @@ def test_e2e_summary_counts_harmful_null_and_reach():
     assert "measured 2026-01-02 03:04 UTC, wall 1.0 min" in text
 
 
+def test_e2e_why_describes_the_gate_the_runs_used():
+    """The 'Why' page text follows the runs' recorded gate: a 20-pair budget gate is not called a few-hundred-pair test."""
+    short = e2e.gate_cost_text({"rule": "betting_budget", "fdr": "none", "max_pairs": 20, "lambda": 0.5}, run_level=False)
+    assert "at most gate.max_pairs = 20 pairs" in short and "few hundred" not in short
+    strict = e2e.gate_cost_text({"rule": "betting", "fdr": "elond", "max_pairs": 400, "lambda": 3.0}, run_level=True)
+    assert "few hundred" in strict
+    assert "not in this JSON" in e2e.gate_cost_text({}, run_level=False)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_trade_off_editor_is_exactly_zero_sum_even_with_few_easy_answers(seed):
     """e2e's trade-off rule: expected wins (mid, wrong -> right at a') equal expected losses (easy, right -> wrong at b),

@@ -62,6 +62,8 @@ def test_certificate_levels_attempts_and_delivery_agree(accept_all_run):
     assert read_certificate(paths.holdout) == cert
     holdout = json.loads((paths.holdout / "holdout.json").read_text())
     assert (holdout["delivered"]["skills_version"], holdout["delivered"]["prompts_version"]) == (sv, pv)
+    if cert.chosen is not None and cert.chosen.rollback:  # a rollback was never evaluated on validation
+        assert holdout["delivered"]["val_acc"] is None and holdout["delivered"]["best_epoch"] is None
     if cert.certified:
         chosen = cert.chosen
         assert chosen is not None and chosen.lower_bound is not None and chosen.lower_bound >= 0
@@ -133,3 +135,15 @@ def test_the_dvc_stage_reads_only_its_declared_keys(accept_all_run, tmp_path):
     finally:
         cache.close()
     assert cert == read_certificate(paths.certify)
+
+
+def test_holdout_figures_describe_the_delivered_tree_not_a_rolled_back_parent():
+    """holdout.json's val_acc / best_epoch: the best pointer's when it is what is delivered; None for a per-type
+    rollback of it (a different tree, never evaluated on validation) or for another harness (a fallback, the start)."""
+    from harness.loop.stages.holdout import delivered_figures
+
+    best = wsp.BestPointer(skills="v7", prompts="v2", val_acc=0.68, epoch=3)
+    assert delivered_figures(best, "v7", "v2", rolled_back=False) == (0.68, 3)
+    assert delivered_figures(best, "v7", "v2", rolled_back=True) == (None, None)
+    assert delivered_figures(best, "v0", "v0", rolled_back=False) == (None, None)
+    assert delivered_figures(None, "v7", "v2", rolled_back=False) == (None, None)

@@ -37,7 +37,8 @@ def certify_params(cfg: Any) -> CertifyParams:
     """CertifyParams from the `certify` config group (checked at config load, harness/config/validate.py)."""
     c = cfg.certify
     return CertifyParams(alpha=float(c.alpha), max_pairs=int(c.max_pairs), block_size=int(c.block_size), margin=float(c.margin),
-                         useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs))
+                         useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs),
+                         futility=str(c.futility))
 
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from harness import workspace as wsp
 from harness.bench.soft import mixed_score
-from harness.contracts.certificate import write_certificate
+from harness.contracts.certificate import Certificate, write_certificate
 from harness.identity import HOLDOUT_INDEX, holdout_run_id
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
@@ -57,16 +57,33 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
         log.close()
     write_holdout_eval(out_dir / RUNLOG, rows)
     lineage = read_lineage(prev)
+    val_acc, best_epoch = delivered_figures(best, sv, pv, rolled_back(certificate))
+    if best is not None and (best.skills, best.prompts) == (sv, pv) and rolled_back(certificate):
+        progress.info("[holdout] delivered: a per-type rollback of skills %s prompts %s (that parent: val acc %.3f, epoch %d); "
+                      "the rollback itself has no validation accuracy", sv, pv, best.val_acc, best.epoch)
     result = HoldoutDoc(
         delivered=DeliveredDoc(skills_version=sv, prompts_version=pv, fingerprint=delivered.fingerprint,
-                               val_acc=best.val_acc if best and (best.skills, best.prompts) == (sv, pv) else None,
-                               best_epoch=best.epoch if best and (best.skills, best.prompts) == (sv, pv) else None),
+                               val_acc=val_acc, best_epoch=best_epoch),
         test={r["which"]: r["hard_acc"] for r in rows}, n_test=len(p["test"]),
         stopped_early=lineage.stopped, stop_reason=lineage.stop_reason)
     write_document(out_dir / HOLDOUT, result)
     mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)}, spend=ctx.take_spend())
     progress.info("[holdout] delivered skills %s prompts %s: test acc %.3f (base %.3f)", sv, pv, result.test["delivered"],
                   result.test["base"])
+
+
+def delivered_figures(best: Optional[wsp.BestPointer], sv: str, pv: str, rolled_back: bool) -> tuple[Optional[float], Optional[int]]:
+    """(val_acc, best_epoch) of what is delivered: the best pointer's when it is the (sv, pv) harness itself; None when
+    the delivery is another harness, or a per-type rollback of (sv, pv) (never evaluated on the validation pool: the
+    parent's figures would describe a different tree)."""
+    if best is None or rolled_back or (best.skills, best.prompts) != (sv, pv):
+        return None, None
+    return best.val_acc, best.epoch
+
+
+def rolled_back(certificate: Certificate) -> bool:
+    """Whether what the certificate delivers is a per-type rollback of a workspace harness (no workspace version)."""
+    return certificate.chosen is not None and bool(certificate.chosen.rollback)
 
 
 def read_holdout(holdout: Path) -> HoldoutDoc:
