@@ -147,6 +147,13 @@ def _lam(lam: str, key: str) -> str:
 
 _LAMBDAS = ("0.1", "0.25", "0.5", "1", "2", "3", "5")
 E2E = "reports/benchmarks/e2e.json"
+CERT = "reports/benchmarks/certificate.json"
+
+
+def _cert(key: str) -> str:
+    return f"summary.worlds.all worlds.{key}"
+
+
 QUOTES: tuple[Quote, ...] = (
     Quote("conf/certify/default.yaml",
           "(e2e seeds 7-14, reports/benchmarks/e2e.json: some type > 2 pts worse {}/{}, flag {}/{}; gain {} / {})",
@@ -189,6 +196,16 @@ QUOTES: tuple[Quote, ...] = (
                 Figure(_e2e("betting.mean_rollouts"), ",.0f"), Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
                 Figure(_e2e("per_type_modes.rollback.mean_rollouts_with_cert"), ",.0f"),
                 Figure(_e2e("gepa.full_rollouts"), ",.0f"))),
+    Quote("docs/kernel.md",
+          "certified with Δ ≤ 0 in **{} of {}** runs (the target: ≤ α and refused in ≥ 95 %), certified while what is "
+          "delivered (rollbacks included) is not better in {} of {}, the lower bound above the true gain in {} of {} "
+          "(target ≤ α), power {} % for Δ > +3 points ({} of {}, mixed candidates included)",
+          CERT, (Figure(_cert("certified_null")), Figure(_cert("null")), Figure(_cert("certified_delivered_not_better")),
+                 Figure(_cert("runs")), Figure(_cert("lcb_above_delta")), Figure(_cert("runs")),
+                 Figure(_cert("power_hits"), ".0f", per=_cert("power_n")), Figure(_cert("power_hits")),
+                 Figure(_cert("power_n")))),
+    Quote("docs/kernel.md", "a mean width (estimate − bound) of {} points, bound / true gain {}. Before",
+          CERT, (Figure(_cert("mean_width_pts"), ".1f"), Figure(_cert("mean_lcb_over_delta"), ".2f"))),
 )
 
 
