@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.bench.soft import GATE_METRICS
 from harness.config.errors import ConfigError, Violation
 from harness.config.locations import location_violations
-from harness.config.registries import CHOICE_REGISTRIES
+from harness.config.registries import CHOICE_REGISTRIES, PROPOSER_CHOICES
 from harness.config.resolvers import IMPROVE_CONF_FILE, epoch_schedule_items, improve_tasks_dir, step_schedule_items
 from harness.config.schema import RootConfig
 from harness.config.suggest import RENAMED_KEYS, did_you_mean
@@ -337,7 +337,8 @@ def _check_candidates(c: _Checker) -> None:
     c.check("evolve.candidates_source", lambda v: v == (path or "conf/evolve/candidates.yaml"),
             "must be ${ht.first:${evolve.candidates_path},conf/evolve/candidates.yaml} (derived, do not set it): "
             "dvc.yaml's evolve stage depends on it")
-    if c.value("evolve.method") != "candidates":
+    method = c.value("evolve.method")
+    if method not in PROPOSER_CHOICES or "evolve.candidates_path" not in PROPOSER_CHOICES[method]:
         c.check("evolve.candidates_path", lambda v: v is None,
                 f"is read only by evolve=candidates (evolve.method = {c.value('evolve.method')}); drop it or choose evolve=candidates")
         return

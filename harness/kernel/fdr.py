@@ -125,6 +125,11 @@ class FdrProcedure(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def run_level(self) -> bool:
+        """Each gate's level comes from a run-level error budget (strict mode: only e-process crossings may install)."""
+        ...
+
     def level(self, state: FdrState, params) -> GateLevel: ...
 
     def record(self, state: FdrState, params, *, discovered: bool) -> FdrState: ...
@@ -139,6 +144,7 @@ class NoFdr:
     """`gate.fdr=none`: every gate at the fixed level exp(-gate.lambda); the run's state is not advanced."""
 
     name: str = "none"
+    run_level: bool = False
 
     def level(self, state: FdrState, params) -> GateLevel:
         return GateLevel(params.lambda_accept, {"fdr_level": math.exp(-params.lambda_accept)})
@@ -155,6 +161,7 @@ class ELond:
     """`gate.fdr=elond`: the level alpha_t of e-LOND over the run (module doc), threshold ln(1 / alpha_t)."""
 
     name: str = "elond"
+    run_level: bool = True
 
     def level(self, state: FdrState, params) -> GateLevel:
         level = elond_level(state, params.fdr_level, params.fdr_horizon)
