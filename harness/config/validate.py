@@ -455,14 +455,9 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
         c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
     c.check("gate.anchor_fraction", lambda v: _is_number(v) and 0 <= v <= 1, "must satisfy 0 <= anchor_fraction <= 1 (1 = every slot an anchor)")
     c.one_of("gate.undecided", UNDECIDED_ACTIONS)
-    p_low_ok = c.check("gate.p_low", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]")
-    if c.check("gate.p_high", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]") and p_low_ok:
-        p_low = c.value("gate.p_low")
-        c.check("gate.p_high", lambda v: p_low < v, f"must be > gate.p_low = {p_low} (0 <= p_low < p_high <= 1)")
     c.check("gate.ema_gamma", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < ema_gamma <= 1")
-    c.positive_int("gate.probe_every")
     _collect_strategy_checks(c, "gate.rule")  # each rule's own settings (bets, mcnemar_*, selection_n, cap_evolve_n)
-    _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, ladder_prior_obs)
+    _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, the static ladder's p_low ...)
     rules = CHOICE_REGISTRIES["gate.rule"]
     chosen = rules.get(c.value("gate.rule")) if c.value("gate.rule") in rules else None
     n, max_pairs = c.value("gate.mcnemar_n"), c.value("gate.max_pairs")
@@ -477,7 +472,6 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
-    c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
     c.registered("gate.futility")  # read by the betting rule only
     _collect_strategy_checks(c, "gate.futility")
     return c.violations

@@ -122,10 +122,37 @@ class SamplingPlan(Protocol):
 
 
 @dataclass(frozen=True)
+class LadderParams:
+    """The settings the static ladder owns (gate.<field>; kernel/ladder.py reads them). anchor_fraction is every
+    plan's block shape and ema_gamma the pools' p_hat update, so neither is here."""
+
+    p_low: float = 0.02
+    p_high: float = 0.98
+    probe_every: int = 3
+    reask_top_fraction: float = 0.5
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = []
+        bounds_ok = True
+        for key in ("p_low", "p_high"):
+            if not (is_number(getattr(self, key)) and 0 <= getattr(self, key) <= 1):
+                problems.append((key, "must be in [0, 1]"))
+                bounds_ok = False
+        if bounds_ok and not self.p_low < self.p_high:
+            problems.append(("p_high", f"must be > gate.p_low = {self.p_low} (0 <= p_low < p_high <= 1)"))
+        if not is_int_at_least(self.probe_every, 1):
+            problems.append(("probe_every", "must be an integer >= 1"))
+        if not (is_number(self.reask_top_fraction) and 0 < self.reask_top_fraction <= 1):
+            problems.append(("reask_top_fraction", "must satisfy 0 < reask_top_fraction <= 1"))
+        return problems
+
+
+@dataclass(frozen=True)
 class StaticLadderPlan:
     name: str = "static"
     population_valid: bool = False
     weighted: bool = False
+    params_type: ClassVar[type] = LadderParams
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         excluded = set(request.exclude)
