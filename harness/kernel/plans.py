@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Protocol
 
 from harness.kernel.ladder import GatePools, check_block_params, plan_blocks
-from harness.kernel.registry import Registry, is_int_at_least, is_number
+from harness.kernel.registry import Registry, is_int_at_least, is_number, ordered_pair_problems
 from harness.kernel.types import BlockItem, GateParams
 
 
@@ -132,14 +132,7 @@ class LadderParams:
     reask_top_fraction: float = 0.5
 
     def check(self) -> list[tuple[str, str]]:
-        problems = []
-        bounds_ok = True
-        for key in ("p_low", "p_high"):
-            if not (is_number(getattr(self, key)) and 0 <= getattr(self, key) <= 1):
-                problems.append((key, "must be in [0, 1]"))
-                bounds_ok = False
-        if bounds_ok and not self.p_low < self.p_high:
-            problems.append(("p_high", f"must be > gate.p_low = {self.p_low} (0 <= p_low < p_high <= 1)"))
+        problems = ordered_pair_problems(self, "p_low", "p_high", lambda v: 0 <= v <= 1, "must be in [0, 1]", strict=True)
         if not is_int_at_least(self.probe_every, 1):
             problems.append(("probe_every", "must be an integer >= 1"))
         if not (is_number(self.reask_top_fraction) and 0 < self.reask_top_fraction <= 1):

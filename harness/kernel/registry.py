@@ -82,6 +82,19 @@ def is_int_at_least(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
+def ordered_pair_problems(params: Any, low_key: str, high_key: str, in_range: Any, expected: str, *,
+                          strict: bool = False) -> list[tuple[str, str]]:
+    """check() problems of a (low, high) pair of settings: each a number with `in_range(value)`, then high >= low
+    (high > low when `strict`)."""
+    problems = [(key, expected) for key in (low_key, high_key)
+                if not (is_number(getattr(params, key)) and in_range(getattr(params, key)))]
+    low = getattr(params, low_key)
+    high = getattr(params, high_key)
+    if not problems and (high <= low if strict else high < low):
+        problems.append((high_key, f"must be {'>' if strict else '>='} gate.{low_key} = {low}"))
+    return problems
+
+
 def strategy_problems(registry: Registry[Any], source: Any) -> list[tuple[str, Any, str]]:
     """(field, value, what is expected) for every problem of the registered strategies' own params, each params type
     checked once: config validation collects these instead of restating the strategies' rules. A strategy declares
