@@ -468,7 +468,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("gate.infra_min_denominator")
     c.registered("gate.fdr")
     c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
-    c.positive_int("gate.fdr_horizon")
+    _collect_strategy_checks(c, "gate.fdr")  # e-LOND's fdr_horizon
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))

@@ -97,9 +97,10 @@ class SequentialParams:
     accept_prior_low: float = 0.60
     accept_prior_high: float = 0.90
     accept_prior_points: int = 7
+    accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
 
     def check(self) -> list[tuple[str, str]]:
-        problems = []
+        problems = [] if isinstance(self.accept_within_block, bool) else [("accept_within_block", "must be true or false")]
         if not (is_number(self.theta1) and 0.5 < self.theta1 < 1):
             problems.append(("theta1", "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit"))
         if self.accept_prior not in ACCEPT_PRIORS:
