@@ -477,9 +477,16 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     return c.violations
 
 
+def _gate_schema() -> type:
+    from harness.config import schema
+
+    return schema.GateConfig
+
+
 @functools.lru_cache(maxsize=8)
-def _schema_shape(schema: Any) -> dict[str, Any]:
-    """Nested {key: sub-shape | None (leaf) | FREE (free-form mapping)} of a dataclass schema."""
+def _schema_shape(schema: Any, gate_schema: type) -> dict[str, Any]:
+    """Nested {key: sub-shape | None (leaf) | FREE (free-form mapping)} of a dataclass schema (`gate_schema`: the
+    composed gate section it was built with, a cache key: re-registering the schema recomposes it)."""
 
     def shape(ref: DictConfig) -> Any:
         if OmegaConf.get_type(ref) in (dict, None):
@@ -514,7 +521,7 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
             if isinstance(child, DictConfig) and not child._is_missing():
                 walk(child, shape[key], full + ".")
 
-    walk(cfg, _schema_shape(schema), "")
+    walk(cfg, _schema_shape(schema, _gate_schema()), "")
     return violations
 
 

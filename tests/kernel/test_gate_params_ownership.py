@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.config.registries import CHOICE_REGISTRIES
-from harness.kernel.types import GateParams
+from harness.kernel.types import gate_param_fields
 
 # the settings of the gate itself (what every rule and plan shares), plus the four still to be given an owner
 # (anchor_fraction: every plan's block shape; ema_gamma: the pools' p_hat update; screen_margin: the pre-gate
@@ -28,7 +28,7 @@ def _owners() -> dict[str, set[type]]:
 
 
 def test_every_strategy_setting_is_a_gate_field_with_the_owners_default() -> None:
-    defaults = {f.name: f.default for f in dataclasses.fields(GateParams)}
+    defaults = {f.name: f.default for f in gate_param_fields()}
     for field, types in _owners().items():
         assert field in defaults, f"{sorted(t.__name__ for t in types)} declare {field}, which GateParams lacks"
         for params_type in types:
@@ -40,5 +40,5 @@ def test_each_setting_has_one_owner_and_the_rest_is_the_core() -> None:
     owners = _owners()
     shared = {field: sorted(t.__name__ for t in types) for field, types in owners.items() if len(types) > 1}
     assert not shared, f"settings declared by two strategies: {shared}"
-    unowned = {f.name for f in dataclasses.fields(GateParams)} - set(owners)
+    unowned = {f.name for f in gate_param_fields()} - set(owners)
     assert unowned == CORE, f"not owned by a strategy but not core: {sorted(unowned - CORE)}; core now owned: {sorted(CORE - unowned)}"
