@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
-from harness.config.schema import RootConfig
+from harness.config import schema
 
 SCHEMA_NAME = "harness_schema"
 
 
 def register_schema() -> None:
-    """Store the root schema under `harness_schema` (idempotent: re-storing replaces it)."""
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=RootConfig)
+    """Store the root schema under `harness_schema` (idempotent: re-storing replaces it), its gate section composed
+    anew from the strategies registered now."""
+    schema.GateConfig = schema.gate_config_class()  # RootConfig.gate names the module's GateConfig
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema.RootConfig)

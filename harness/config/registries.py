@@ -17,9 +17,14 @@ from harness.kernel.registry import Registry
 from harness.kernel.rules import RULES
 
 # evolve.method: the proposers registered in harness.loop.proposers.PROPOSERS (the loop checks the two agree);
-# only the names live here, so loading the config neither imports nor depends on the proposers' code
-PROPOSER_NAMES: tuple[str, ...] = ("candidates", "h2", "reflective")
-PROPOSER_CHOICES: Registry[None] = Registry("evolve.method", dict.fromkeys(PROPOSER_NAMES))  # names only
+# only the names and the evolve.* keys each one alone reads live here, so loading the config neither imports nor
+# depends on the proposers' code
+PROPOSER_CHOICES: Registry[tuple[str, ...]] = Registry("evolve.method", {
+    "candidates": ("evolve.candidates_path",),
+    "h2": (),
+    "reflective": (),
+})
+PROPOSER_NAMES: tuple[str, ...] = PROPOSER_CHOICES.names()
 
 # config key -> registry, for config validation (`one_of` over the registered names)
 CHOICE_REGISTRIES: dict[str, Registry[Any]] = {

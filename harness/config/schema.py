@@ -15,7 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from harness.kernel.types import GATE_CONFIG_KEY, GateParams
+from harness.kernel.registry import gate_strategy_settings
+from harness.kernel.types import GATE_CONFIG_KEY, gate_param_fields
 
 
 @dataclass
@@ -75,23 +76,22 @@ class LLMConfig:
 
 
 # The gate's keys are defined once, by the kernel's GateParams (harness/kernel/types.py,
-# where each key is documented): this schema is derived from its fields and defaults.
+# where each key is documented) and by the params dataclasses of the registered gate
+# strategies (a rule, plan, futility rule or FDR procedure added in its own file brings
+# its keys): this schema is composed from their fields and defaults, again at every
+# `register_schema()` (so a strategy registered after import is in it).
 # `lambda` is a Python keyword, so GateParams calls it `lambda_accept` and the schema
 # names the field exactly as users write it (`gate.lambda`). Only `dataclasses.fields`
 # and class defaults are used by OmegaConf; the class is never instantiated.
-def _gate_config_class() -> type:
-    annotations: dict[str, Any] = {}
-    defaults: dict[str, Any] = {}
-    for f in dataclasses.fields(GateParams):
-        key = GATE_CONFIG_KEY.get(f.name, f.name)
-        annotations[key] = type(f.default)
-        defaults[key] = f.default
-    namespace: dict[str, Any] = {"__annotations__": annotations, "__module__": __name__, **defaults}
+def gate_config_class() -> type:
+    defaults = {GATE_CONFIG_KEY.get(f.name, f.name): f.default for f in gate_param_fields()}
+    defaults.update(gate_strategy_settings(set(defaults) | set(GATE_CONFIG_KEY)))
+    namespace: dict[str, Any] = {"__annotations__": {k: type(v) for k, v in defaults.items()}, "__module__": __name__, **defaults}
     cls = type("GateConfig", (object,), namespace)
     return dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
 
 
-GateConfig = _gate_config_class()
+GateConfig = gate_config_class()
 
 
 @dataclass

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.bench.soft import GATE_METRICS
 from harness.config.errors import ConfigError, Violation
 from harness.config.locations import location_violations
-from harness.config.registries import CHOICE_REGISTRIES
+from harness.config.registries import CHOICE_REGISTRIES, PROPOSER_CHOICES
 from harness.config.resolvers import IMPROVE_CONF_FILE, epoch_schedule_items, improve_tasks_dir, step_schedule_items
 from harness.config.schema import RootConfig
 from harness.config.suggest import RENAMED_KEYS, did_you_mean
@@ -337,7 +337,8 @@ def _check_candidates(c: _Checker) -> None:
     c.check("evolve.candidates_source", lambda v: v == (path or "conf/evolve/candidates.yaml"),
             "must be ${ht.first:${evolve.candidates_path},conf/evolve/candidates.yaml} (derived, do not set it): "
             "dvc.yaml's evolve stage depends on it")
-    if c.value("evolve.method") != "candidates":
+    method = c.value("evolve.method")
+    if method not in PROPOSER_CHOICES or "evolve.candidates_path" not in PROPOSER_CHOICES[method]:
         c.check("evolve.candidates_path", lambda v: v is None,
                 f"is read only by evolve=candidates (evolve.method = {c.value('evolve.method')}); drop it or choose evolve=candidates")
         return
@@ -454,14 +455,9 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
         c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
     c.check("gate.anchor_fraction", lambda v: _is_number(v) and 0 <= v <= 1, "must satisfy 0 <= anchor_fraction <= 1 (1 = every slot an anchor)")
     c.one_of("gate.undecided", UNDECIDED_ACTIONS)
-    p_low_ok = c.check("gate.p_low", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]")
-    if c.check("gate.p_high", lambda v: _is_number(v) and 0 <= v <= 1, "must be in [0, 1]") and p_low_ok:
-        p_low = c.value("gate.p_low")
-        c.check("gate.p_high", lambda v: p_low < v, f"must be > gate.p_low = {p_low} (0 <= p_low < p_high <= 1)")
     c.check("gate.ema_gamma", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < ema_gamma <= 1")
-    c.positive_int("gate.probe_every")
     _collect_strategy_checks(c, "gate.rule")  # each rule's own settings (bets, mcnemar_*, selection_n, cap_evolve_n)
-    _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, ladder_prior_obs)
+    _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, the static ladder's p_low ...)
     rules = CHOICE_REGISTRIES["gate.rule"]
     chosen = rules.get(c.value("gate.rule")) if c.value("gate.rule") in rules else None
     n, max_pairs = c.value("gate.mcnemar_n"), c.value("gate.max_pairs")
@@ -472,19 +468,25 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.positive_int("gate.infra_min_denominator")
     c.registered("gate.fdr")
     c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
-    c.positive_int("gate.fdr_horizon")
+    _collect_strategy_checks(c, "gate.fdr")  # e-LOND's fdr_horizon
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
     c.positive_int("gate.screen_margin", minimum=0)
     c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
-    c.check("gate.reask_top_fraction", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < reask_top_fraction <= 1")
     c.registered("gate.futility")  # read by the betting rule only
     _collect_strategy_checks(c, "gate.futility")
     return c.violations
 
 
+def _gate_schema() -> type:
+    from harness.config import schema
+
+    return schema.GateConfig
+
+
 @functools.lru_cache(maxsize=8)
-def _schema_shape(schema: Any) -> dict[str, Any]:
-    """Nested {key: sub-shape | None (leaf) | FREE (free-form mapping)} of a dataclass schema."""
+def _schema_shape(schema: Any, gate_schema: type) -> dict[str, Any]:
+    """Nested {key: sub-shape | None (leaf) | FREE (free-form mapping)} of a dataclass schema (`gate_schema`: the
+    composed gate section it was built with, a cache key: re-registering the schema recomposes it)."""
 
     def shape(ref: DictConfig) -> Any:
         if OmegaConf.get_type(ref) in (dict, None):
@@ -519,7 +521,7 @@ def unknown_keys(cfg: DictConfig, schema: Any = RootConfig) -> list[Violation]:
             if isinstance(child, DictConfig) and not child._is_missing():
                 walk(child, shape[key], full + ".")
 
-    walk(cfg, _schema_shape(schema), "")
+    walk(cfg, _schema_shape(schema, _gate_schema()), "")
     return violations
 
 

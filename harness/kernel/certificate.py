@@ -63,7 +63,8 @@ BETS = (0.1, 0.2, 0.5)
 M_MAX = 0.9  # largest null mean on the grid: 1 + lam (z - m) >= 1 - 0.5 * 1.9 > 0 for every z in [-1, 1]
 GRID_STEP = 0.0025  # bounds are reported on this grid (a quarter of a point), rounded outward
 _GRID = np.round(np.arange(-M_MAX, M_MAX + GRID_STEP / 2, GRID_STEP), 6)
-FUTILITY = ("none", "bound", "estimate")  # certify.futility
+# certify.futility -> (refuse when certifying is out of reach, also when it is hopeless): the steps each mode runs
+FUTILITY: dict[str, tuple[bool, bool]] = {"none": (False, False), "bound": (True, False), "estimate": (True, True)}
 FUTILITY_POWER = 0.05  # estimate: refuse below this estimated P(certified by the budget) (the gate's futility_power)
 FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z)
 FUTILITY_MIN_N = 20  # estimate: pairs before that bound is trusted (the gate's futility_min_n)
@@ -260,7 +261,7 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
     if not look.certified and look.upper_bound <= -params.margin:
         return CertifyDecision("not_certified", f"not certified: the upper bound {look.upper_bound:+.4f} on the gain is "
                                                 f"<= {-params.margin:+.4f} after {look.pairs} pairs", look)
-    if not look.certified and not final and params.futility != "none":
+    if not look.certified and not final and FUTILITY[params.futility][0]:
         why = _futility(pairs, params)
         if why is not None:
             return CertifyDecision("not_certified", f"not certified: {why} (estimate {look.estimate:+.4f}, bounds "
@@ -288,7 +289,7 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
     if best < threshold:
         return (f"futility (bound): log E can reach at most {best:.2f} < {threshold:.2f} in the {remaining} pairs left "
                 "even if every one is a win")
-    if params.futility != "estimate" or len(pairs) < FUTILITY_MIN_N:
+    if not FUTILITY[params.futility][1] or len(pairs) < FUTILITY_MIN_N:
         return None
     gain = gain_upper_bound(z.tolist(), FUTILITY_Z)
     if gain <= 0:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
-from harness.kernel.registry import Registry
+from harness.kernel.registry import Registry, is_int_at_least
 
 __all__ = ["FDR_PROCEDURES", "FdrProcedure", "FdrState", "GateLevel", "elond_gamma", "elond_level", "elond_record", "level_lambda"]
 
@@ -125,6 +125,11 @@ class FdrProcedure(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def run_level(self) -> bool:
+        """Each gate's level comes from a run-level error budget (strict mode: only e-process crossings may install)."""
+        ...
+
     def level(self, state: FdrState, params) -> GateLevel: ...
 
     def record(self, state: FdrState, params, *, discovered: bool) -> FdrState: ...
@@ -139,6 +144,7 @@ class NoFdr:
     """`gate.fdr=none`: every gate at the fixed level exp(-gate.lambda); the run's state is not advanced."""
 
     name: str = "none"
+    run_level: bool = False
 
     def level(self, state: FdrState, params) -> GateLevel:
         return GateLevel(params.lambda_accept, {"fdr_level": math.exp(-params.lambda_accept)})
@@ -151,10 +157,22 @@ class NoFdr:
 
 
 @dataclass(frozen=True)
+class ELondParams:
+    """The setting e-LOND owns (gate.<field>); gate.fdr_level is the run's target, read by the gate core."""
+
+    fdr_horizon: int = 50
+
+    def check(self) -> list[tuple[str, str]]:
+        return [] if is_int_at_least(self.fdr_horizon, 1) else [("fdr_horizon", "must be an integer >= 1")]
+
+
+@dataclass(frozen=True)
 class ELond:
     """`gate.fdr=elond`: the level alpha_t of e-LOND over the run (module doc), threshold ln(1 / alpha_t)."""
 
     name: str = "elond"
+    run_level: bool = True
+    params_type: ClassVar[type] = ELondParams
 
     def level(self, state: FdrState, params) -> GateLevel:
         level = elond_level(state, params.fdr_level, params.fdr_horizon)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Protocol
 
 from harness.kernel.ladder import GatePools, check_block_params, plan_blocks
-from harness.kernel.registry import Registry, is_int_at_least, is_number
+from harness.kernel.registry import Registry, is_int_at_least, is_number, ordered_pair_problems
 from harness.kernel.types import BlockItem, GateParams
 
 
@@ -122,10 +122,30 @@ class SamplingPlan(Protocol):
 
 
 @dataclass(frozen=True)
+class LadderParams:
+    """The settings the static ladder owns (gate.<field>; kernel/ladder.py reads them). anchor_fraction is every
+    plan's block shape and ema_gamma the pools' p_hat update, so neither is here."""
+
+    p_low: float = 0.02
+    p_high: float = 0.98
+    probe_every: int = 3
+    reask_top_fraction: float = 0.5
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = ordered_pair_problems(self, "p_low", "p_high", lambda v: 0 <= v <= 1, "must be in [0, 1]", strict=True)
+        if not is_int_at_least(self.probe_every, 1):
+            problems.append(("probe_every", "must be an integer >= 1"))
+        if not (is_number(self.reask_top_fraction) and 0 < self.reask_top_fraction <= 1):
+            problems.append(("reask_top_fraction", "must satisfy 0 < reask_top_fraction <= 1"))
+        return problems
+
+
+@dataclass(frozen=True)
 class StaticLadderPlan:
     name: str = "static"
     population_valid: bool = False
     weighted: bool = False
+    params_type: ClassVar[type] = LadderParams
 
     def planner(self, request: PlanRequest) -> BlockPlanner:
         excluded = set(request.exclude)

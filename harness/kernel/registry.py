@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Generic, TypeVar, Union
+
+from harness.kernel.types import GateParams
 
 T = TypeVar("T")
 
@@ -68,8 +70,31 @@ P = TypeVar("P")
 def params_of(params_type: type[P], source: Any) -> P:
     """A strategy's own frozen params dataclass, each field read by name from `source` (GateParams or a config
     mapping)."""
-    get = source.__getitem__ if isinstance(source, Mapping) else lambda name: getattr(source, name)
+    if isinstance(source, Mapping):
+        get = source.__getitem__
+    else:  # GateParams: a field, else a setting of a strategy added in its own file (GateParams.strategy_settings)
+        extra = dict(source.strategy_settings) if isinstance(source, GateParams) else {}
+        get = lambda name: extra[name] if name in extra else getattr(source, name)  # noqa: E731
     return params_type(**{f.name: get(f.name) for f in dataclasses.fields(params_type)})  # type: ignore[arg-type]
+
+
+def gate_strategy_settings(known: Collection[str]) -> dict[str, Any]:
+    """Default of every setting a registered gate strategy (gate.rule, plan, futility, fdr) declares in its params
+    dataclass that is not in `known` (GateParams' fields): the gate.* keys a strategy added in its own file brings,
+    which the config schema and GateParams.strategy_settings carry."""
+    from harness.kernel.fdr import FDR_PROCEDURES
+    from harness.kernel.futility import FUTILITY_RULES
+    from harness.kernel.plans import SAMPLING_PLANS
+    from harness.kernel.rules import RULES
+
+    out: dict[str, Any] = {}
+    for registry in (RULES, SAMPLING_PLANS, FUTILITY_RULES, FDR_PROCEDURES):
+        for name in registry.names():
+            params_type = getattr(registry.get(name), "params_type", None)
+            for f in dataclasses.fields(params_type) if params_type else ():
+                if f.name not in known:
+                    out.setdefault(f.name, f.default)
+    return out
 
 
 def is_number(value: Any) -> bool:
@@ -80,6 +105,19 @@ def is_number(value: Any) -> bool:
 def is_int_at_least(value: Any, minimum: int) -> bool:
     """An int (not a bool) >= minimum."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def ordered_pair_problems(params: Any, low_key: str, high_key: str, in_range: Any, expected: str, *,
+                          strict: bool = False) -> list[tuple[str, str]]:
+    """check() problems of a (low, high) pair of settings: each a number with `in_range(value)`, then high >= low
+    (high > low when `strict`)."""
+    problems = [(key, expected) for key in (low_key, high_key)
+                if not (is_number(getattr(params, key)) and in_range(getattr(params, key)))]
+    low = getattr(params, low_key)
+    high = getattr(params, high_key)
+    if not problems and (high <= low if strict else high < low):
+        problems.append((high_key, f"must be {'>' if strict else '>='} gate.{low_key} = {low}"))
+    return problems
 
 
 def strategy_problems(registry: Registry[Any], source: Any) -> list[tuple[str, Any, str]]:

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from harness.kernel.fdr import FDR_PROCEDURES
 from harness.kernel.rules import BettingParams, RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
@@ -85,7 +86,7 @@ class BettingBudgetRule:
 
         if not pairs:
             raise ValueError("betting_budget rule: needs the pairs in planned order (their importance weights), not counts only")
-        if params.fdr != "none":  # strict mode: only e-process crossings may install (module doc)
+        if FDR_PROCEDURES[params.fdr].run_level:  # strict mode: only e-process crossings may install (module doc)
             d = betting_decision(pairs, params, final=final)
             return RuleDecision(d.action, d.reason, log_e=d.log_e, log_dir=d.log_dir)  # type: ignore[arg-type]
         look = betting_look(pairs, params)

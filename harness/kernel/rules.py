@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Protocol
 
-from harness.kernel.registry import Registry, is_int_at_least, is_number
+from harness.kernel.registry import Registry, is_int_at_least, is_number, ordered_pair_problems
 from harness.kernel.stats import ACCEPT_PRIORS, first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams, PairResult
 
@@ -97,21 +97,16 @@ class SequentialParams:
     accept_prior_low: float = 0.60
     accept_prior_high: float = 0.90
     accept_prior_points: int = 7
+    accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
 
     def check(self) -> list[tuple[str, str]]:
-        problems = []
+        problems = [] if isinstance(self.accept_within_block, bool) else [("accept_within_block", "must be true or false")]
         if not (is_number(self.theta1) and 0.5 < self.theta1 < 1):
             problems.append(("theta1", "must be in (0.5, 1): the alternative P(win | discordant) of an improving edit"))
         if self.accept_prior not in ACCEPT_PRIORS:
             problems.append(("accept_prior", f"must be one of {', '.join(ACCEPT_PRIORS)}"))
         low, high = self.accept_prior_low, self.accept_prior_high
-        thetas_ok = True
-        for key, value in (("accept_prior_low", low), ("accept_prior_high", high)):
-            if not (is_number(value) and 0.5 < value < 1):
-                problems.append((key, "must be in (0.5, 1)"))
-                thetas_ok = False
-        if thetas_ok and high < low:
-            problems.append(("accept_prior_high", f"must be >= gate.accept_prior_low = {low}"))
+        problems += ordered_pair_problems(self, "accept_prior_low", "accept_prior_high", lambda v: 0.5 < v < 1, "must be in (0.5, 1)")
         if not is_int_at_least(self.accept_prior_points, 1):
             problems.append(("accept_prior_points", "must be an integer >= 1"))
         elif self.accept_prior == "grid" and self.accept_prior_points == 1 and low != high:
@@ -208,13 +203,7 @@ class BettingParams:
         problems = []
         if not (is_number(self.reject_margin) and 0 < self.reject_margin < 1):
             problems.append(("reject_margin", "must be in (0, 1): the gain the reject side tests against"))
-        bets_ok = True
-        for key in ("bet_low", "bet_high"):
-            if not (is_number(getattr(self, key)) and 0 < getattr(self, key) < 1):
-                problems.append((key, "must be in (0, 1)"))
-                bets_ok = False
-        if bets_ok and self.bet_high < self.bet_low:
-            problems.append(("bet_high", f"must be >= gate.bet_low = {self.bet_low}"))
+        problems += ordered_pair_problems(self, "bet_low", "bet_high", lambda v: 0 < v < 1, "must be in (0, 1)")
         if not is_int_at_least(self.bet_points, 1):
             problems.append(("bet_points", "must be an integer >= 1"))
         return problems

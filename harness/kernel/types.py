@@ -116,6 +116,9 @@ class GateParams:
     futility_power: float = 0.05  # estimate: stop when that estimated probability of an accept by the cap is below this
     futility_z: float = 1.645  # estimate: the gain is min(futility_gain, mean + z sd / sqrt(n)) of the weighted differences
     futility_min_n: int = 20  # estimate: pairs before that bound replaces futility_gain
+    # (key, value) of the gate.* settings a strategy added in its own file declares (kernel/registry.params_of reads
+    # them): not a config key itself, and () for every strategy shipped today
+    strategy_settings: tuple[tuple[str, Any], ...] = ()
 
 
 # GateParams field -> config key where they differ (`lambda` is a Python keyword)
@@ -126,18 +129,28 @@ def gate_params_from_config(gate_cfg: Any) -> GateParams:
     """GateParams from the `gate` config group (a mapping or attribute object): every field, by name.
 
     A missing key is an error naming it; values are coerced to the field's type (YAML `3` for a float field)."""
-    import dataclasses
+    from harness.kernel.registry import gate_strategy_settings
 
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(GateParams):
-        key = GATE_CONFIG_KEY.get(f.name, f.name)
+    def read(key: str, owner: str, default: Any) -> Any:
         try:
             raw = gate_cfg[key] if hasattr(gate_cfg, "__getitem__") else getattr(gate_cfg, key)
         except (KeyError, AttributeError) as exc:
-            raise KeyError(f"config key gate.{key} is missing (needed by the gate: GateParams.{f.name})") from exc
-        default = f.default
-        values[f.name] = type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
-    return GateParams(**values)
+            raise KeyError(f"config key gate.{key} is missing (needed by the gate: {owner})") from exc
+        return type(default)(raw) if isinstance(default, (int, float, str, bool)) and not isinstance(raw, type(default)) else raw
+
+    values: dict[str, Any] = {}
+    for f in gate_param_fields():
+        values[f.name] = read(GATE_CONFIG_KEY.get(f.name, f.name), f"GateParams.{f.name}", f.default)
+    extra = gate_strategy_settings(values)
+    settings = tuple((key, read(key, "a registered strategy's params", default)) for key, default in sorted(extra.items()))
+    return GateParams(**values, strategy_settings=settings)
+
+
+def gate_param_fields() -> list[Any]:
+    """GateParams' fields that are gate.* config keys (all but strategy_settings, which carries the others)."""
+    import dataclasses
+
+    return [f for f in dataclasses.fields(GateParams) if f.name != "strategy_settings"]
 
 
 @dataclass(frozen=True)
