@@ -91,6 +91,6 @@ def test_changing_evolve_h2_probe_questions_changes_the_evolve_stage_only(tmp_pa
     project = make_project(tmp_path / "project")
     stages = ["library", "prepare", "pools", "batches@0", "rollout@0", "evolve@0"]
     run(["dvc", "repro", "evolve@0"], project)
-    run(["python", "-m", "harness.config.snapshot", *TEST_OVERRIDES, "evolve.h2_probe_questions=3"], project)
+    run(["python", "-m", "harness.config.snapshot", *TEST_OVERRIDES, "evolve.h2_probe_questions=5"], project)  # train=tiny has 3
     status = json.loads(run(["dvc", "status", *stages, "--json"], project).stdout)
     assert status == {"evolve@0": [{"changed deps": {"params.yaml": {"evolve.h2_probe_questions": "modified"}}}]}, status
