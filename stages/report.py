@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.pipeline.entry import run_stage, stage_parser
 
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
-PARAMS = ("benchmark", "llm", "gate", "evolve", "pools", "batching", "train", "tracking", "improve", "certify", "quiet")
+PARAMS = ("benchmark", "llm", "gate", "evolve", "h2_round", "pools", "batching", "train", "tracking", "improve", "certify", "quiet")
 # Path keys DVC already sees in the stage's command line, deps or outs.
 LOCATIONS = ()
 
