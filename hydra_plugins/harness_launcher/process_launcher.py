@@ -41,8 +41,10 @@ class JobProcessDied(RuntimeError):
     """A sweep job's process ended without returning (killed by a signal, or exited in the middle)."""
 
 
-def _run_job_in_process(payload: bytes, results: Any) -> None:
-    """The body of a job process: the job as Hydra's launchers run it; its JobReturn sent back pickled."""
+def run_pickled_job(payload: bytes) -> bytes:
+    """One sweep job as Hydra's launchers run it, from its pickled (index, overrides, context, config, task,
+    singletons); its JobReturn pickled (an unpicklable return value: the job's status, its error named). The body of
+    a job process here and of a job's Ray task (ray_launcher.py)."""
     import cloudpickle  # (installed with mlflow and loky)
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
@@ -60,12 +62,18 @@ def _run_job_in_process(payload: bytes, results: Any) -> None:
     ret = run_job(hydra_context=hydra_context, config=sweep_config, task_function=task_function,
                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     try:
-        results.send_bytes(cloudpickle.dumps(ret))
+        return bytes(cloudpickle.dumps(ret))
     except Exception as error:  # noqa: BLE001  an unpicklable return value: the job's status, its error named
-        ret = JobReturn(overrides=ret.overrides, status=ret.status, working_dir=ret.working_dir, task_name=ret.task_name,
-                        _return_value=None if ret.status == JobStatus.COMPLETED else RuntimeError(str(ret._return_value)))
         log.warning("job %d: its return value cannot be sent back (%s)", index, error)
-        results.send_bytes(cloudpickle.dumps(ret))
+        return bytes(cloudpickle.dumps(JobReturn(
+            overrides=ret.overrides, status=ret.status, working_dir=ret.working_dir, task_name=ret.task_name,
+            _return_value=None if ret.status == JobStatus.COMPLETED else RuntimeError(str(ret._return_value)))))
+
+
+def _run_job_in_process(payload: bytes, results: Any) -> None:
+    """The body of a job process: the job's JobReturn sent back pickled."""
+    results.send_bytes(run_pickled_job(payload))
+
 
 
 class ProcessLauncher(Launcher):

@@ -108,28 +108,9 @@ def _run_job_on_node(payload: bytes, project_dir: str, environ: Dict[str, str]) 
     if project_dir not in sys.path:
         sys.path.insert(0, project_dir)  # the project's code, before any installed copy
     os.environ.update(environ)  # the sweep's parent run and swept keys (a fresh worker: max_calls=1)
-    import cloudpickle
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import JobReturn, JobStatus, run_job, setup_globals
-    from omegaconf import open_dict
+    from hydra_plugins.harness_launcher.process_launcher import run_pickled_job
 
-    index, overrides, hydra_context, config, task_function, singleton_state = cloudpickle.loads(payload)
-    setup_globals()
-    Singleton.set_state(singleton_state)
-    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
-    with open_dict(sweep_config):
-        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
-        sweep_config.hydra.job.num = index
-    HydraConfig.instance().set_config(sweep_config)
-    ret = run_job(hydra_context=hydra_context, config=sweep_config, task_function=task_function,
-                  job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-    try:
-        return bytes(cloudpickle.dumps(ret))
-    except Exception:  # noqa: BLE001  an unpicklable return value: the job's status, its error named
-        return bytes(cloudpickle.dumps(JobReturn(
-            overrides=ret.overrides, status=ret.status, working_dir=ret.working_dir, task_name=ret.task_name,
-            _return_value=None if ret.status == JobStatus.COMPLETED else RuntimeError(str(ret._return_value)))))
+    return run_pickled_job(payload)
 
 
 class RayLauncher(Launcher):
