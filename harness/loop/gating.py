@@ -176,8 +176,7 @@ def _accept_all_outcome(prefix: str) -> ValidationOutcome:
     return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
 
 
-def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools,
-                      baseline_cache: Any) -> tuple[list[dict], list[str]]:
+def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools) -> tuple[list[dict], list[str]]:
     """Gate every candidate (sorted task types); mutates `state` and the workspace.
 
     Returns (step-report rows, skill keys that started a cooldown this step).
@@ -189,12 +188,12 @@ def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidat
     throttle = Throttle(5.0)
     ordered = sorted(candidates, key=lambda c: c.task_type)
     for n, cand in enumerate(ordered, 1):
-        rows.append(_gate_one(gc, state, cand, pools, baseline_cache, just_cooled))
+        rows.append(_gate_one(gc, state, cand, pools, just_cooled))
         throttle.info("[gate@e%d.s%d] %d/%d candidates gated (%s: %s)", gc.epoch, gc.step, n, len(ordered), cand.key, rows[-1]["action"])
     return rows, just_cooled
 
 
-def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, baseline_cache: Any, just_cooled: list[str]) -> dict:
+def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, just_cooled: list[str]) -> dict:
     rec = cand.record
     manifest = wsp.read_manifest(gc.workspace_dir)
     sv_before, pv = manifest.skills_version, manifest.prompts_version
@@ -242,9 +241,9 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
                                 accept_at=block_params.lambda_accept if rule.sequential else None)
         progress.start()
         outcome = asyncio.run(validate_skill_local(GateRequest(
-            task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
+            task_type=cand.task_type, baseline_tree=baseline_view,
             candidate_tree=candidate_view, plan=planned.planner, questions=gc.questions, rollout=gc.rollout, params=block_params,
-            gate_run_prefix=prefix, workspace_dir=gc.workspace_dir, baseline_cache=baseline_cache, prompts_version=pv,
+            gate_run_prefix=prefix, workspace_dir=gc.workspace_dir,
             epoch=gc.epoch, step=gc.step, known_baseline=known, informing_samples=informing, on_block=progress,
         )))
         write_gate_evidence(gc.runlog_path, outcome.evidence)
