@@ -1,8 +1,8 @@
 """The per-skill gate of one step (seed 000 §15 `_gate_batch_skills`).
 
 For every candidate of the step, in sorted task-type order: build the
-question plan from the ladder (without the case-pack questions the editor
-saw) plus the anchor stratum, run `validate_skill_local`, then
+`gate.plan` sampling plan over the gate pools (without the case-pack
+questions the editor saw) plus the anchor stratum, run `validate_skill_local`, then
 
 - accept: snapshot of the affected correctness taken BEFORE merging; the new
   skills version promoted (manifest updated, paths refreshed by re-reading
@@ -21,8 +21,8 @@ saw) plus the anchor stratum, run `validate_skill_local`, then
 Rules other than `sequential` plug in through `gate.rule`: `accept_all`
 installs the candidate without a rollout, `gepa` runs one block on the
 step's minibatch questions of the skill (baseline = the step rollout's
-outcomes) and accepts iff strictly better, `mcnemar` walks the same ladder
-plan as ours and decides once at `mcnemar_n` pairs.
+outcomes) and accepts iff strictly better, `mcnemar` walks the same
+`gate.plan` sampling plan as ours and decides once at `mcnemar_n` pairs.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class PlannedGate:
 
 
 def _sampling_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
-    """The `gate.plan` sampling plan over the candidate's validation pool (case-pack questions never in ladder slots)."""
+    """The `gate.plan` sampling plan over the candidate's validation pool (case-pack questions never in its slots)."""
     types = [tt for tt in cand.task_types if tt in pools.task_types]
     if not any(pools.pool(tt) for tt in types):
         return PlannedGate(None)
@@ -233,7 +233,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
         known = planned.known_baseline
         wsp.record_run(gc.workspace_dir, f"{prefix}_base")
         wsp.record_run(gc.workspace_dir, f"{prefix}_cand")
-        informing: dict[str, frozenset[int]] = {}  # the leak guard on every plan, not only the ladders
+        informing: dict[str, frozenset[int]] = {}  # the leak guard on every plan, not only the static ladder
         for tt in cand.task_types:
             if tt in pools.task_types:
                 informing.update(pools.informing_samples(tt))
