@@ -241,7 +241,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
                                 accept_at=block_params.lambda_accept if rule.sequential else None)
         progress.start()
         outcome = asyncio.run(validate_skill_local(GateRequest(
-            task_type=cand.task_type, baseline_tree=baseline_view,
+            task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
             candidate_tree=candidate_view, plan=planned.planner, questions=gc.questions, rollout=gc.rollout, params=block_params,
             gate_run_prefix=prefix, workspace_dir=gc.workspace_dir,
             epoch=gc.epoch, step=gc.step, known_baseline=known, informing_samples=informing, on_block=progress,

@@ -201,6 +201,7 @@ class GateRequest:
     """
 
     task_type: str
+    skill_file: str  # path inside the composed tree, e.g. "skills/t/SKILL.md" (benchmarks/e2e.py oracle_gate reads it)
     baseline_tree: HarnessTree
     candidate_tree: HarnessTree
     plan: BlockPlanner

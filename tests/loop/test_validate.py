@@ -53,7 +53,7 @@ def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1
     cand = base.with_files({SKILL: cand_text})
     params = PARAMS
     return run(validate_skill_local(GateRequest(
-        task_type="t", baseline_tree=base, candidate_tree=cand, plan=FixedBlocks(plan), questions=QS,
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=cand, plan=FixedBlocks(plan), questions=QS,
         rollout=make_rollout(p_base, p_cand, calls, infra_every), params=params, gate_run_prefix=prefix,
         workspace_dir=tmp_path, epoch=1, step=1, **kw)))
 
@@ -100,7 +100,7 @@ def test_tmp_dir_removed_when_rollout_fails(tmp_path):
     base = HarnessTree({SKILL: "base"})
     with pytest.raises(RuntimeError, match="provider down"):
         run(validate_skill_local(GateRequest(
-            task_type="t", baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
+            task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "x"}),
             plan=FixedBlocks(_plan()), questions=QS, rollout=boom, params=GateParams(block_size=10),
             gate_run_prefix="a_gate_t", workspace_dir=tmp_path)))
     assert not (tmp_path / ".cand_tmp").exists()
@@ -158,7 +158,7 @@ def test_a_soft_gate_rounds_each_value_with_its_pairs_uniform_and_the_betting_ru
                         undecided="reject", plan="static" if rule == "sequential" else "importance")
     plan = [[BlockItem(f"q{i}", GATE_SAMPLE_BASE + k * 10 + i) for i in range(10)] for k in range(6)]
     out = run(validate_skill_local(GateRequest(
-        task_type="t", baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
         plan=FixedBlocks(plan), questions=QS, rollout=rollout, params=params, gate_run_prefix="r_e1_s1_gate_t",
         workspace_dir=tmp_path)))
     base_values = run(rollout(base, [(QS[p.qid], p.sample_index) for p in out.pairs], "replay"))
@@ -189,7 +189,7 @@ def test_a_hard_gate_keeps_each_rollouts_soft_score_on_its_pairs_for_futility(tm
     plan = [[BlockItem(f"q{i}", GATE_SAMPLE_BASE + k * 10 + i) for i in range(10)] for k in range(4)]
     params = GateParams(block_size=10, max_pairs=40, undecided="reject")
     out = run(validate_skill_local(GateRequest(
-        task_type="t", baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
+        task_type="t", skill_file=SKILL, baseline_tree=base, candidate_tree=base.with_files({SKILL: "better skill"}),
         plan=FixedBlocks(plan), questions=QS, rollout=rollout, params=params, gate_run_prefix="r_e1_s1_gate_t",
         workspace_dir=tmp_path)))
     replay_b = run(rollout(base, [(QS[p.qid], p.sample_index) for p in out.pairs], "replay"))
