@@ -9,8 +9,10 @@ touching the rest of the file:
     <!-- momentum:end -->
 
 `run_momentum` asks the editor (FORMAT: momentum) for new guidance from the
-outcome comparison of two versions; a reply that does not parse keeps the
-previous guidance (conservative fallback, recorded in `parse_error`).
+outcome comparison of two versions through the shared `ask_parse_retry`
+(harness/evolution/ask.py): a reply that does not parse is retried once with
+the parser's message; when the retry does not parse either, the previous
+guidance stays (conservative fallback, both errors in `parse_error`).
 Provider errors propagate.
 """
 
@@ -19,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.contracts.evolution import ReplyFormatError, parse_guidance
+from harness.contracts.evolution import FORMAT_MOMENTUM, parse_guidance
 from harness.kernel.pair_classes import categorize_pair
 from harness.kernel.types import CATEGORY_ORDER, IMPROVED, PERSISTENT_FAIL, REGRESSED, STABLE_SUCCESS
-from harness.llm.protocol import LLMProvider, LLMRequest, Role
+from harness.llm.protocol import ChatMessage, LLMProvider, LLMRequest, Role
 
-from .prompts import MetaPrompts, format_trace, momentum_messages
+from .ask import AskReply, ask_parse_retry
+from .prompts import MetaPrompts, format_retry_message, format_trace, momentum_messages
 
 MOMENTUM_HEADING = "## Momentum"
 MOMENTUM_START = "<!-- momentum:start -->"
@@ -92,17 +95,23 @@ async def run_momentum(
     llm: LLMProvider, *, task_type: str, skill_file: str, skill_text: str, pairs: Sequence[ComparisonPair], sample_index: int,
     prompts: MetaPrompts | None = None,
 ) -> MomentumOutcome:
-    """New momentum guidance for one skill file; unparseable reply keeps the previous guidance."""
+    """New momentum guidance for one skill file; a reply that does not parse is retried once, and a second one keeps
+    the previous guidance."""
     previous = momentum_inner(skill_text)
     comparison = format_comparison_pairs(pairs)  # outside the try: a KeyError is a bug, not a format error
     messages = momentum_messages(task_type=task_type, skill_file=skill_file, skill_text=skill_text, previous_guidance=previous, comparison=comparison,
                                  prompts=prompts)
-    response = await llm.complete(LLMRequest.make(Role.EDITOR, messages, sample_index=sample_index))
-    try:
-        guidance = parse_guidance(response.text)
-    except ReplyFormatError as exc:
-        return MomentumOutcome(guidance=previous, new_text=skill_text, parse_error=str(exc), usd=response.cost_usd)
-    return MomentumOutcome(guidance=guidance, new_text=replace_momentum(skill_text, guidance), usd=response.cost_usd)
+
+    async def ask(attempt: int, previous_reply: str, feedback: str | None) -> AskReply:
+        sent = messages if feedback is None else [*messages, ChatMessage("assistant", previous_reply),
+                                                  format_retry_message(feedback, FORMAT_MOMENTUM)]
+        response = await llm.complete(LLMRequest.make(Role.EDITOR, sent, sample_index=sample_index))
+        return AskReply(response.cost_usd, response.text)
+
+    outcome = await ask_parse_retry(ask, parse_guidance)
+    if outcome.value is None:
+        return MomentumOutcome(guidance=previous, new_text=skill_text, parse_error=outcome.error(), usd=outcome.usd)
+    return MomentumOutcome(guidance=outcome.value, new_text=replace_momentum(skill_text, outcome.value), usd=outcome.usd)
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Persisted: exactly the seed's field set of `TrainState` plus a `Progress`
 block. Not persisted here (each has its own file or source): the gate
-ladder and baseline cache (their own files, reloaded by pool fingerprint),
+ladder (its own file, reloaded by pool fingerprint),
 best_* (the workspace manifest's best pointer).
 
 Deserialisation reads every key with `d[key]` — a missing key means a

@@ -128,7 +128,7 @@ class CandidateDoc:
     task_type: str
     task_types: list[str]  # the batch's task types that resolve to this skill file
     skill_file: str
-    case_qids: list[str]  # questions the proposer saw: kept off the gate's ladder
+    case_qids: list[str]  # questions the proposer saw: kept out of the gate's sampling plan
     record: EvolutionRecord
     h2: Optional[dict[str, Any]] = None  # Harness² round details (evolve.method=h2)
     source: Optional[str] = None  # who wrote it (evolve.method=candidates: the file's `source`); None: the method

@@ -191,7 +191,7 @@ async def evolve_skill_h2(ctx: StageContext, *, epoch: int, step: int, group: Se
         return SkillRound(None, SkippedDoc(**info, action="skipped_too_long", reason=f"delivered skill is {len(new_text)} chars > evolve.max_skill_chars {max_chars}",
                                            h2=h2_info), ledger["total_usd"], probe_rollouts, ledger["sessions"])
     rec = record_from_delivered(group[0], skill_file, skill_text, new_text, notes=_notes(s), usd=ledger["total_usd"])
-    # the editors saw the probe questions: like a case pack, they stay out of the gate's ladder slots
+    # the editors saw the probe questions: like a case pack, they stay out of the gate's sampling plan
     cand = CandidateDoc(**info, case_qids=probe, record=rec, h2=h2_info)
     return SkillRound(cand, None, ledger["total_usd"], probe_rollouts, ledger["sessions"])
 

@@ -1,8 +1,8 @@
 """The per-skill gate of one step (seed 000 §15 `_gate_batch_skills`).
 
 For every candidate of the step, in sorted task-type order: build the
-question plan from the ladder (without the case-pack questions the editor
-saw) plus the anchor stratum, run `validate_skill_local`, then
+`gate.plan` sampling plan over the gate pools (without the case-pack
+questions the editor saw) plus the anchor stratum, run `validate_skill_local`, then
 
 - accept: snapshot of the affected correctness taken BEFORE merging; the new
   skills version promoted (manifest updated, paths refreshed by re-reading
@@ -21,8 +21,8 @@ saw) plus the anchor stratum, run `validate_skill_local`, then
 Rules other than `sequential` plug in through `gate.rule`: `accept_all`
 installs the candidate without a rollout, `gepa` runs one block on the
 step's minibatch questions of the skill (baseline = the step rollout's
-outcomes) and accepts iff strictly better, `mcnemar` walks the same ladder
-plan as ours and decides once at `mcnemar_n` pairs.
+outcomes) and accepts iff strictly better, `mcnemar` walks the same
+`gate.plan` sampling plan as ours and decides once at `mcnemar_n` pairs.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class PlannedGate:
 
 
 def _sampling_source(gc: GateContext, cand: Candidate, pools: GatePools, warm: bool, prefix: str) -> PlannedGate:
-    """The `gate.plan` sampling plan over the candidate's validation pool (case-pack questions never in ladder slots)."""
+    """The `gate.plan` sampling plan over the candidate's validation pool (case-pack questions never in its slots)."""
     types = [tt for tt in cand.task_types if tt in pools.task_types]
     if not any(pools.pool(tt) for tt in types):
         return PlannedGate(None)
@@ -176,8 +176,7 @@ def _accept_all_outcome(prefix: str) -> ValidationOutcome:
     return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
 
 
-def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools,
-                      baseline_cache: Any) -> tuple[list[dict], list[str]]:
+def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools) -> tuple[list[dict], list[str]]:
     """Gate every candidate (sorted task types); mutates `state` and the workspace.
 
     Returns (step-report rows, skill keys that started a cooldown this step).
@@ -189,12 +188,12 @@ def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidat
     throttle = Throttle(5.0)
     ordered = sorted(candidates, key=lambda c: c.task_type)
     for n, cand in enumerate(ordered, 1):
-        rows.append(_gate_one(gc, state, cand, pools, baseline_cache, just_cooled))
+        rows.append(_gate_one(gc, state, cand, pools, just_cooled))
         throttle.info("[gate@e%d.s%d] %d/%d candidates gated (%s: %s)", gc.epoch, gc.step, n, len(ordered), cand.key, rows[-1]["action"])
     return rows, just_cooled
 
 
-def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, baseline_cache: Any, just_cooled: list[str]) -> dict:
+def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, just_cooled: list[str]) -> dict:
     rec = cand.record
     manifest = wsp.read_manifest(gc.workspace_dir)
     sv_before, pv = manifest.skills_version, manifest.prompts_version
@@ -234,7 +233,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
         known = planned.known_baseline
         wsp.record_run(gc.workspace_dir, f"{prefix}_base")
         wsp.record_run(gc.workspace_dir, f"{prefix}_cand")
-        informing: dict[str, frozenset[int]] = {}  # the leak guard on every plan, not only the ladders
+        informing: dict[str, frozenset[int]] = {}  # the leak guard on every plan, not only the static ladder
         for tt in cand.task_types:
             if tt in pools.task_types:
                 informing.update(pools.informing_samples(tt))
@@ -244,7 +243,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ba
         outcome = asyncio.run(validate_skill_local(GateRequest(
             task_type=cand.task_type, skill_file=f"skills/{cand.skill_file}", baseline_tree=baseline_view,
             candidate_tree=candidate_view, plan=planned.planner, questions=gc.questions, rollout=gc.rollout, params=block_params,
-            gate_run_prefix=prefix, workspace_dir=gc.workspace_dir, baseline_cache=baseline_cache, prompts_version=pv,
+            gate_run_prefix=prefix, workspace_dir=gc.workspace_dir,
             epoch=gc.epoch, step=gc.step, known_baseline=known, informing_samples=informing, on_block=progress,
         )))
         write_gate_evidence(gc.runlog_path, outcome.evidence)

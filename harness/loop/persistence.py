@@ -1,13 +1,8 @@
-"""File I/O of the kernel's data: the baseline cache file, the ladder file and the pools file.
+"""File I/O of the kernel's data: the ladder file and the pools file.
 
 The kernel (harness/kernel) holds these as pure dataclasses and in-memory
 structures; this module is the only place that reads or writes them:
 
-- `DurableBaselineCache`: a kernel `BaselineCache` backed by an append-only
-  JSONL file. Every `put_many` is appended, flushed and fsynced BEFORE the
-  in-memory map changes (no window where memory knows what the disk does
-  not). Opening reloads the file; a torn last line (a crash during a write)
-  is cut off, a corrupt line elsewhere is an error naming file and line.
 - `save_gate_pools` / `load_gate_pools` / `load_state_gate_pools`: the
   ladder file, fingerprint-checked against the current validation pool.
 - `build_or_load_pools` / `read_pools`: the frozen three-pool split.
@@ -16,14 +11,12 @@ structures; this module is the only place that reads or writes them:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
 from harness.atomic import atomic_write_json
 from harness.inputs import read_json
-from harness.kernel.baseline_cache import BaselineCache, BaselineRow, decode_retired, decode_row, encode_retired, encode_row
 from harness.kernel.ladder import GatePools, pool_fingerprint
 from harness.kernel.pools import PoolParams, Pools, QuestionLike, check_frozen_pools, split_pools
 from harness.loop.state import GATE_POOLS, StateError
@@ -31,68 +24,6 @@ from harness.loop.state import GATE_POOLS, StateError
 log = logging.getLogger(__name__)
 
 POOL_NAMES = ("test", "validation", "diagnosis")
-
-
-class DurableBaselineCache(BaselineCache):
-    """The kernel BaselineCache, loaded from and appended to `path` (disk first, then memory)."""
-
-    def __init__(self, path: str | Path):
-        super().__init__()
-        self.path = Path(path)
-        self._load()
-
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
-        lines = self.path.read_text(encoding="utf-8").split("\n")
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                retired = decode_retired(line)
-                if retired is not None:
-                    super().retire(*retired)
-                    continue
-                key, correct = decode_row(line)
-            except (ValueError, KeyError, TypeError) as error:
-                if number == len(lines):  # torn final write (no trailing newline): the put never returned
-                    os.truncate(self.path, self.path.stat().st_size - len(line.encode("utf-8")))
-                    log.warning("%s:%d: cut off a torn last line (%d bytes, a write interrupted by a crash)",
-                                self.path, number, len(line.encode("utf-8")))
-                    break
-                raise ValueError(f"{self.path}:{number}: corrupt baseline cache line ({error})") from None
-            self.add({key: correct})
-
-    def put_many(self, rows: Iterable[BaselineRow]) -> None:
-        """Check every row (kernel `novel_rows`), append the new ones and fsync once, then remember them."""
-        try:
-            new = self.novel_rows(rows)
-        except ValueError as error:
-            raise ValueError(f"{self.path}: {error}") from None
-        if not new:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write("".join(encode_row(key, correct) + "\n" for key, correct in new.items()))
-            handle.flush()
-            os.fsync(handle.fileno())
-        self.add(new)
-
-    def retire(self, task_type: str, skill_hash: str, prompts_version: str) -> None:
-        """Append the retire row and fsync, then retire in memory (a no-op when already retired)."""
-        if self.retired(task_type, skill_hash, prompts_version):
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(encode_retired((task_type, skill_hash, prompts_version)) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        super().retire(task_type, skill_hash, prompts_version)
-
-
-def create_baseline_cache_file(path: str | Path) -> None:
-    """An empty baseline cache file (a fresh state carries one; later gate stages append to their copy)."""
-    Path(path).write_text("", encoding="utf-8")
 
 
 # ---------------------------------------------------------------- ladder file

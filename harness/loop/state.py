@@ -6,7 +6,6 @@ slow) writes, and what the next stage reads:
     <dir>/workspace/        the workspace (harness/workspace.py layout: versions, manifest, best pointer)
     <dir>/checkpoint.json   TrainState (harness/loop/checkpoint.py)
     <dir>/gate_pools.json   the information ladder (kernel GatePools)
-    <dir>/baseline_cache.jsonl kernel BaselineCache (append-only)
     <dir>/lineage.json      run-log fragments of every earlier stage of this chain + stop flag
     <dir>/runlog.sqlite     this stage's own rows only
     <dir>/report.json       step or epoch report
@@ -41,9 +40,8 @@ RUNLOG = "runlog.sqlite"
 CHECKPOINT = "checkpoint.json"
 WORKSPACE = "workspace"
 GATE_POOLS = "gate_pools.json"
-BASELINE_CACHE = "baseline_cache.jsonl"
 REPORT = "report.json"
-CARRIED = (WORKSPACE, CHECKPOINT, GATE_POOLS, BASELINE_CACHE)
+CARRIED = (WORKSPACE, CHECKPOINT, GATE_POOLS)
 
 
 class StateError(RuntimeError):
@@ -146,11 +144,10 @@ def resolve_fragments(root: Path, lineage: Lineage) -> list[Path]:
 
 def copy_state_dir(prev: Path, out: Path) -> None:
     """Carried files of `prev` into the fresh `out` (the workspace through wsp.copy_workspace)."""
-    for name in (CHECKPOINT, GATE_POOLS, BASELINE_CACHE):
+    for name in (CHECKPOINT, GATE_POOLS):
         src = prev / name
         if src.is_file():
-            if name != BASELINE_CACHE:  # a corrupt predecessor file is named at its own path, not the copy's
-                read_json(src, f"carried {name}")
+            read_json(src, f"carried {name}")  # a corrupt predecessor file is named at its own path, not the copy's
             (out / name).write_bytes(src.read_bytes())
     if (prev / WORKSPACE).is_dir():
         copy_workspace(prev / WORKSPACE, out / WORKSPACE)

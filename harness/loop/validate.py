@@ -7,8 +7,8 @@ candidate skill file it:
    workspace (`.cand_tmp/`), removed in `finally`; the solver reads the tree
    loaded back from that directory;
 2. cuts the question plan into blocks of `block_size`;
-3. per block, strictly in order (the block barrier): baseline outcomes from
-   the BaselineCache, running only the misses → the candidate on the whole
+3. per block, strictly in order (the block barrier): the baseline on the
+   block (GEPA's known baseline aside) → the candidate on the whole
    block → pairing → the INFRA guard over all blocks so far and the gate
    rule's decision on every pair so far (kernel `gate_decision`);
 4. the decision of the last block is terminal (no decision outside the loop).
@@ -19,35 +19,31 @@ index from a per-gate counter starting far above the step/slow indices, so a
 pair never reuses the sample that placed its question on the ladder, and a
 re-asked question gets a fresh sample. Every baseline outcome of a gate is a
 fresh sample (GEPA's known baseline aside): an earlier gate's outcomes were
-looked at by its stopping rule. The misses are stored in the BaselineCache,
-which no gate reads since issue 29 removed `gate.baseline_reuse`: its
-`unaccepted` mode let false accepts rise to ~1.8x alpha after a gate that
-ended undecided, and ~8x alpha with a newly created skill file (the cache key
-ignores which default skill the task type read); `gates` was already invalid
-after a rollback (fdr.md section 2).
+looked at by its stopping rule (issue 29 removed `gate.baseline_reuse` and
+its cache: its `unaccepted` mode let false accepts rise to ~1.8x alpha after
+a gate that ended undecided, and ~8x alpha with a newly created skill file;
+`gates` was already invalid after a rollback, fdr.md section 2).
 
 Soft gates (`gate.metric` soft / mixed): the rollout reports the metric's value v in [0, 1]. Wherever the gate needs
 an outcome in {0, 1} (the pairs' outcomes, the planners, the evidence rows, the candidate's correctness) v is
 rounded with the seeded uniform of (qid, sample index), the same for both arms of a pair; a weighted rule (the
 betting e-process) also gets v itself on the pair and bets on v_C - v_B, which has the same mean with less
-variance (reports/benchmarks/soft_gate.md). The baseline cache stores v.
+variance (reports/benchmarks/soft_gate.md).
 
 Only the rows of the terminal block carry a stop reason in the evidence.
 """
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import uuid
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 from harness.bench.soft import round_gate_value
 from harness.identity import GATE_MARK
-from harness.kernel.baseline_cache import BaselineRow, BaselineValue
 from harness.kernel.engine import run_gate
 from harness.kernel.gate import InfraRule, gate_decision, infra_ratio_exceeded, pair_block
 from harness.kernel.plans import BlockPlanner
@@ -102,16 +98,6 @@ def soft_scores(values: Sequence[Optional[GateValue]]) -> list[Optional[float]]:
     return [v.soft if isinstance(v, GateSample) else None for v in values]
 
 
-class BaselineStore(Protocol):
-    """harness.kernel.baseline_cache.BaselineCache: (task_type, skill_hash, prompts_version, qid, sample_index) -> outcome."""
-
-    def samples(self, task_type: str, skill_hash: str, prompts_version: str, qid: str) -> dict[int, BaselineValue]: ...
-
-    def put_many(self, rows: Iterable[BaselineRow]) -> None: ...
-
-    def retire(self, task_type: str, skill_hash: str, prompts_version: str) -> None: ...
-
-
 class InfraFailureError(RuntimeError):
     """Too many infrastructure failures: the outcome would not be evidence about the harness."""
 
@@ -125,12 +111,8 @@ class ValidationOutcome:
     candidate_correctness: dict[str, bool] = field(default_factory=dict)  # observed questions only
     evidence: list[dict] = field(default_factory=list)
     rollouts: int = 0  # rollouts actually run (baseline misses + candidate)
-    baseline_cache_hits: int = 0
+    known_baseline_hits: int = 0  # baseline slots served by GEPA's known baseline (no rollout)
     blocks: int = 0
-
-
-def skill_hash(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 def scored_share_too_low(n_infra: int, n_total: int, params: InfraRule) -> bool:
@@ -219,7 +201,7 @@ class GateRequest:
     """
 
     task_type: str
-    skill_file: str  # path inside the composed tree, e.g. "skills/t/SKILL.md"
+    skill_file: str  # path inside the composed tree, e.g. "skills/t/SKILL.md" (benchmarks/e2e.py oracle_gate reads it)
     baseline_tree: HarnessTree
     candidate_tree: HarnessTree
     plan: BlockPlanner
@@ -228,8 +210,6 @@ class GateRequest:
     params: GateParams
     gate_run_prefix: str  # must contain GATE_MARK: the ladder never absorbs these rollouts
     workspace_dir: Path
-    baseline_cache: Optional[BaselineStore]
-    prompts_version: str
     epoch: int = 0
     step: int = 0
     known_baseline: Optional[Mapping[str, bool]] = None
@@ -251,14 +231,13 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
     a decision about the harness.
     """
     r = request
-    task_type, skill_file, baseline_tree, candidate_tree = r.task_type, r.skill_file, r.baseline_tree, r.candidate_tree
+    task_type, baseline_tree, candidate_tree = r.task_type, r.baseline_tree, r.candidate_tree
     plan, questions, rollout, params = r.plan, r.questions, r.rollout, r.params
-    gate_run_prefix, workspace_dir, baseline_cache, prompts_version = r.gate_run_prefix, r.workspace_dir, r.baseline_cache, r.prompts_version
+    gate_run_prefix, workspace_dir = r.gate_run_prefix, r.workspace_dir
     epoch, step, known_baseline, informing_samples = r.epoch, r.step, r.known_baseline, r.informing_samples
     planner = plan
     bets_on_values = rule_for(params).weighted  # the betting e-process uses a soft value itself, the others its rounding
 
-    base_hash = skill_hash(baseline_tree.get(skill_file, ""))
     cand_run, base_run = f"{gate_run_prefix}_cand", f"{gate_run_prefix}_base"
     out = ValidationOutcome(action="reject", verdict=GateVerdict("reject", 0.0, 0.0, 0, 0, 0, 0, "not started"),
                             gate_run_id=gate_run_prefix)
@@ -293,14 +272,11 @@ async def validate_skill_local(request: GateRequest) -> ValidationOutcome:
                     misses.append(i)
                 else:
                     baseline[i] = hit
-                    out.baseline_cache_hits += 1
+                    out.known_baseline_hits += 1
             if misses:
                 got = await rollout(baseline_tree, [(questions[block[i].qid], indices[i]) for i in misses], base_run)
                 for i, value in zip(misses, got):
                     baseline[i] = value
-                if baseline_cache is not None:  # one append + fsync per block; the value itself (rounding is replayable)
-                    baseline_cache.put_many((task_type, base_hash, prompts_version, block[i].qid, indices[i], stored)
-                                            for i, value in zip(misses, got) if (stored := _value(value)) is not None)
                 out.rollouts += len(misses)
             # -- 2. candidate on the whole block
             cand = await rollout(cand_view, [(questions[item.qid], indices[i]) for i, item in enumerate(block)], cand_run)

@@ -31,13 +31,37 @@ def test_categories_and_regressed_first():
     assert "unsure about timestamps" in text
 
 
-def test_run_momentum_success_and_parse_failure_keeps_previous():
-    pairs = [ComparisonPair("q2", "t", "Q2?", True, False)]
-    with_prev = replace_momentum(SKILL, "- old guidance")
-    ok = asyncio.run(run_momentum(ScriptedLLM(["<guidance>\n- new one\n</guidance>"]), task_type="t", skill_file="f", skill_text=with_prev, pairs=pairs, sample_index=1))
+PAIRS = [ComparisonPair("q2", "t", "Q2?", True, False)]
+WITH_PREV = replace_momentum(SKILL, "- old guidance")
+GOOD = "<guidance>\n- new one\n</guidance>"
+
+
+def _momentum(llm: ScriptedLLM):
+    return asyncio.run(run_momentum(llm, task_type="t", skill_file="f", skill_text=WITH_PREV, pairs=PAIRS, sample_index=1))
+
+
+def test_run_momentum_parses_a_good_reply_with_one_call():
+    llm = ScriptedLLM([GOOD])
+    ok = _momentum(llm)
     assert ok.guidance == "- new one" and momentum_inner(ok.new_text) == "- new one" and ok.parse_error == ""
-    llm = ScriptedLLM(["no tags here"])
-    bad = asyncio.run(run_momentum(llm, task_type="t", skill_file="f", skill_text=with_prev, pairs=pairs, sample_index=1))
-    assert bad.guidance == "- old guidance" and bad.new_text == with_prev and "guidance" in bad.parse_error
+    assert len(llm.requests) == 1 and ok.usd == 0.01
     assert "FORMAT: momentum" in llm.requests[0].messages[0].content
     assert "- old guidance" in llm.requests[0].messages[1].content
+
+
+def test_run_momentum_retries_a_bad_reply_once_with_the_parsers_message():
+    llm = ScriptedLLM(["no tags here", GOOD])
+    out = _momentum(llm)
+    assert out.guidance == "- new one" and momentum_inner(out.new_text) == "- new one" and out.parse_error == ""
+    assert len(llm.requests) == 2 and round(out.usd, 6) == 0.02
+    retry = llm.requests[1].messages
+    assert retry[-2].role == "assistant" and retry[-2].content == "no tags here"
+    assert "expected one <guidance>" in retry[-1].content and "FORMAT: momentum" in retry[-1].content
+
+
+def test_run_momentum_keeps_the_previous_guidance_when_the_retry_fails_too():
+    llm = ScriptedLLM(["no tags here", "<guidance>\n</guidance>"])
+    bad = _momentum(llm)
+    assert bad.guidance == "- old guidance" and bad.new_text == WITH_PREV
+    assert bad.parse_error.startswith("first: expected one <guidance>") and "retry: the <guidance> block has no bullet" in bad.parse_error
+    assert len(llm.requests) == 2 and not llm.replies

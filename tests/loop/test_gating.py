@@ -68,7 +68,7 @@ def test_accept_reject_bookkeeping(ws):
     state.rejected_buffer = {"alpha": [RejectedEdit("alpha", "alpha/SKILL.md", "old idea", 0, 0)]}
     cands = [Candidate("alpha", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- GOOD\n")),
              Candidate("beta", ["beta"], "beta/SKILL.md", _record("beta/SKILL.md", "beta skill\n", "beta skill\n- BAD\n"))]
-    rows, cooled = gate_batch_skills(gc, state, cands, pools, None)
+    rows, cooled = gate_batch_skills(gc, state, cands, pools)
     by = {r["task_type"]: r for r in rows}
     assert by["alpha"]["action"] == "accept" and by["beta"]["action"] == "reject"
     m = wsp.read_manifest(ws)
@@ -94,13 +94,13 @@ def test_default_strategy_never_on_probation(ws):
     gc, pools = _ctx(ws, calls, max_pairs=20, lambda_dir=-50.0, undecided="probation")  # one block, no direction reject: undecided
     state = TrainState()
     cand = Candidate("gamma", ["gamma"], "default-strategy/SKILL.md", _record("default-strategy/SKILL.md", "default\n", "default\n- neutral\n"))
-    rows, _ = gate_batch_skills(gc, state, [cand], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [cand], pools)
     assert rows[0]["action"] == "reject" and "default strategy" in rows[0]["reason"]
     assert not state.probations
     good = Candidate("gamma", ["gamma"], "default-strategy/SKILL.md", _record("default-strategy/SKILL.md", "default\n", "default\n- GOOD\n"))
     gc2, _ = _ctx(ws, calls, max_pairs=200)
     gc2.step = 2
-    rows, _ = gate_batch_skills(gc2, state, [good], pools, None)
+    rows, _ = gate_batch_skills(gc2, state, [good], pools)
     assert rows[0]["action"] == "accept" and not state.probations  # accepted, no probation for the default strategy
 
 
@@ -110,7 +110,7 @@ def test_undecided_goes_to_probation_and_stale_candidates_skip(ws):
     state = TrainState()
     first = Candidate("alpha", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- neutral\n"))
     stale = Candidate("alpha2", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- other\n"))
-    rows, _ = gate_batch_skills(gc, state, [first, stale], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [first, stale], pools)
     assert rows[0]["action"] == "probation" and state.probations["alpha"].kind == "probation"
     assert rows[1]["action"] == "skipped_stale"
 
@@ -120,7 +120,7 @@ def test_accept_all_rule_spends_no_rollout(ws):
     gc, pools = _ctx(ws, calls, rule="accept_all")
     state = TrainState()
     cand = Candidate("beta", ["beta"], "beta/SKILL.md", _record("beta/SKILL.md", "beta skill\n", "beta skill\n- BAD\n"))
-    rows, _ = gate_batch_skills(gc, state, [cand], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [cand], pools)
     assert rows[0]["action"] == "accept" and rows[0]["rollouts"] == 0 and not calls
 
 
@@ -130,6 +130,6 @@ def test_gepa_rule_uses_the_minibatch(ws):
     gc.batch_outcomes = {"alpha-0": False, "alpha-1": False, "alpha-2": True, "beta-0": True}
     state = TrainState()
     cand = Candidate("alpha", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- GOOD\n"))
-    rows, _ = gate_batch_skills(gc, state, [cand], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [cand], pools)
     assert rows[0]["n_pairs"] == 3 and rows[0]["rollouts"] == 3  # candidate only: the baseline is the step rollout
     assert calls == ["r_e1_s1_gate_alpha_cand"]

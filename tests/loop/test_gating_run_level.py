@@ -7,11 +7,9 @@ import math
 import pytest
 
 from harness import workspace as wsp
-from harness.kernel.baseline_cache import BaselineCache
 from harness.kernel.fdr import FdrState, elond_level, level_lambda
 from harness.loop.checkpoint import TrainState
 from harness.loop.gating import Candidate, gate_batch_skills
-from harness.loop.validate import skill_hash
 from tests.loop import test_gating
 from tests.loop.test_gating import _ctx, _record
 
@@ -26,7 +24,7 @@ def test_elond_sets_each_gates_level_and_the_state_carries_the_sequence(ws):
     calls: list = []
     gc, pools = _ctx(ws, calls, fdr="elond", fdr_level=0.1, fdr_horizon=10, max_pairs=400)
     state = TrainState(gate_fdr=FdrState(tests=3, discoveries=1, spent=0.02))
-    rows, _ = gate_batch_skills(gc, state, [_cand("alpha", "GOOD"), _cand("beta", "BAD")], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [_cand("alpha", "GOOD"), _cand("beta", "BAD")], pools)
     by = {r["task_type"]: r for r in rows}
     first = elond_level(FdrState(3, 1, 0.02), 0.1, 10)  # gamma_4 * alpha * (1 + 1)
     assert by["alpha"]["fdr_test"] == 4 and math.isclose(by["alpha"]["fdr_level"], first)
@@ -42,7 +40,7 @@ def test_elond_sets_each_gates_level_and_the_state_carries_the_sequence(ws):
 def test_without_fdr_the_level_is_gate_lambda(ws):
     gc, pools = _ctx(ws, [], max_pairs=400, fdr="none")
     state = TrainState()
-    rows, _ = gate_batch_skills(gc, state, [_cand("alpha", "GOOD")], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [_cand("alpha", "GOOD")], pools)
     assert math.isclose(rows[0]["fdr_level"], math.exp(-3.0)) and rows[0]["fdr_test"] is None
     assert state.gate_fdr == FdrState()
 
@@ -52,7 +50,7 @@ def test_screen_rejects_a_useless_edit_on_the_steps_questions_without_a_gate(ws)
     gc, pools = _ctx(ws, calls, screen=True, fdr="elond")
     gc.batch_outcomes = {f"beta-{i}": True for i in range(6)} | {"alpha-0": False}
     state = TrainState()
-    rows, _ = gate_batch_skills(gc, state, [_cand("beta", "BAD")], pools, None)
+    rows, _ = gate_batch_skills(gc, state, [_cand("beta", "BAD")], pools)
     row = rows[0]
     assert row["action"] == "reject" and row["screen"] == "failed" and row["rollouts"] == 6
     assert calls == ["r_e1_s1_gate_beta_screen"]  # no baseline, no gate
@@ -65,25 +63,15 @@ def test_screen_passes_a_real_edit_to_the_gate(ws):
     calls: list = []
     gc, pools = _ctx(ws, calls, screen=True, max_pairs=400)
     gc.batch_outcomes = {f"alpha-{i}": False for i in range(6)}
-    rows, _ = gate_batch_skills(gc, TrainState(), [_cand("alpha", "GOOD")], pools, None)
+    rows, _ = gate_batch_skills(gc, TrainState(), [_cand("alpha", "GOOD")], pools)
     assert rows[0]["screen"] == "passed" and rows[0]["action"] == "accept"
     assert calls[0] == "r_e1_s1_gate_alpha_screen" and "r_e1_s1_gate_alpha_cand" in calls
-
-
-def test_a_gate_never_serves_an_earlier_gates_baseline_outcome(ws):
-    cache = BaselineCache()
-    h = skill_hash("alpha skill\n")
-    cache.put_many(("alpha", h, "v0", f"alpha-{i}", 10 + k, True) for i in range(20) for k in range(30))
-    calls: list = []
-    gc, pools = _ctx(ws, calls, max_pairs=100)
-    gate_batch_skills(gc, TrainState(), [_cand("alpha", "BAD")], pools, cache)
-    assert "r_e1_s1_gate_alpha_base" in calls  # the baseline ran although the cache held samples of it
 
 
 @pytest.mark.parametrize("rule, n", [("skillopt", 15), ("cap_evolve", 30)])
 def test_skillopt_and_cap_evolve_decide_once_on_a_fixed_n(ws, rule, n):
     gc, pools = _ctx(ws, [], rule=rule, selection_n=15, cap_evolve_n=30)
-    rows, _ = gate_batch_skills(gc, TrainState(), [_cand("alpha", "GOOD"), _cand("beta", "BAD")], pools, None)
+    rows, _ = gate_batch_skills(gc, TrainState(), [_cand("alpha", "GOOD"), _cand("beta", "BAD")], pools)
     by = {r["task_type"]: r for r in rows}
     assert by["alpha"]["action"] == "accept" and by["beta"]["action"] == "reject"
     assert by["alpha"]["n_pairs"] == n and by["beta"]["n_pairs"] == n

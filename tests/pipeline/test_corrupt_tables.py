@@ -86,19 +86,15 @@ def test_a_truncated_checkpoint_is_named_at_its_source_not_the_copy(stopped: Pat
     assert "re-run the stage that wrote it" in str(info.value)
 
 
-def test_a_garbled_baseline_cache_line_is_named_at_its_source(stopped: Path, tmp_path: Path) -> None:
-    from harness.loop.stages.gate import open_baseline_cache
-    from harness.loop.state import BASELINE_CACHE
+def test_a_state_written_with_a_baseline_cache_file_still_opens_and_drops_it(stopped: Path, tmp_path: Path) -> None:
+    """Issue 29 removed the baseline cache: a state directory written before (with a baseline_cache.jsonl, here even
+    garbled) is opened as before, and the file is not carried into the next state."""
+    from harness.loop.state import CHECKPOINT, open_carried_state
 
     root = _copy(stopped, tmp_path)
-    source = root / "state" / "e1" / "s1" / "gate" / BASELINE_CACHE
-    lines = source.read_text().splitlines(keepends=True)
-    assert len(lines) >= 2, "the first gate cached no baseline rows to garble"
-    source.write_text("".join(["{not json\n", *lines]))
-    copy = tmp_path / "carried" / BASELINE_CACHE
-    copy.parent.mkdir()
-    shutil.copy2(source, copy)
-    with pytest.raises(InputFileError) as info:
-        open_baseline_cache(copy, source)
-    assert str(info.value).startswith(f"{source}:1: corrupt baseline cache line"), str(info.value)
-    assert str(copy) not in str(info.value) and "re-run the stage that wrote it" in str(info.value)
+    source = root / "state" / "e1" / "s1" / "gate"
+    (source / "baseline_cache.jsonl").write_text("{not json\n")
+    out = root / "state" / "e1" / "s2" / "gate"
+    carried = open_carried_state(source, out, "previous step", "gate@e1.s2")
+    assert carried is not None and carried.progress.step == 1
+    assert (out / CHECKPOINT).is_file() and not (out / "baseline_cache.jsonl").exists()

@@ -6,17 +6,15 @@ import logging
 from pathlib import Path
 
 from harness import workspace as wsp
-from harness.inputs import InputFileError, rerun_advice
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext, by_task_type
 from harness.loop.documents import EVOLVE, EvolveDoc, read_document
 from harness.loop.gating import Candidate, GateContext, gate_batch_skills
 from harness.loop.observation import step_report_row, write_step_report
-from harness.loop.persistence import DurableBaselineCache, load_state_gate_pools, read_pools, save_gate_pools
+from harness.loop.persistence import load_state_gate_pools, read_pools, save_gate_pools
 from harness.loop.stages.rollout import read_rollout
 from harness.loop.state import (
-    BASELINE_CACHE,
     GATE_POOLS,
     REPORT,
     RUNLOG,
@@ -32,15 +30,6 @@ from harness.loop.train_state import Progress
 from harness.loop.validate import ScoredShareGuard
 
 progress = logging.getLogger("harness.progress")
-
-def open_baseline_cache(copy: Path, source: Path) -> DurableBaselineCache:
-    """The baseline cache carried from the previous state (appends stay in this stage's copy); a corrupt line is an
-    InputFileError naming the source file, the one to repair, and the stage to re-run."""
-    try:
-        return DurableBaselineCache(copy)
-    except ValueError as exc:
-        raise InputFileError(f"{str(exc).replace(str(copy), str(source))}; {rerun_advice(source)}") from None
-
 
 def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollout: Path, evolve: Path, out: Path) -> None:
     """Incremental correctness, slow packs, the per-skill gate, cooldown decrement, checkpoint 'in_epoch'."""
@@ -62,7 +51,6 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
     # -- per-skill gate
     validation_by_type = by_task_type(p["validation"], qs)
     pools = load_state_gate_pools(out_dir, validation_by_type)
-    cache = open_baseline_cache(out_dir / BASELINE_CACHE, carried.prev / BASELINE_CACHE)
     log = HarnessLog(out_dir / RUNLOG)
     try:
         gc = GateContext(run_name=ctx.run_name, epoch=epoch, step=step, params=ctx.gate, questions=qs,
@@ -74,7 +62,7 @@ def stage_gate(ctx: StageContext, epoch: int, step: int, prev_state: Path, rollo
         cands = [Candidate(task_type=c.task_type, task_types=list(c.task_types), skill_file=c.skill_file,
                            record=c.record, case_qids=list(c.case_qids), source=c.source or ev_doc.method) for c in ev_doc.candidates]
         cooling = dict(state.gate_cooldown)
-        rows, just_cooled = gate_batch_skills(gc, state, cands, pools, cache)
+        rows, just_cooled = gate_batch_skills(gc, state, cands, pools)
     finally:
         log.close()
     for s in ev_doc.skipped:

@@ -11,8 +11,8 @@ from harness.bench.sizing import check_sizes
 from harness.kernel.ladder import GatePools
 from harness.kernel.pools import PoolParams
 from harness.loop.context import StageContext, by_task_type
-from harness.loop.persistence import build_or_load_pools, create_baseline_cache_file, save_gate_pools
-from harness.loop.state import BASELINE_CACHE, GATE_POOLS, WORKSPACE, Lineage, fresh_output, mark_done, rel_to, save_state, write_lineage
+from harness.loop.persistence import build_or_load_pools, save_gate_pools
+from harness.loop.state import GATE_POOLS, WORKSPACE, Lineage, fresh_output, mark_done, rel_to, save_state, write_lineage
 from harness.loop.train_state import Progress, TrainState
 from harness.questions import questions_digest
 
@@ -52,7 +52,6 @@ def stage_pools(ctx: StageContext, questions: Path, out_pools: Path, out_init: P
     ref = f"{rel_to(ctx.root, qpath)}@sha256:{questions_digest(qpath)}"
     wsp.init_workspace(out / WORKSPACE, skills, prompts, ref, base=ctx.root)
     save_gate_pools(out / GATE_POOLS, GatePools.build(by_task_type(pools["validation"], qs)))
-    create_baseline_cache_file(out / BASELINE_CACHE)
     state = TrainState(epoch_start_skills=dict(skills.to_dict()))
     save_state(out, state, Progress(epoch=1, step=0, phase="epoch_done"), ctx.config_dict())
     write_lineage(out, Lineage())
