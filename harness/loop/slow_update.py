@@ -120,6 +120,9 @@ class SlowDeps:
     # train.momentum_check=per_file: a momentum rewrite of a skill file is kept only if R2 (fresh samples, run anyway)
     # answers that file's validation questions at least as well as R did; else the file goes back to R's text
     momentum_check: str = "none"
+    # train.type_check_drop=d: at the epoch end, a skill file changed this epoch goes back to its epoch-start text when
+    # a task type reading it answers its validation questions worse at R than at the epoch's start by more than d
+    type_check_drop: Optional[float] = None
 
 
 @dataclass
@@ -242,6 +245,11 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
             state.rejected_buffer.setdefault(p.task_type, []).extend(p.pending_edits)
             progress.info("[slow@e%d] probation %s rolled back -> skills %s", E, p.skill_file, version)
     state.probations = {}
+    # -- 4b. per-type check of this epoch's installs against the epoch's start (train.type_check_drop)
+    type_reverted: list[str] = []
+    r_measured = r
+    if deps.type_check_drop is not None:
+        r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop)
     # -- 5. best argmax (strict)
     improved = _argmax_best(ws, r, E)
     # -- 6. momentum: one new immutable skills version, one guidance per changed skill file
@@ -294,8 +302,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     sources = ladder_sources(list(step_outcomes), deps.run_name, E, r.run_id, r2.run_id if r2_kept and r2 else None)
     observed: set[str] = {tt for tt, warm in state.gate_epoch_observed.items() if warm}
     for run_id in sources:
-        if run_id == r.run_id:
-            triples = [(q, r.sample_index, v) for q, v in r.outcomes.items()]
+        if run_id == r.run_id:  # what R observed (never the type check's merge)
+            triples = [(q, r_measured.sample_index, v) for q, v in r_measured.outcomes.items()]
         elif r2_measured is not None and run_id == r2_measured.run_id:  # what R2 observed (never the check's merge)
             triples = [(q, r2_measured.sample_index, v) for q, v in r2_measured.outcomes.items()]
         else:
@@ -312,6 +320,7 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
         "momentum_updated_task_types": momentum_files, "system_tool_action": system_tool_action,
         "r2_run_id": r2.run_id if r2 else None, "r2_acc": r2.acc if r2 else None, "r2_kept": r2_kept,
         "momentum_check": deps.momentum_check, "momentum_reverted": momentum_reverted,
+        "type_check_drop": deps.type_check_drop, "type_check_reverted": type_reverted,
         "changed_task_types": sorted(state.changed_task_types_this_epoch), "ladder_sources": sources,
         "holdout": holdout_rows, "early_stop": False, "steps_since_best_improved": None,
         "r_acc": r.acc, "rollouts": rollouts,
@@ -359,6 +368,38 @@ def _momentum(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bo
     if changes:
         wsp.promote(ws, "skills", skills.with_files(changes), {"reason": "momentum", "epoch": deps.epoch, "files": sorted(changes)})
     return sorted(updated)
+
+
+def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float) -> tuple[EvalRun, list[str]]:
+    """train.type_check_drop: every skill file changed this epoch (R's text differs from the epoch start's, and no
+    probation rollback touched it since R) is judged per task type reading it, R's answers on that type's validation
+    questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
+    paid for). When some type lost more than `drop` (accuracy), the file goes back to its epoch-start text in one new
+    version, and the returned run (R's id) carries eval_prev's answers on that file's questions, which describe it."""
+    ws = deps.workspace_dir
+    measured = read_version_tree(ws / "skills", r.skills_version)
+    current = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
+    view = wsp.harness_view(ws, r.skills_version, r.prompts_version)
+    start = state.epoch_start_skills
+    reverted: dict[str, Optional[str]] = {}
+    outcomes = dict(r.outcomes)
+    for f in sorted(p for p in set(measured) | set(start) if measured.get(p) != start.get(p) and current.get(p) == measured.get(p)):
+        affected = _affected_qids(deps, view, f)
+        for tt in sorted({deps.questions[q].task_type for q in affected}):
+            both = [q for q in affected if deps.questions[q].task_type == tt and r.outcomes.get(q) is not None and q in prev_corr]
+            if both and (sum(bool(r.outcomes[q]) for q in both) - sum(prev_corr[q] for q in both)) / len(both) < -drop:
+                reverted[f] = start.get(f)
+                outcomes.update({q: prev_corr.get(q) for q in affected})
+                break
+    if not reverted:
+        return r, []
+    version = wsp.promote(ws, "skills", current.with_files(reverted), {"reason": "type check: reverted", "epoch": deps.epoch,
+                                                                          "files": sorted(reverted)})
+    for q in (q for q, v in outcomes.items() if v is not None):
+        state.correctness[q] = bool(outcomes[q])
+    progress.info("[slow@e%d] type check: %s back to the epoch-start text (a task type reading it lost > %.0f pts at R; skills %s)",
+                  deps.epoch, ", ".join(sorted(reverted)), 100 * drop, version)
+    return EvalRun(r.run_id, version, r.prompts_version, outcomes, soft=r.soft, sample_index=r.sample_index), sorted(reverted)
 
 
 def _check_momentum_files(deps: SlowDeps, r: EvalRun, r2: EvalRun, sv_before: str) -> tuple[EvalRun, list[str]]:

@@ -100,3 +100,43 @@ def test_the_key_is_validated():
     assert load_config(["train.momentum_check=per_file"], env_file=None, environ={}).train.momentum_check == "per_file"
     with pytest.raises(ConfigError, match="train.momentum_check = 'sometimes': must be none or per_file"):
         load_config(["train.momentum_check=sometimes"], env_file=None, environ={})
+
+
+# ---------------------------------------------------------------- train.type_check_drop (epoch-end check of installs)
+
+
+def _epoch(tmp_path: Path):
+    from harness.loop.train_state import TrainState
+
+    ws, deps, skills = _setup(tmp_path)
+    state = TrainState()
+    state.begin_epoch("v0", "v0", skills.to_dict())
+    installed = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha harmful edit", "beta/SKILL.md": "beta good edit"}),
+                            {"reason": "gate accepted"})
+    return ws, deps, state, installed
+
+
+def test_type_check_reverts_a_file_whose_type_lost_more_than_the_drop(tmp_path):
+    from harness.loop.slow_update import _check_types
+
+    ws, deps, state, installed = _epoch(tmp_path)
+    prev = _outcomes({"alpha": 3, "beta": 1, "gamma": 2})
+    r = EvalRun("R", installed, "v0", _outcomes({"alpha": 1, "beta": 3, "gamma": 0}))  # gamma's file unchanged: not judged
+    run, reverted = _check_types(deps, state, r, prev, 0.1)
+    assert reverted == ["alpha/SKILL.md"]
+    tree = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
+    assert tree["alpha/SKILL.md"] == "alpha v0" and tree["beta/SKILL.md"] == "beta good edit"
+    assert run.skills_version == wsp.read_manifest(ws).skills_version != installed
+    assert [run.outcomes[f"alpha{i}"] for i in range(PER_TYPE)] == [True, True, True, False]  # the epoch start's answers
+    assert state.correctness["alpha0"] is True and run.outcomes["beta0"] is True
+
+
+def test_type_check_keeps_a_drop_within_the_margin_and_is_off_by_default(tmp_path):
+    from harness.loop.slow_update import _check_types
+
+    ws, deps, state, installed = _epoch(tmp_path)
+    prev = _outcomes({"alpha": 3, "beta": 1, "gamma": 2})
+    r = EvalRun("R", installed, "v0", _outcomes({"alpha": 2, "beta": 1, "gamma": 2}))  # alpha -25 pts on 4 questions
+    assert _check_types(deps, state, r, prev, 0.3)[1] == []
+    assert _check_types(deps, state, r, prev, 0.2)[1] == ["alpha/SKILL.md"]
+    assert SlowDeps.type_check_drop is None and load_config([], env_file=None, environ={}).train.type_check_drop is None
