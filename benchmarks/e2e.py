@@ -45,7 +45,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -307,6 +307,30 @@ def _certificate(state: Path) -> dict | None:
                           "flagged_types": sorted(t.task_type for t in first.per_task_type if t.flagged) if first else []}}
 
 
+def _type_trace(oracle: Any, world: Any, ws: Path, skills_version: str, prompts_version: str, test: Sequence[str]) -> list[dict]:
+    """`--type-trace`: the skills versions from v0 to `skills_version` (parent chain, meta as stored: gate accept /
+    probation, probation rollback, momentum) with each step's oracle change per task type on the test pool (pts,
+    only types that moved by > 0.5 pt): which install moved which type."""
+    from harness import workspace as wsp
+    from harness.store import read_version, read_version_tree
+
+    chain = []
+    version: Optional[str] = skills_version
+    while version:
+        stored = read_version(ws / "skills", version)
+        chain.append(stored)
+        version = stored.meta.get("parent")
+    prompts = read_version_tree(ws / "prompts", prompts_version)
+    rows, before = [], None
+    for stored in reversed(chain):
+        by_type = _by_type(oracle, world, wsp.compose_view(stored.tree, prompts), test)
+        moved = {} if before is None else {tt: round(100 * (v - before[tt]), 2) for tt, v in by_type.items() if abs(v - before[tt]) > 0.005}
+        meta = {k: v for k, v in stored.meta.items() if k not in ("fingerprint", "n_files", "created_at")}
+        rows.append({**meta, "moved": moved})
+        before = by_type
+    return rows
+
+
 def run_one(job: dict) -> dict:
     """Train one (seed, rule) and measure it with the oracle."""
     from harness import workspace as wsp
@@ -418,8 +442,12 @@ def run_one(job: dict) -> dict:
             flag_tree = wsp.harness_view(ws_final, fm["skills_version"], fm["prompts_version"])
             flag_mode = {"delivered_test": oracle.expected_accuracy(flag_tree, test),
                          "delivered_by_type": _by_type(oracle, world, flag_tree, test), "certify_rollouts": fm["rollouts"]}
+        trace = None
+        if job.get("type_trace") and ws_final.exists():  # the delivered harness when it is a workspace version, else the final best
+            best = wsp.read_best(ws_final)
+            trace = _type_trace(oracle, world, ws_final, best.skills, best.prompts, test) if best else None
         out = {
-            "seed": seed, "rule": rule, "epochs": epochs, "tradeoff": bool(job.get("tradeoff")),
+            "seed": seed, "rule": rule, "epochs": epochs, "tradeoff": bool(job.get("tradeoff")), "type_trace": trace,
             "base_test": oracle.expected_accuracy(base_tree, test),
             "delivered_test": oracle.expected_accuracy(delivered, test),
             "base_by_type": _by_type(oracle, world, base_tree, test), "delivered_by_type": _by_type(oracle, world, delivered, test),
@@ -863,6 +891,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="add our rule's figures from another e2e JSON (e.g. an ablation run) to the report")
     ap.add_argument("--arm-coupling", type=float, default=0.0,
                     help="world variant: share of solver draws shared by the two arms of a pair (couple_arms; default 0)")
+    ap.add_argument("--type-trace", action="store_true",
+                    help="diagnostic: record, per run of our rule, every skills version of the final best's lineage with its oracle change per task type")
     ap.add_argument("--rules", nargs="*", default=None, help=f"subset of {list(RULES)} ({OURS} is always run: it sets B)")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
@@ -898,6 +928,7 @@ def main(argv: list[str] | None = None) -> int:
     for job in jobs:
         job["skip_epoch_holdout"] = not args.epoch_holdout
         job["arm_coupling"] = args.arm_coupling
+        job["type_trace"] = args.type_trace and job["rule"] == OURS
         overrides = [f"benchmark.seed={job['seed']}", f"gate={CONFIG_GROUP.get(job['rule'], job['rule'])}", f"train.epochs={job['epochs']}", "tracking=none",
                      "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"], *ROW_OVERRIDES.get(job["rule"], [])]
         if job.get("patience"):

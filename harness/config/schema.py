@@ -159,6 +159,8 @@ class TrainConfig:
     state_dir: str = "state"
     slow_update: bool = True
     momentum: bool = True
+    momentum_check: str = "none"  # none | per_file (harness/loop/slow_update.py _check_momentum_files)
+    type_check_drop: Optional[float] = None  # null | accuracy drop (harness/loop/slow_update.py _check_types)
     system_tool_update: bool = False
     # a seed directory (harness/store.py; `python -m stages.export --seed DIR` writes one) the run starts from
     # instead of the benchmark's base harness; null = the base harness

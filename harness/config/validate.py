@@ -291,6 +291,9 @@ def _validate(cfg: DictConfig) -> list[Violation]:
     # train
     c.positive_int("train.epochs")
     c.positive_int("train.early_stop_patience")
+    c.check("train.momentum_check", lambda v: v in ("none", "per_file"), "must be none or per_file")
+    c.check("train.type_check_drop", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1),
+            "must be null or an accuracy drop in [0, 1)")
     c.check("train.init_seed", lambda v: v is None or (isinstance(v, str) and (Path(v) / "seed.json").is_file()),
             "must be null or a seed directory holding seed.json (write one with `python -m stages.export --seed DIR`)")
     init_seed = c.value("train.init_seed")

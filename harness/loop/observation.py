@@ -224,6 +224,7 @@ EPOCH_REPORT_FIELDS = (
     "best_val_acc", "best_skills_version", "best_prompts_version", "probations_settled", "rollbacks",
     "momentum_updated_task_types", "system_tool_action", "r2_run_id", "r2_acc", "r2_kept",
     "changed_task_types", "ladder_sources", "holdout", "early_stop", "steps_since_best_improved", "r_acc", "rollouts",
+    "momentum_check", "momentum_reverted", "type_check_drop", "type_check_reverted",
 )
 
 

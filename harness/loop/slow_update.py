@@ -117,6 +117,12 @@ class SlowDeps:
     # probation_verdict(p, rerun, anchor) settles on those pairs (kernel.probation.probation_settlement)
     settle_with_anchor: bool = False
     meta_prompts: Optional[MetaPrompts] = None  # the meta roles' templates (benchmark.domain, evolve.prompts_dir)
+    # train.momentum_check=per_file: a momentum rewrite of a skill file is kept only if R2 (fresh samples, run anyway)
+    # answers that file's validation questions at least as well as R did; else the file goes back to R's text
+    momentum_check: str = "none"
+    # train.type_check_drop=d: at the epoch end, a skill file changed this epoch goes back to its epoch-start text when
+    # a task type reading it answers its validation questions worse at R than at the epoch's start by more than d
+    type_check_drop: Optional[float] = None
 
 
 @dataclass
@@ -239,10 +245,16 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
             state.rejected_buffer.setdefault(p.task_type, []).extend(p.pending_edits)
             progress.info("[slow@e%d] probation %s rolled back -> skills %s", E, p.skill_file, version)
     state.probations = {}
+    # -- 4b. per-type check of this epoch's installs against the epoch's start (train.type_check_drop)
+    type_reverted: list[str] = []
+    r_measured = r
+    if deps.type_check_drop is not None:
+        r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop)
     # -- 5. best argmax (strict)
     improved = _argmax_best(ws, r, E)
     # -- 6. momentum: one new immutable skills version, one guidance per changed skill file
     momentum_files: list[str] = []
+    sv_before_momentum = wsp.read_manifest(ws).skills_version  # after the probation rollbacks
     if deps.momentum:
         momentum_files = _momentum(deps, state, r, prev_corr, log)
     # -- 7. system prompt / tool guides under the end-of-epoch edit budget
@@ -252,6 +264,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     # -- 8. R2 closed loop on the new version pair
     m2 = wsp.read_manifest(ws)
     r2, r2_kept = None, False
+    r2_measured: Optional[EvalRun] = None
+    momentum_reverted: list[str] = []
     if (m2.skills_version, m2.prompts_version) != (r.skills_version, r.prompts_version):
         r2 = evaluate(deps, r2_run_id(deps.run_name, E), "slow_r2", m2.skills_version, m2.prompts_version, deps.validation,
                       SLOW_R_INDEX * E + 1, log)
@@ -259,7 +273,12 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
         write_dual_metric(deps.runlog_path, run_id=r2.run_id, epoch=E, kind="R2", skills_version=r2.skills_version,
                           prompts_version=r2.prompts_version, n=len(deps.validation), hard_acc=r2.acc, soft_score=r2.soft,
                           mixed_score=_mixed(r2.acc, r2.soft))
-        if r2.acc < r.acc:
+        r2_measured = r2
+        if deps.momentum_check == "per_file" and m2.skills_version != r.skills_version:
+            r2, momentum_reverted = _check_momentum_files(deps, r, r2, sv_before_momentum)
+        if (r2.skills_version, r2.prompts_version) == (r.skills_version, r.prompts_version):
+            pass  # every rewrite reverted: R describes the current pair and stays eval_prev
+        elif r2.acc < r.acc:
             if m2.prompts_version != r.prompts_version:
                 wsp.set_current(ws, prompts=r.prompts_version)
                 system_tool_action += " (reverted: R2 regressed)"
@@ -283,10 +302,10 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     sources = ladder_sources(list(step_outcomes), deps.run_name, E, r.run_id, r2.run_id if r2_kept and r2 else None)
     observed: set[str] = {tt for tt, warm in state.gate_epoch_observed.items() if warm}
     for run_id in sources:
-        if run_id == r.run_id:
-            triples = [(q, r.sample_index, v) for q, v in r.outcomes.items()]
-        elif r2 is not None and run_id == r2.run_id:
-            triples = [(q, r2.sample_index, v) for q, v in r2.outcomes.items()]
+        if run_id == r.run_id:  # what R observed (never the type check's merge)
+            triples = [(q, r_measured.sample_index, v) for q, v in r_measured.outcomes.items()]
+        elif r2_measured is not None and run_id == r2_measured.run_id:  # what R2 observed (never the check's merge)
+            triples = [(q, r2_measured.sample_index, v) for q, v in r2_measured.outcomes.items()]
         else:
             triples = [(q, idx, v) for q, (idx, v) in step_outcomes[run_id].items()]
         if pools.update_from_run(run_id, triples, gamma=deps.ema_gamma):
@@ -300,6 +319,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
         "best_prompts_version": best.prompts if best else None, "probations_settled": settled, "rollbacks": rollbacks,
         "momentum_updated_task_types": momentum_files, "system_tool_action": system_tool_action,
         "r2_run_id": r2.run_id if r2 else None, "r2_acc": r2.acc if r2 else None, "r2_kept": r2_kept,
+        "momentum_check": deps.momentum_check, "momentum_reverted": momentum_reverted,
+        "type_check_drop": deps.type_check_drop, "type_check_reverted": type_reverted,
         "changed_task_types": sorted(state.changed_task_types_this_epoch), "ladder_sources": sources,
         "holdout": holdout_rows, "early_stop": False, "steps_since_best_improved": None,
         "r_acc": r.acc, "rollouts": rollouts,
@@ -347,6 +368,72 @@ def _momentum(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bo
     if changes:
         wsp.promote(ws, "skills", skills.with_files(changes), {"reason": "momentum", "epoch": deps.epoch, "files": sorted(changes)})
     return sorted(updated)
+
+
+def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float) -> tuple[EvalRun, list[str]]:
+    """train.type_check_drop: every skill file changed this epoch (R's text differs from the epoch start's, and no
+    probation rollback touched it since R) is judged per task type reading it, R's answers on that type's validation
+    questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
+    paid for). When some type lost more than `drop` (accuracy), the file goes back to its epoch-start text in one new
+    version, and the returned run (R's id) carries eval_prev's answers on that file's questions, which describe it."""
+    ws = deps.workspace_dir
+    measured = read_version_tree(ws / "skills", r.skills_version)
+    current = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
+    view = wsp.harness_view(ws, r.skills_version, r.prompts_version)
+    start = state.epoch_start_skills
+    reverted: dict[str, Optional[str]] = {}
+    outcomes = dict(r.outcomes)
+    for f in sorted(p for p in set(measured) | set(start) if measured.get(p) != start.get(p) and current.get(p) == measured.get(p)):
+        affected = _affected_qids(deps, view, f)
+        for tt in sorted({deps.questions[q].task_type for q in affected}):
+            both = [q for q in affected if deps.questions[q].task_type == tt and r.outcomes.get(q) is not None and q in prev_corr]
+            if both and (sum(bool(r.outcomes[q]) for q in both) - sum(prev_corr[q] for q in both)) / len(both) < -drop:
+                reverted[f] = start.get(f)
+                outcomes.update({q: prev_corr.get(q) for q in affected})
+                break
+    if not reverted:
+        return r, []
+    version = wsp.promote(ws, "skills", current.with_files(reverted), {"reason": "type check: reverted", "epoch": deps.epoch,
+                                                                          "files": sorted(reverted)})
+    for q in (q for q, v in outcomes.items() if v is not None):
+        state.correctness[q] = bool(outcomes[q])
+    progress.info("[slow@e%d] type check: %s back to the epoch-start text (a task type reading it lost > %.0f pts at R; skills %s)",
+                  deps.epoch, ", ".join(sorted(reverted)), 100 * drop, version)
+    return EvalRun(r.run_id, version, r.prompts_version, outcomes, soft=r.soft, sample_index=r.sample_index), sorted(reverted)
+
+
+def _check_momentum_files(deps: SlowDeps, r: EvalRun, r2: EvalRun, sv_before: str) -> tuple[EvalRun, list[str]]:
+    """train.momentum_check=per_file: each skill file momentum rewrote (`sv_before` -> R2's skills) that R measured
+    as it was before the rewrite is judged on the validation questions that read it, R2's answers against R's (the
+    same questions, independent samples: the pairs a per-edit gate would draw, already paid for). A file R2 answers
+    worse goes back to its text before the rewrite, in one new version; R2's outcomes on its questions are replaced
+    by R's, which describe that text. Returns the run that describes the current version (R2's id: the run log
+    holds no other) and the reverted files."""
+    ws = deps.workspace_dir
+    measured = read_version_tree(ws / "skills", r.skills_version)
+    before = read_version_tree(ws / "skills", sv_before)
+    after = read_version_tree(ws / "skills", r2.skills_version)
+    view = wsp.harness_view(ws, r2.skills_version, r2.prompts_version)
+    reverted: dict[str, Optional[str]] = {}
+    outcomes = dict(r2.outcomes)
+    for f in sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p) and measured.get(p) == before.get(p)):
+        affected = _affected_qids(deps, view, f)
+        both = [q for q in affected if r.outcomes.get(q) is not None and r2.outcomes.get(q) is not None]
+        if sum(bool(r2.outcomes[q]) for q in both) < sum(bool(r.outcomes[q]) for q in both):
+            reverted[f] = before.get(f)
+            outcomes.update({q: r.outcomes[q] for q in affected})
+    if not reverted:
+        return r2, []
+    restored = after.with_files(reverted)
+    if restored.fingerprint == measured.fingerprint:
+        version = r.skills_version  # back to exactly what R measured: no new version
+        wsp.set_current(ws, skills=version)
+    else:
+        version = wsp.promote(ws, "skills", restored, {"reason": "momentum check: reverted", "epoch": deps.epoch,
+                                                         "files": sorted(reverted)})
+    progress.info("[slow@e%d] momentum check: %s answered worse by R2 than by R -> back to the text before momentum (skills %s)",
+                  deps.epoch, ", ".join(sorted(reverted)), version)
+    return EvalRun(r2.run_id, version, r2.prompts_version, outcomes, soft=r2.soft, sample_index=r2.sample_index), sorted(reverted)
 
 
 def _system_tool_update(deps: SlowDeps, state: Any) -> str:

@@ -77,6 +77,8 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             probation_verdict=ro.probation_verdict_fn(ctx), soft_score=ro.soft_score_fn(log), shadow_best=shadow_best(fragments),
             edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),
             system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
+            momentum_check=str(cfg.train.momentum_check),
+            type_check_drop=None if cfg.train.type_check_drop is None else float(cfg.train.type_check_drop),
             max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(ctx.gate.ema_gamma),
             settle_with_anchor=ctx.gate.probation_settlement == "eprocess", meta_prompts=ctx.meta_prompts(),
         )
