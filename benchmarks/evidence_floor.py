@@ -108,7 +108,8 @@ def simulate_cell(rng: np.random.Generator, d: float, gain: float, runs: int, ca
     """Pairs to accept of three accept e-processes on the same pair sequences: the product's grid mixture, the plug-in,
     and the best constant bet lam* = gain / d (needs the true law: a ceiling for constant bets, not a strategy)."""
     params = GateParams()
-    bets = accept_bets(1.0, params_of(BettingParams, params).bet_low, params_of(BettingParams, params).bet_high, params_of(BettingParams, params).bet_points)
+    betting = params_of(BettingParams, params)
+    bets = accept_bets(1.0, betting.bet_low, betting.bet_high, betting.bet_points)
     lam_star = min(gain / d, BET_CAP) if gain > 0 else bets[0]
     hits: dict[str, list[np.ndarray]] = {"product grid": [], "plug-in": [], "best constant bet (oracle)": []}
     for start in range(0, runs, chunk):

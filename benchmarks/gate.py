@@ -721,7 +721,8 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
     params = GateParams(rule="betting", plan="importance")
     caps = bs["caps"]
     caps_txt = " / ".join(str(c) for c in caps)
-    bets = gate_betting.accept_bets(1.0, params_of(BettingParams, params).bet_low, params_of(BettingParams, params).bet_high, params_of(BettingParams, params).bet_points)
+    betting = params_of(BettingParams, params)
+    bets = gate_betting.accept_bets(1.0, betting.bet_low, betting.bet_high, betting.bet_points)
     lines = [
         "",
         "## 8. Importance plan + betting e-process: population nulls (issue 13 item 1)",

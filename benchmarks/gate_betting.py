@@ -79,8 +79,9 @@ class Path:
 
 
 def betting_path(z: np.ndarray, bound: float, params: GateParams, infra: np.ndarray | None = None) -> Path:
-    a = log_wealth_path(z, accept_bets(bound, params_of(BettingParams, params).bet_low, params_of(BettingParams, params).bet_high, params_of(BettingParams, params).bet_points), 0.0, bound)
-    r = log_wealth_path(z, reject_bets(bound, params_of(BettingParams, params).reject_margin, params_of(BettingParams, params).bet_low, params_of(BettingParams, params).bet_high, params_of(BettingParams, params).bet_points), params_of(BettingParams, params).reject_margin, bound)
+    betting = params_of(BettingParams, params)
+    a = log_wealth_path(z, accept_bets(bound, betting.bet_low, betting.bet_high, betting.bet_points), 0.0, bound)
+    r = log_wealth_path(z, reject_bets(bound, betting.reject_margin, betting.bet_low, betting.bet_high, betting.bet_points), betting.reject_margin, bound)
     return Path(first_index(a >= params.lambda_accept), first_index(r >= -params.lambda_dir), guard_trip(infra, params), z.size,
                 0.0 if infra is None else float(infra.mean()))
 
