@@ -44,6 +44,8 @@ if __package__ in (None, ""):  # run as `python benchmarks/evidence_floor.py`: t
 
 from benchmarks._report import publish  # noqa: E402
 from harness.kernel.betting import BET_CAP, accept_bets, log_wealth_per_bet, mixture_of  # noqa: E402
+from harness.kernel.registry import params_of  # noqa: E402
+from harness.kernel.rules import BettingParams  # noqa: E402
 from harness.kernel.types import GateParams  # noqa: E402
 
 REPORTS = ROOT / "reports" / "benchmarks"
@@ -106,7 +108,8 @@ def simulate_cell(rng: np.random.Generator, d: float, gain: float, runs: int, ca
     """Pairs to accept of three accept e-processes on the same pair sequences: the product's grid mixture, the plug-in,
     and the best constant bet lam* = gain / d (needs the true law: a ceiling for constant bets, not a strategy)."""
     params = GateParams()
-    bets = accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points)
+    betting = params_of(BettingParams, params)
+    bets = accept_bets(1.0, betting.bet_low, betting.bet_high, betting.bet_points)
     lam_star = min(gain / d, BET_CAP) if gain > 0 else bets[0]
     hits: dict[str, list[np.ndarray]] = {"product grid": [], "plug-in": [], "best constant bet (oracle)": []}
     for start in range(0, runs, chunk):

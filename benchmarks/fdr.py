@@ -55,11 +55,28 @@ if __package__ in (None, ""):  # run as `python benchmarks/fdr.py`: the repo roo
 
 from benchmarks._engine import decide_by, gate_now  # noqa: E402
 from benchmarks._report import publish  # noqa: E402
-from harness.kernel.fdr import FDR_PROCEDURES, FdrState  # noqa: E402
+from harness.kernel.fdr import (  # noqa: E402
+    FDR_PROCEDURES,
+    ELondParams,
+    FdrState,
+)
 from harness.kernel.gate import pair_block  # noqa: E402
-from harness.kernel.ladder import GatePools  # noqa: E402
-from harness.kernel.plans import SAMPLING_PLANS, PlanRequest  # noqa: E402
-from harness.kernel.probation import probation_settlement, probation_verdict  # noqa: E402
+from harness.kernel.ladder import (
+    GatePools,
+    PoolParams,
+)
+from harness.kernel.plans import (  # noqa: E402
+    SAMPLING_PLANS,
+    ImportanceParams,
+    PlanRequest,
+)
+from harness.kernel.probation import (  # noqa: E402
+    ProbationParams,
+    probation_settlement,
+    probation_verdict,
+)
+from harness.kernel.registry import params_of  # noqa: E402
+from harness.kernel.rules import BettingParams, SequentialParams  # noqa: E402
 from harness.kernel.types import GateParams, Probation, gate_params_from_config  # noqa: E402
 
 POOL = 60
@@ -132,7 +149,7 @@ def make_world(rng: np.random.Generator, params: GateParams, n: int = POOL, p: n
     for epoch in range(PRE_GATE_OBS):
         observed = rng.random(n) < p
         pools.update_from_run(f"bench_e{epoch}_slowR", [(qids[i], 2000 * epoch + i, bool(observed[i])) for i in range(n)],
-                              gamma=params.ema_gamma)
+                              gamma=params_of(PoolParams, params).ema_gamma)
     return World(p, pools, {q: i for i, q in enumerate(qids)})
 
 
@@ -267,13 +284,13 @@ def settlement(seed: int, sims: int, params: GateParams, n_questions: int = 45) 
 def describe(params: GateParams) -> str:
     """The measured gate in one sentence, from its params."""
     if params.rule == "betting":
-        rule = (f"rule `betting` (bets {params.bet_low}..{params.bet_high} x {params.bet_points}, reject margin {params.reject_margin}, "
+        rule = (f"rule `betting` (bets {params_of(BettingParams, params).bet_low}..{params_of(BettingParams, params).bet_high} x {params_of(BettingParams, params).bet_points}, reject margin {params_of(BettingParams, params).reject_margin}, "
                 f"lambda_dir {params.lambda_dir})")
     else:
-        rule = f"rule `{params.rule}` (accept_prior {params.accept_prior}, theta1 {params.theta1}, lambda_dir {params.lambda_dir})"
-    plan = f"plan `{params.plan}`" + (f" (floor {params.importance_floor})" if params.plan == "importance" else "")
+        rule = f"rule `{params.rule}` (accept_prior {params_of(SequentialParams, params).accept_prior}, theta1 {params_of(SequentialParams, params).theta1}, lambda_dir {params.lambda_dir})"
+    plan = f"plan `{params.plan}`" + (f" (floor {params_of(ImportanceParams, params).importance_floor})" if params.plan == "importance" else "")
     return (f"{rule} on {plan}, blocks of {params.block_size}, cap {params.max_pairs}, undecided -> {params.undecided}, "
-            f"`gate.fdr={params.fdr}` (fdr_level {params.fdr_level}, horizon {params.fdr_horizon})")
+            f"`gate.fdr={params.fdr}` (fdr_level {params_of(ELondParams, params).fdr_level}, horizon {params_of(ELondParams, params).fdr_horizon})")
 
 
 def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParams, quick: bool, wall: float, cmd: str,
@@ -293,7 +310,7 @@ def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParam
          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in fdr_rows:
         how = (f"`{r['fdr_name']}`: alpha = {r['median_level']:.3f} each, no run-level control" if r["fdr_name"] == "none"
-               else f"`{r['fdr_name']}` (fdr_level {params.fdr_level}, horizon {params.fdr_horizon})")
+               else f"`{r['fdr_name']}` (fdr_level {params_of(ELondParams, params).fdr_level}, horizon {params_of(ELondParams, params).fdr_horizon})")
         L.append(f"| {mixes[r['mix']]} ({r['runs']} runs) | {r['label']} | {how} | {r['p_any_false']:.3f} ± {r['p_any_se']:.3f} | "
                  f"{r['false_per_run']:.2f} | {r['true_per_run']:.2f} | {r['fdr']:.3f} ± {r['fdr_se']:.3f} | "
                  f"{100 * r['false_share_of_installs']:.1f} % | {r['pairs_per_gate']:.0f} | {100 * r['at_cap_share']:.1f} % | {r['median_level']:.2g} |")
@@ -320,8 +337,8 @@ def render(fdr_rows: list[dict], fu: dict, settle: list[dict], params: GateParam
           f"**{fresh:.3f}** — {'met' if fresh <= fu_alpha + 2 * se(fresh) else 'NOT met'} (within 2 SE).", ""]
     L += ["## 3. Probation settlement", "",
           f"P(the edit is kept) over 45 questions of its task type, one fresh sample each of the anchor and the installed version; "
-          f"`gate.probation_settlement={params.probation_settlement}`, threshold gate.lambda = {params.lambda_accept} "
-          f"(`kernel/probation.probation_settlement`, the sign e-process of gate.accept_prior={params.accept_prior}).", "",
+          f"`gate.probation_settlement={params_of(ProbationParams, params).probation_settlement}`, threshold gate.lambda = {params.lambda_accept} "
+          f"(`kernel/probation.probation_settlement`, the sign e-process of gate.accept_prior={params_of(SequentialParams, params).accept_prior}).", "",
           "| edit (pool points) | old rule: keep unless losses > wins | e-process, kind=probation: keep iff improvement certified | e-process, kind=accepted: keep unless harm certified |",
           "|---|---|---|---|"]
     for r in settle:

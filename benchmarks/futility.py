@@ -33,7 +33,11 @@ if __package__ in (None, ""):  # run as `python benchmarks/futility.py`: the rep
 
 from benchmarks import fdr  # noqa: E402  (the loop's gate on a simulated pool)
 from benchmarks._report import publish, table  # noqa: E402
-from harness.kernel.futility import FUTILITY_RULES  # noqa: E402
+from harness.kernel.futility import (
+    FUTILITY_RULES,
+    EstimateParams,
+)
+from harness.kernel.registry import params_of  # noqa: E402
 from harness.kernel.types import GateParams  # noqa: E402
 
 POOLS = {"mixed pool (discordance ~0.15)": "mixed", "mid-difficulty pool (discordance ~0.4)": "mid"}
@@ -74,7 +78,7 @@ def render(rows: list[dict], params: GateParams, quick: bool, wall: float, cmd: 
     L = [f"# Futility stopping of the betting gate{' — QUICK mode' if quick else ''}", "",
          f"Command: `{cmd}` — measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, wall {wall / 60:.1f} min.", "",
          f"Gate: the default config's ({fdr.describe(params)}), `gate.futility` varied; `estimate` with futility_gain "
-         f"{params.futility_gain}, futility_power {params.futility_power}, futility_z {params.futility_z}. Each gate draws its own 60-question pool and its plan's "
+         f"{params_of(EstimateParams, params).futility_gain}, futility_power {params_of(EstimateParams, params).futility_power}, futility_z {params_of(EstimateParams, params).futility_z}. Each gate draws its own 60-question pool and its plan's "
          f"prior from {fdr.PRE_GATE_OBS} pre-gate runs; the futility rules of one row see the same gates (paired). "
          "P(accept) ± SE; 'reject side' = stopped before the cap by the reject e-process (evidence that the gain is below "
          "`gate.reject_margin`: what issue 13 item 6 bounds); 'futile' = stopped by the futility rule (no accept reachable, or "

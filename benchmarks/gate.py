@@ -55,8 +55,13 @@ from benchmarks import gate_betting  # noqa: E402
 from benchmarks._engine import decide_by, gate_now  # noqa: E402
 from benchmarks._report import publish  # noqa: E402
 from harness.kernel.gate import pair_block  # noqa: E402
-from harness.kernel.ladder import GatePools, plan_blocks  # noqa: E402
-from harness.kernel.plans import FixedBlocks  # noqa: E402
+from harness.kernel.ladder import GatePools, LadderParams, PoolParams, plan_blocks  # noqa: E402
+from harness.kernel.plans import (
+    FixedBlocks,
+    ImportanceParams,
+)
+from harness.kernel.registry import params_of  # noqa: E402
+from harness.kernel.rules import BettingParams, SequentialParams  # noqa: E402
 from harness.kernel.stats import kl_bernoulli_half, log_e_accept, log_lr_direction, mcnemar_one_sided_p  # noqa: E402
 from harness.kernel.types import BlockItem, GateParams  # noqa: E402
 
@@ -91,7 +96,7 @@ def sequential_first_decision(wins, losses, params: GateParams, *, direction: bo
 
     `wins`/`losses`: cumulative counts, (runs, n_looks) at block ends, or, with
     `block` = B, (runs, n_looks * B) after every pair - then a look accepts when
-    the e-process crossed at any pair of its block (params.accept_within_block),
+    the e-process crossed at any pair of its block (params_of(SequentialParams, params).accept_within_block),
     exactly as gate_decision does.
     """
     if block is None:
@@ -99,7 +104,7 @@ def sequential_first_decision(wins, losses, params: GateParams, *, direction: bo
         per_pair = False
     else:
         ends_w, ends_l = wins[:, block - 1 :: block], losses[:, block - 1 :: block]
-        per_pair = params.accept_within_block
+        per_pair = params_of(SequentialParams, params).accept_within_block
     runs, n_looks = ends_w.shape
     action = np.zeros(runs, dtype=int)
     look = np.full(runs, n_looks - 1)
@@ -110,10 +115,10 @@ def sequential_first_decision(wins, losses, params: GateParams, *, direction: bo
         s, f = ends_w[alive, j], ends_l[alive, j]
         if per_pair:
             window = slice(j * block, (j + 1) * block)
-            acc = np.max(log_e_accept(wins[alive, window], losses[alive, window], params), axis=1) >= params.lambda_accept
+            acc = np.max(log_e_accept(wins[alive, window], losses[alive, window], params_of(SequentialParams, params)), axis=1) >= params.lambda_accept
         else:
-            acc = log_e_accept(s, f, params) >= params.lambda_accept
-        rej = (log_lr_direction(s, f, params.theta1) <= params.lambda_dir) & ~acc if direction else np.zeros_like(acc)
+            acc = log_e_accept(s, f, params_of(SequentialParams, params)) >= params.lambda_accept
+        rej = (log_lr_direction(s, f, params_of(SequentialParams, params).theta1) <= params.lambda_dir) & ~acc if direction else np.zeros_like(acc)
         done = acc | rej
         action[alive[acc]] = 1
         action[alive[rej]] = -1
@@ -231,7 +236,7 @@ def accept_statistic_study(rng, runs: int, cap: int):
     rows = []
     for block in (20, 10):
         for label, overrides in ACCEPT_VARIANTS:
-            params = dataclasses.replace(GateParams(), block_size=block, **overrides)
+            params = GateParams.build(block_size=block, **overrides)
             cells = []
             for d, delta_pts in ACCEPT_CELLS:
                 cells += grid(rng, runs, cap, params, d_values=(d,), delta_points=(delta_pts,))
@@ -356,9 +361,9 @@ def population_planner(rng, pop: Population, params: GateParams, *, order: str, 
     pools = GatePools.build({"t": qids})
     for epoch in range(pre_gate_obs):
         observed = rng.random(n) < pop.p
-        pools.update_from_run(f"bench_e{epoch}_slowR", [(qids[i], 2000 * epoch, bool(observed[i])) for i in range(n)], gamma=params.ema_gamma)
+        pools.update_from_run(f"bench_e{epoch}_slowR", [(qids[i], 2000 * epoch, bool(observed[i])) for i in range(n)], gamma=params_of(PoolParams, params).ema_gamma)
     ladder = pools.ladder("t", params, warm=True) if order == "static" else []
-    p = params if order == "static" else dataclasses.replace(params, anchor_fraction=1.0)
+    p = params if order == "static" else params.with_values(anchor_fraction=1.0)
     static_informing = pools.informing_samples("t")  # constant: GatePools is never updated during a gate
     planned = plan_blocks(ladder, qids, p, seed=run_seed, first_sample_index=10_000_000, informing_samples=static_informing)
     return FixedBlocks(planned, static_informing)
@@ -406,11 +411,11 @@ def population_path(
     def record(pairs, final: bool) -> _Look:
         signs = np.array([pair.sign for pair in pairs[records[-1][0] if records else 0:]])  # this block's
         ws, ls = counts["wins"] + np.cumsum(signs == 1), counts["losses"] + np.cumsum(signs == -1)
-        path = log_e_accept(ws, ls, params)
-        crossed = bool(np.max(path) >= params.lambda_accept) if params.accept_within_block else bool(path[-1] >= params.lambda_accept)
+        path = log_e_accept(ws, ls, params_of(SequentialParams, params))
+        crossed = bool(np.max(path) >= params.lambda_accept) if params_of(SequentialParams, params).accept_within_block else bool(path[-1] >= params.lambda_accept)
         counts["wins"], counts["losses"] = int(ws[-1]), int(ls[-1])
         records.append((len(pairs), counts["wins"], counts["losses"], crossed))
-        stop = final or crossed or (stop_on_reject and log_lr_direction(counts["wins"], counts["losses"], params.theta1) <= params.lambda_dir)
+        stop = final or crossed or (stop_on_reject and log_lr_direction(counts["wins"], counts["losses"], params_of(SequentialParams, params).theta1) <= params.lambda_dir)
         return _Look("stop" if stop else "continue")
 
     gate_now(planner, population_sampler(rng, pop, planner), record, label="gate benchmark population path")
@@ -426,7 +431,7 @@ def decide_on_path(records, params: GateParams, cap: int, *, direction: bool):
         last = total
         if crossed:
             return 1, total
-        if direction and log_lr_direction(wins, losses, params.theta1) <= params.lambda_dir:
+        if direction and log_lr_direction(wins, losses, params_of(SequentialParams, params).theta1) <= params.lambda_dir:
             return -1, total
     return 0, last
 
@@ -473,7 +478,7 @@ def trade_off_cell(key: str) -> tuple[str, float]:
         return "random", 1.0
     base = {k: v for k, v in overrides.items() if k != "anchor_fraction"}
     base_key = next(k for k, _l, o, ov in LADDER_CONFIGS if o == order and ov == base)
-    return base_key, overrides.get("anchor_fraction", GateParams().anchor_fraction)
+    return base_key, overrides.get("anchor_fraction", params_of(LadderParams, GateParams()).anchor_fraction)
 
 
 def info_weighted_delta(pop: Population) -> float:
@@ -493,7 +498,7 @@ def ladder_vs_random(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: 
     """Every LADDER_CONFIGS ordering on ONE uniform log-odds +5 population; returns (results by key, mean discordance, population)."""
     pop = uniform_log_odds_population(rng, n_questions, sd, 5.0)
     out = {
-        key: population_study(rng, pop, runs, GateParams(**overrides), order=order, pre_gate_obs=pre_gate_obs, caps=(400, cap))
+        key: population_study(rng, pop, runs, GateParams.build(**overrides), order=order, pre_gate_obs=pre_gate_obs, caps=(400, cap))
         for key, _label, order, overrides in LADDER_CONFIGS
     }
     mean_disc = float(np.mean(pop.p * (1 - pop.q) + pop.q * (1 - pop.p)))
@@ -517,7 +522,7 @@ def same_population_nulls(rng, p: np.ndarray, runs: int, pre_gate_obs: int, caps
         pop = shifted_population(p, gain)
         for key in keys:
             label, order, overrides = configs[key]
-            result = population_study(rng, pop, runs, GateParams(**overrides), order=order, pre_gate_obs=pre_gate_obs, caps=caps, mixture=False)
+            result = population_study(rng, pop, runs, GateParams.build(**overrides), order=order, pre_gate_obs=pre_gate_obs, caps=caps, mixture=False)
             rows.append(dict(population=name, key=key, label=label, delta=float(np.mean(pop.q - pop.p)), result=result))
     return rows
 
@@ -554,7 +559,7 @@ def trade_off(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int, ca
         short = label.replace(" (product default)", "")
         settings += [(f"{short}, anchor {a}", key, order, a, overrides) for a in (0.0, 0.25, 0.5)]
     for label, key, order, anchor, overrides in settings:
-        params = GateParams(anchor_fraction=anchor, **overrides)
+        params = GateParams.build(anchor_fraction=anchor, **overrides)
         result = population_study(rng, pop, runs, params, order=order, pre_gate_obs=pre_gate_obs, caps=caps, mixture=False)
         for cap in caps:
             r = result[cap]
@@ -591,11 +596,11 @@ def write_report(path: Path, command: str, elapsed: float, sections: dict, setti
         "",
         f"Rule `sequential` with GateParams defaults: accept when the accept e-process reaches log E >= {params.lambda_accept} "
         f"(e^{params.lambda_accept} = {math.exp(params.lambda_accept):.1f}, alpha = {math.exp(-params.lambda_accept):.4f}). "
-        f"Accept e-process: `accept_prior = {params.accept_prior}`, an equal-weight mixture of the likelihood ratios "
-        f"(2θ_k)^S (2(1−θ_k))^F over θ_k = {params.accept_prior_low:.2f}, …, {params.accept_prior_high:.2f} ({params.accept_prior_points} points); "
-        f"`accept_within_block = {params.accept_within_block}`: a look at every block end accepts when the e-process crossed at any pair of "
+        f"Accept e-process: `accept_prior = {params_of(SequentialParams, params).accept_prior}`, an equal-weight mixture of the likelihood ratios "
+        f"(2θ_k)^S (2(1−θ_k))^F over θ_k = {params_of(SequentialParams, params).accept_prior_low:.2f}, …, {params_of(SequentialParams, params).accept_prior_high:.2f} ({params_of(SequentialParams, params).accept_prior_points} points); "
+        f"`accept_within_block = {params_of(SequentialParams, params).accept_within_block}`: a look at every block end accepts when the e-process crossed at any pair of "
         "that block in its planned slot order (Ville's inequality bounds the crossing probability of the whole pair-level path, so alpha holds; "
-        f"the whole block is still spent and counted). Reject at direction log-LR(θ1 = {params.theta1}) <= {params.lambda_dir} at block ends; "
+        f"the whole block is still spent and counted). Reject at direction log-LR(θ1 = {params_of(SequentialParams, params).theta1}) <= {params.lambda_dir} at block ends; "
         f"blocks of {params.block_size} pairs; cap {settings['cap']} pairs (undecided at the cap). Simulated pair by pair.",
         "",
         "## 1. Grid: false accepts, power, pairs (default rule, block 20)",
@@ -633,8 +638,8 @@ def write_report(path: Path, command: str, elapsed: float, sections: dict, setti
         f"Population (same model and draw as the previous report): one task type, {lv_set['n_questions']} validation questions, baseline logits ~ N(0, {lv_set['sd']}²), "
         f"candidate = the same logit shift for every question (+5 points on average; mean discordance {disc:.3f}); the pre-gate prior is "
         f"GatePools fed by {lv_set['pre_gate_obs']} full-validation (non-gate) observations per question (γ-EMA). Orders: random = `plan_blocks` with every "
-        f"slot an anchor; static = `plan_blocks` over `GatePools.ladder(warm=True)` (anchor {params.anchor_fraction}, re-asks over the top "
-        f"{params.reask_top_fraction:.0%}). "
+        f"slot an anchor; static = `plan_blocks` over `GatePools.ladder(warm=True)` (anchor {params_of(LadderParams, params).anchor_fraction}, re-asks over the top "
+        f"{params_of(LadderParams, params).reask_top_fraction:.0%}). "
         f"Default accept statistic. {lv_set['runs']} runs per order"
         + (" (the full run's 1000 aim at an SE of the mean pairs to accept ≤ ~3 % of the mean: column SE/mean); " if lv_set["runs"] >= 1000 else " (few runs: large SEs); ")
         + f"mixture-only = accept e-process without direction reject, cap {cap}. Saving SE: delta method over the two independent means.",
@@ -716,13 +721,14 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
     params = GateParams(rule="betting", plan="importance")
     caps = bs["caps"]
     caps_txt = " / ".join(str(c) for c in caps)
-    bets = gate_betting.accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points)
+    betting = params_of(BettingParams, params)
+    bets = gate_betting.accept_bets(1.0, betting.bet_low, betting.bet_high, betting.bet_points)
     lines = [
         "",
         "## 8. Importance plan + betting e-process: population nulls (issue 13 item 1)",
         "",
-        f"Rule `betting` on plan `importance` (GateParams defaults: floor {params.importance_floor}, so importance weights ≤ {1 / params.importance_floor:g}; "
-        f"accept bets {', '.join(f'{x:g}' for x in bets)} capped at 0.95 of 1/bound; reject when the e-process for \"gain ≥ {params.reject_margin}\" "
+        f"Rule `betting` on plan `importance` (GateParams defaults: floor {params_of(ImportanceParams, params).importance_floor}, so importance weights ≤ {1 / params_of(ImportanceParams, params).importance_floor:g}; "
+        f"accept bets {', '.join(f'{x:g}' for x in bets)} capped at 0.95 of 1/bound; reject when the e-process for \"gain ≥ {params_of(BettingParams, params).reject_margin}\" "
         f"reaches e^{-params.lambda_dir}; block {params.block_size}; α = e^-{params.lambda_accept}). Every question of a slot is an independent draw "
         f"from π (π ∝ √posterior E[p(1−p)] from the pre-gate p̂ of {bs['pre_gate_obs']} non-gate runs per question, floor π ≥ floor/N); "
         "the e-process bets on Z = (C − B)/(N π), whose mean is the pool's accuracy gain whatever π. Every accept below is a false accept. "
@@ -772,7 +778,7 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
             "",
             f"Why the plan cannot save 20 % against random order with the same statistic on this population: pairs to accept scale with "
             f"E[Z²], and an importance plan keeps E_π[Z²] / E_uniform[Z²] = {sm['oracle']:.3f} of it with the ORACLE π (true discordance, "
-            f"floor {params.importance_floor}), {sm['plan']:.3f} with the plan's π from {bs['pre_gate_obs']} pre-gate observations per question "
+            f"floor {params_of(ImportanceParams, params).importance_floor}), {sm['plan']:.3f} with the plan's π from {bs['pre_gate_obs']} pre-gate observations per question "
             "(mean of 50 draws): the ceiling of ANY importance plan here is a "
             f"{1 - sm['oracle']:.1%} smaller second moment, before the wider weight bound shrinks the bets.",
         ]
@@ -781,7 +787,7 @@ def betting_lines(b: dict, bs: dict) -> list[str]:
         "## 10. Power and the reject side (issue 13 item 6): homogeneous cells",
         "",
         f"Every question alike (discordance d, gain Δ; the plan is then uniform, weight 1). `betting` = the new rule (reject: e-process for gain ≥ "
-        f"{params.reject_margin}); `sequential` = today's rule (reject: fixed θ1 = {params.theta1} log-LR ≤ {params.lambda_dir}). Cap {caps_txt}.",
+        f"{params_of(BettingParams, params).reject_margin}); `sequential` = today's rule (reject: fixed θ1 = {params_of(SequentialParams, params).theta1} log-LR ≤ {params.lambda_dir}). Cap {caps_txt}.",
         "",
         f"| d | Δ pts | rule | P(accept) cap {caps[0]} ± SE | P(reject) cap {caps[0]} | P(undecided) cap {caps[0]} | mean pairs cap {caps[0]} | "
         f"P(accept) cap {caps[-1]} | P(reject) cap {caps[-1]} | mean pairs cap {caps[-1]} | runs |",
@@ -829,7 +835,7 @@ def betting_targets(b: dict, bs: dict) -> list[str]:
     ok_all = all(r["result"][c]["p_accept"] - 2 * r["result"][c]["se"] <= alpha for r in b["validity"] for c in caps)
     eff = b["efficiency"]
     ref = eff[0]["accept_only"]
-    default = next(e for e in eff if e["plan"] == "importance" and e["overrides"].get("importance_floor") == GateParams().importance_floor)
+    default = next(e for e in eff if e["plan"] == "importance" and e["overrides"].get("importance_floor") == params_of(ImportanceParams, GateParams()).importance_floor)
     rand_bet = next((e["accept_only"] for e in eff if e["overrides"].get("importance_floor") == 1.0), None)
     sv = saving_vs_random(default["accept_only"]["mean"], default["accept_only"]["se"], ref["mean"], ref["se"])
     sb = saving_vs_random(default["accept_only"]["mean"], default["accept_only"]["se"], rand_bet["mean"], rand_bet["se"]) if rand_bet else (float("nan"), 0.0)
@@ -937,7 +943,7 @@ def efficiency_vs_safety_lines(sections: dict, settings: dict) -> list[str]:
     lines = [
         "## 7. Ladder: efficiency vs safety",
         "",
-        f"Sections 4, 4b and 6 side by side (anchor fraction {GateParams().anchor_fraction} unless stated; false-accept rates at cap {caps_txt}). "
+        f"Sections 4, 4b and 6 side by side (anchor fraction {params_of(LadderParams, GateParams()).anchor_fraction} unless stated; false-accept rates at cap {caps_txt}). "
         "Random order is the reference: its slots are uniform over the pool, so the e-process tests the population effect and the trade-off "
         "null stays near α.",
         "",

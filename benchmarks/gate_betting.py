@@ -21,7 +21,10 @@ from benchmarks._engine import decide_by, gate_now
 from harness.kernel.betting import accept_bets, betting_look, log_wealth_path, reject_bets
 from harness.kernel.gate import pair_block
 from harness.kernel.importance_plan import ImportancePlanner, floor_probabilities
-from harness.kernel.ladder import GatePools
+from harness.kernel.ladder import GatePools, PoolParams
+from harness.kernel.plans import ImportanceParams
+from harness.kernel.registry import params_of
+from harness.kernel.rules import BettingParams, SequentialParams
 from harness.kernel.stats import log_e_accept, log_lr_direction
 from harness.kernel.types import GateParams
 
@@ -40,10 +43,10 @@ def pre_gate_prior(rng, p: np.ndarray, pre_gate_obs: int, gamma: float) -> dict:
 
 
 def planner_for(rng, p: np.ndarray, params: GateParams, pre_gate_obs: int, seed: int) -> ImportancePlanner:
-    prior = pre_gate_prior(rng, p, pre_gate_obs, params.ema_gamma)
+    prior = pre_gate_prior(rng, p, pre_gate_obs, params_of(PoolParams, params).ema_gamma)
     return ImportancePlanner(
-        [f"q{i}" for i in range(p.size)], block_size=params.block_size, max_pairs=params.max_pairs, floor=params.importance_floor,
-        seed=seed, first_sample_index=10_000_000, prior=prior, prior_obs=params.ladder_prior_obs,
+        [f"q{i}" for i in range(p.size)], block_size=params.block_size, max_pairs=params.max_pairs, floor=params_of(ImportanceParams, params).importance_floor,
+        seed=seed, first_sample_index=10_000_000, prior=prior, prior_obs=params_of(ImportanceParams, params).ladder_prior_obs,
     )
 
 
@@ -76,8 +79,9 @@ class Path:
 
 
 def betting_path(z: np.ndarray, bound: float, params: GateParams, infra: np.ndarray | None = None) -> Path:
-    a = log_wealth_path(z, accept_bets(bound, params.bet_low, params.bet_high, params.bet_points), 0.0, bound)
-    r = log_wealth_path(z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound)
+    betting = params_of(BettingParams, params)
+    a = log_wealth_path(z, accept_bets(bound, betting.bet_low, betting.bet_high, betting.bet_points), 0.0, bound)
+    r = log_wealth_path(z, reject_bets(bound, betting.reject_margin, betting.bet_low, betting.bet_high, betting.bet_points), betting.reject_margin, bound)
     return Path(first_index(a >= params.lambda_accept), first_index(r >= -params.lambda_dir), guard_trip(infra, params), z.size,
                 0.0 if infra is None else float(infra.mean()))
 
@@ -87,9 +91,9 @@ def sign_path(y: np.ndarray, params: GateParams, infra: np.ndarray | None = None
     Vectorised for speed; with `decide` it agrees with the kernel's gate loop decision for decision on seeded signs
     (tests/kernel/test_gate_benchmark.py)."""
     s, f = np.cumsum(y == 1), np.cumsum(y == -1)
-    a = log_e_accept(s, f, params)
+    a = log_e_accept(s, f, params_of(SequentialParams, params))
     ends = np.arange(params.block_size - 1, y.size, params.block_size)
-    rej = log_lr_direction(s[ends], f[ends], params.theta1) <= params.lambda_dir
+    rej = log_lr_direction(s[ends], f[ends], params_of(SequentialParams, params).theta1) <= params.lambda_dir
     hit = np.flatnonzero(rej)
     return Path(first_index(a >= params.lambda_accept), int(ends[hit[0]]) if hit.size else INF, guard_trip(infra, params), y.size,
                 0.0 if infra is None else float(infra.mean()))
@@ -146,7 +150,7 @@ def accept_only(paths: list[Path], block: int, cap: int) -> dict:
 
 def population_paths(rng, p, q, runs: int, params: GateParams, *, horizon: int, pre_gate_obs: int, plan: str = "importance",
                      coupling: float = 0.0, infra_on_wrong: float = 0.0) -> list[Path]:
-    """`runs` gates on population (p, q). plan: "importance" (params.importance_floor) | "random-signs" (uniform order,
+    """`runs` gates on population (p, q). plan: "importance" (params_of(ImportanceParams, params).importance_floor) | "random-signs" (uniform order,
     today's sequential statistic). `infra_on_wrong`: share of the candidate's WRONG answers lost to infrastructure
     (missing not at random): the betting rule imputes them against the candidate, today's rule drops them."""
     n = p.size
@@ -156,7 +160,7 @@ def population_paths(rng, p, q, runs: int, params: GateParams, *, horizon: int, 
             planner = planner_for(rng, p, params, pre_gate_obs, seed=r)
             pi, bound = planner.probabilities, planner.bound
         elif plan == "oracle":  # the ceiling of ANY importance plan: pi from the TRUE discordance (not implementable)
-            pi = oracle_probabilities(p, q, params.importance_floor)
+            pi = oracle_probabilities(p, q, params_of(ImportanceParams, params).importance_floor)
             bound = float(np.max(1.0 / (n * pi)))
         else:
             pi, bound = np.full(n, 1.0 / n), 1.0
@@ -287,12 +291,12 @@ def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict
     configs += [(f"importance plan (default floor), correlated arms (coupling {c})", "importance", {}, c) for c in s["couplings"]]
     configs += [(f"uniform random order, today's sign statistic, correlated arms (coupling {c})", "random-signs", {}, c) for c in s["couplings"]]
     for label, plan, overrides, coupling in configs:
-        pr = dataclasses.replace(params, **overrides)
+        pr = params.with_values(**overrides)
         paths = population_paths(rng, p, q, s["eff_runs"], pr, horizon=s["eff_cap"], pre_gate_obs=s["pre_gate_obs"], plan=plan, coupling=coupling)
         eff.append(dict(label=label, plan=plan, overrides=overrides, coupling=coupling, accept_only=accept_only(paths, pr.block_size, s["eff_cap"]),
                         product=summarise(paths, pr.block_size, (400,))[400]))
     out["efficiency"] = eff
-    floor = params.importance_floor
+    floor = params_of(ImportanceParams, params).importance_floor
     out["second_moment"] = dict(
         oracle=second_moment_ratio(p, q, oracle_probabilities(p, q, floor)),
         plan=float(np.mean([second_moment_ratio(p, q, planner_for(rng, p, params, s["pre_gate_obs"], seed=r).probabilities) for r in range(50)])),

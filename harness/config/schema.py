@@ -75,17 +75,33 @@ class LLMConfig:
     max_agent_steps: int = 4
 
 
-# The gate's keys are defined once, by the kernel's GateParams (harness/kernel/types.py,
-# where each key is documented) and by the params dataclasses of the registered gate
-# strategies (a rule, plan, futility rule or FDR procedure added in its own file brings
-# its keys): this schema is composed from their fields and defaults, again at every
-# `register_schema()` (so a strategy registered after import is in it).
+# The gate's keys are defined once, by the kernel's GateParams core fields (harness/kernel/types.py,
+# where each is documented) and by the params dataclasses of the registered gate strategies
+# and gate components (kernel/registry.gate_params_types; a rule, plan, futility rule or FDR
+# procedure added in its own file brings its keys): this schema is composed from their fields
+# and defaults, again at every `register_schema()` (so a strategy registered after import is
+# in it), listed in GATE_KEY_ORDER (then any other key, sorted).
 # `lambda` is a Python keyword, so GateParams calls it `lambda_accept` and the schema
 # names the field exactly as users write it (`gate.lambda`). Only `dataclasses.fields`
 # and class defaults are used by OmegaConf; the class is never instantiated.
+# the order params.yaml has always listed the gate keys in (a stable `dvc params diff` and snapshot): keys are owned
+# by the core or a strategy, this tuple only orders them
+GATE_KEY_ORDER = (
+    "rule", "metric", "lambda", "lambda_dir", "theta1", "block_size", "anchor_fraction", "max_pairs", "undecided",
+    "p_low", "p_high", "ema_gamma", "probe_every", "mcnemar_n", "mcnemar_alpha", "infra_max_ratio",
+    "infra_min_denominator", "reask_top_fraction", "accept_prior", "accept_prior_low", "accept_prior_high",
+    "accept_prior_points", "accept_within_block", "plan", "ladder_prior_obs", "fdr", "fdr_level", "fdr_horizon",
+    "screen", "screen_margin", "selection_n", "cap_evolve_n", "probation_settlement", "importance_floor",
+    "reject_margin", "bet_low", "bet_high", "bet_points", "futility", "futility_gain", "futility_power", "futility_z",
+    "futility_min_n",
+)
+
+
 def gate_config_class() -> type:
     defaults = {GATE_CONFIG_KEY.get(f.name, f.name): f.default for f in gate_param_fields()}
     defaults.update(gate_strategy_settings(set(defaults) | set(GATE_CONFIG_KEY)))
+    rank = {key: i for i, key in enumerate(GATE_KEY_ORDER)}
+    defaults = dict(sorted(defaults.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
     namespace: dict[str, Any] = {"__annotations__": {k: type(v) for k, v in defaults.items()}, "__module__": __name__, **defaults}
     cls = type("GateConfig", (object,), namespace)
     return dataclasses.dataclass(init=False, repr=False, eq=False)(cls)

@@ -29,7 +29,7 @@ from harness.config.suggest import RENAMED_KEYS, did_you_mean
 from harness.contracts.answers import ANSWER_PARSING_MODES
 from harness.contracts.roles import Role
 from harness.identity import GATE_MARK
-from harness.kernel.registry import strategy_problems
+from harness.kernel.registry import component_problems, strategy_problems
 
 BENCHMARKS = ("sim", "jsonl")
 PROVIDERS = ("sim", "openai")
@@ -456,9 +456,7 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     if c.positive_int("gate.block_size") and c.positive_int("gate.max_pairs"):
         block = c.value("gate.block_size")
         c.check("gate.max_pairs", lambda v: v >= block, f"must be >= gate.block_size = {block} (at least one block)")
-    c.check("gate.anchor_fraction", lambda v: _is_number(v) and 0 <= v <= 1, "must satisfy 0 <= anchor_fraction <= 1 (1 = every slot an anchor)")
     c.one_of("gate.undecided", UNDECIDED_ACTIONS)
-    c.check("gate.ema_gamma", lambda v: _is_number(v) and 0 < v <= 1, "must satisfy 0 < ema_gamma <= 1")
     _collect_strategy_checks(c, "gate.rule")  # each rule's own settings (bets, mcnemar_*, selection_n, cap_evolve_n)
     _collect_strategy_checks(c, "gate.plan")  # each plan's own settings (importance_floor, the static ladder's p_low ...)
     rules = CHOICE_REGISTRIES["gate.rule"]
@@ -470,11 +468,10 @@ def _validate_gate(cfg: DictConfig) -> list[Violation]:
     c.check("gate.infra_max_ratio", lambda v: _is_number(v) and 0 < v <= 1, "must be in (0, 1]")
     c.positive_int("gate.infra_min_denominator")
     c.registered("gate.fdr")
-    c.check("gate.fdr_level", lambda v: _is_number(v) and 0 < v < 1, "must be in (0, 1)")
     _collect_strategy_checks(c, "gate.fdr")  # e-LOND's fdr_horizon
     c.check("gate.screen", lambda v: isinstance(v, bool), "must be true or false")
-    c.positive_int("gate.screen_margin", minimum=0)
-    c.one_of("gate.probation_settlement", ("snapshot", "eprocess"))
+    for field, value, expected in component_problems(_Section(c, "gate")):  # screen_margin, probation_settlement, ema_gamma
+        c.add(f"gate.{field}", value, expected)
     c.registered("gate.futility")  # read by the betting rule only
     _collect_strategy_checks(c, "gate.futility")
     return c.violations

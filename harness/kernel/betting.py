@@ -43,6 +43,8 @@ from typing import Optional
 import numpy as np
 
 from harness.kernel.futility import FUTILITY_RULES, FutilityView
+from harness.kernel.registry import params_of
+from harness.kernel.rules import BettingParams
 from harness.kernel.types import PairResult
 
 __all__ = [
@@ -197,18 +199,19 @@ def betting_look(pairs: Sequence[PairResult], params) -> BettingLook:
     bound = bounds.pop()
     if params.lambda_dir >= 0:
         raise ValueError(f"gate.lambda_dir must be < 0, got {params.lambda_dir!r}")
-    if not 0.0 < params.reject_margin < bound:
-        raise ValueError(f"gate.reject_margin must be in (0, {bound}), got {params.reject_margin!r}")
+    own = params_of(BettingParams, params)
+    if not 0.0 < own.reject_margin < bound:
+        raise ValueError(f"gate.reject_margin must be in (0, {bound}), got {own.reject_margin!r}")
     # a soft gate's pair carries the metric's values: bet on them (same mean as their rounding, less variance)
     baseline = [p.baseline if p.baseline_value is None else p.baseline_value for p in pairs]
     candidate = [p.candidate if p.candidate_value is None else p.candidate_value for p in pairs]
     z = weighted_differences(baseline, candidate, [p.weight for p in pairs], bound)
     z_soft = soft_differences(pairs, z)
-    bets = accept_bets(bound, params.bet_low, params.bet_high, params.bet_points)
+    bets = accept_bets(bound, own.bet_low, own.bet_high, own.bet_points)
     per_bet = log_wealth_per_bet(z, bets, 0.0, bound)  # (T, K)
     accept = mixture_of(per_bet)
     reject = log_wealth_path(
-        z, reject_bets(bound, params.reject_margin, params.bet_low, params.bet_high, params.bet_points), params.reject_margin, bound
+        z, reject_bets(bound, own.reject_margin, own.bet_low, own.bet_high, own.bet_points), own.reject_margin, bound
     )
     crossed = np.flatnonzero(accept >= params.lambda_accept)
     return BettingLook(
@@ -275,7 +278,7 @@ def betting_decision(pairs: Sequence[PairResult], params, *, final: bool) -> Bet
                                           f"(weighted mean gain {look.mean_difference:+.4f}, weight bound {look.bound:.3f})"),
                                look.log_e_trigger, -look.log_e_reject, look)
     if look.reject_crossed:
-        return BettingDecision("reject", (f"betting: the e-process for gain >= {params.reject_margin} reached log {look.reject_peak:.3f} "
+        return BettingDecision("reject", (f"betting: the e-process for gain >= {params_of(BettingParams, params).reject_margin} reached log {look.reject_peak:.3f} "
                                           f">= {-params.lambda_dir} (weighted mean gain {look.mean_difference:+.4f})"),
                                look.log_e, -look.reject_peak, look)
     if final:

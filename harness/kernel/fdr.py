@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from harness.kernel.registry import Registry, is_int_at_least
+from harness.kernel.registry import Registry, is_int_at_least, is_number, params_of
 
 __all__ = ["FDR_PROCEDURES", "FdrProcedure", "FdrState", "GateLevel", "elond_gamma", "elond_level", "elond_record", "level_lambda"]
 
@@ -158,12 +158,16 @@ class NoFdr:
 
 @dataclass(frozen=True)
 class ELondParams:
-    """The setting e-LOND owns (gate.<field>); gate.fdr_level is the run's target, read by the gate core."""
+    """The settings e-LOND owns (gate.<field>): the run's target FDR and the horizon of its gamma sequence."""
 
-    fdr_horizon: int = 50
+    fdr_level: float = 0.1  # target false discovery rate over the run's installs
+    fdr_horizon: int = 50  # gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
 
     def check(self) -> list[tuple[str, str]]:
-        return [] if is_int_at_least(self.fdr_horizon, 1) else [("fdr_horizon", "must be an integer >= 1")]
+        problems = [] if is_int_at_least(self.fdr_horizon, 1) else [("fdr_horizon", "must be an integer >= 1")]
+        if not (is_number(self.fdr_level) and 0 < self.fdr_level < 1):
+            problems.append(("fdr_level", "must be in (0, 1)"))
+        return problems
 
 
 @dataclass(frozen=True)
@@ -175,11 +179,13 @@ class ELond:
     params_type: ClassVar[type] = ELondParams
 
     def level(self, state: FdrState, params) -> GateLevel:
-        level = elond_level(state, params.fdr_level, params.fdr_horizon)
+        own = params_of(ELondParams, params)
+        level = elond_level(state, own.fdr_level, own.fdr_horizon)
         return GateLevel(level_lambda(level), {"fdr_level": level, "fdr_test": state.tests + 1})
 
     def record(self, state: FdrState, params, *, discovered: bool) -> FdrState:
-        return elond_record(state, params.fdr_level, params.fdr_horizon, discovered=discovered)
+        own = params_of(ELondParams, params)
+        return elond_record(state, own.fdr_level, own.fdr_horizon, discovered=discovered)
 
     def report(self, state: FdrState) -> dict:
         return {"fdr_spent": state.spent}

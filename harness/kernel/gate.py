@@ -12,7 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from harness.kernel.rules import rule_for
+from harness.kernel.registry import params_of
+from harness.kernel.rules import SequentialParams, rule_for
 from harness.kernel.stats import (  # noqa: F401  (re-exported)
     log_e_accept,
     log_e_accept_peak,
@@ -194,8 +195,9 @@ def gate_decision(pairs_so_far: Sequence[PairResult], params: GateParams, *, fin
         )
     final = final or n >= params.max_pairs
     counts = count_pairs(pairs_so_far)
-    log_e = log_e_accept(counts.wins, counts.losses, params)
-    log_lr = log_lr_direction(counts.wins, counts.losses, params.theta1)
+    sign_params = params_of(SequentialParams, params)  # the sign statistics recorded for every rule
+    log_e = log_e_accept(counts.wins, counts.losses, sign_params)
+    log_lr = log_lr_direction(counts.wins, counts.losses, sign_params.theta1)
 
     def verdict(action: str, reason: str) -> GateVerdict:
         return GateVerdict(

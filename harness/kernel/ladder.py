@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness.identity import GATE_MARK
+from harness.kernel.registry import is_int_at_least, is_number, ordered_pair_problems, params_of
 from harness.kernel.types import BlockItem, GateParams
 
 GATE_RUN_MARKER = GATE_MARK
@@ -45,6 +46,37 @@ def order_key(score: float) -> float:
     """The comparison key of an information score: rounded to ORDER_DIGITS, so ties are exact."""
     return round(float(score), ORDER_DIGITS)
 FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PoolParams:
+    """The setting the gate pools own (gate.<field>): how a non-gate run's outcomes update p_hat (update_from_run)."""
+
+    ema_gamma: float = 0.3  # p_hat <- (1 - gamma) p_hat + gamma outcome
+
+    def check(self) -> list[tuple[str, str]]:
+        return [] if is_number(self.ema_gamma) and 0 < self.ema_gamma <= 1 else [("ema_gamma", "must satisfy 0 < ema_gamma <= 1")]
+
+
+@dataclass(frozen=True)
+class LadderParams:
+    """The settings the static ladder (gate.plan=static; plan_blocks, GatePools.ladder) owns (gate.<field>)."""
+
+    p_low: float = 0.02
+    p_high: float = 0.98
+    probe_every: int = 3
+    reask_top_fraction: float = 0.5  # re-ask passes (after the first full pass) walk only this top share of the ladder
+    anchor_fraction: float = 0.25  # share of each block's slots drawn uniformly from the whole pool (anchors)
+
+    def check(self) -> list[tuple[str, str]]:
+        problems = ordered_pair_problems(self, "p_low", "p_high", lambda v: 0 <= v <= 1, "must be in [0, 1]", strict=True)
+        if not is_int_at_least(self.probe_every, 1):
+            problems.append(("probe_every", "must be an integer >= 1"))
+        if not (is_number(self.reask_top_fraction) and 0 < self.reask_top_fraction <= 1):
+            problems.append(("reask_top_fraction", "must satisfy 0 < reask_top_fraction <= 1"))
+        if not (is_number(self.anchor_fraction) and 0 <= self.anchor_fraction <= 1):
+            problems.append(("anchor_fraction", "must satisfy 0 <= anchor_fraction <= 1 (1 = every slot an anchor)"))
+        return problems
 
 
 class LeakingRunError(ValueError):
@@ -149,10 +181,11 @@ class GatePools:
     def ladder(self, task_type: str, params: GateParams, *, warm: bool, exclude: Collection[str] = ()) -> list[str]:
         """The ordered ladder of `task_type` (see module doc); `exclude`d qids (e.g. case-pack questions) left out."""
         entries = [e for e in self._require(task_type) if e.qid not in exclude]
+        own = params_of(LadderParams, params)
         if warm:
-            kept = [e for e in entries if e.p_hat is None or params.p_low <= e.p_hat <= params.p_high]
+            kept = [e for e in entries if e.p_hat is None or own.p_low <= e.p_hat <= own.p_high]
             return [e.qid for e in sorted(kept, key=lambda e: -order_key(e.information))]
-        return cold_order(entries, probe_every=params.probe_every)
+        return cold_order(entries, probe_every=own.probe_every)
 
     # -- serialization (the file: harness/loop/persistence.py) -------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -239,20 +272,23 @@ def plan_blocks(
     if unknown:
         raise ValueError(f"plan_blocks: ladder questions not in the pool: {unknown[:5]}")
     check_block_params(params)
-    if not 0.0 < params.reask_top_fraction <= 1.0:
-        raise ValueError(f"gate.reask_top_fraction must be in (0, 1], got {params.reask_top_fraction!r}")
+    own = params_of(LadderParams, params)
+    if not 0.0 <= own.anchor_fraction <= 1.0:
+        raise ValueError(f"gate.anchor_fraction must be in [0, 1], got {own.anchor_fraction!r}")
+    if not 0.0 < own.reask_top_fraction <= 1.0:
+        raise ValueError(f"gate.reask_top_fraction must be in (0, 1], got {own.reask_top_fraction!r}")
     informing = informing_samples or {}
     rng = random.Random(seed)
     anchor_order: list[str] = []
     # first pass: the whole ladder; re-ask passes: its most informative top share
-    reask_length = max(1, math.ceil(len(ladder) * params.reask_top_fraction))
+    reask_length = max(1, math.ceil(len(ladder) * own.reask_top_fraction))
     ladder_cursor = 0
     next_index = first_sample_index
     blocks: list[list[BlockItem]] = []
     total = 0
     while total < params.max_pairs:
         size = min(params.block_size, params.max_pairs - total)
-        n_anchor = anchors_per_block(size, params.anchor_fraction) if ladder else size
+        n_anchor = anchors_per_block(size, own.anchor_fraction) if ladder else size
         block: list[BlockItem] = []
         for slot in range(size):
             is_anchor = slot >= size - n_anchor
@@ -277,8 +313,6 @@ def plan_blocks(
 
 def check_block_params(params: GateParams) -> None:
     """The block-shape keys every block planner relies on; ValueError naming the key."""
-    if not 0.0 <= params.anchor_fraction <= 1.0:
-        raise ValueError(f"gate.anchor_fraction must be in [0, 1], got {params.anchor_fraction!r}")
     if params.block_size < 1 or params.max_pairs < 1:
         raise ValueError(f"gate.block_size and gate.max_pairs must be >= 1, got {params.block_size}, {params.max_pairs}")
 

@@ -32,8 +32,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Protocol
 
-from harness.kernel.ladder import GatePools, check_block_params, plan_blocks
-from harness.kernel.registry import Registry, is_int_at_least, is_number, ordered_pair_problems
+from harness.kernel.ladder import GatePools, LadderParams, check_block_params, plan_blocks
+from harness.kernel.registry import Registry, is_int_at_least, is_number, params_of
 from harness.kernel.types import BlockItem, GateParams
 
 
@@ -119,25 +119,6 @@ class SamplingPlan(Protocol):
     def planner(self, request: PlanRequest) -> BlockPlanner:
         """The block planner of one gate (the pool is non-empty)."""
         ...
-
-
-@dataclass(frozen=True)
-class LadderParams:
-    """The settings the static ladder owns (gate.<field>; kernel/ladder.py reads them). anchor_fraction is every
-    plan's block shape and ema_gamma the pools' p_hat update, so neither is here."""
-
-    p_low: float = 0.02
-    p_high: float = 0.98
-    probe_every: int = 3
-    reask_top_fraction: float = 0.5
-
-    def check(self) -> list[tuple[str, str]]:
-        problems = ordered_pair_problems(self, "p_low", "p_high", lambda v: 0 <= v <= 1, "must be in [0, 1]", strict=True)
-        if not is_int_at_least(self.probe_every, 1):
-            problems.append(("probe_every", "must be an integer >= 1"))
-        if not (is_number(self.reask_top_fraction) and 0 < self.reask_top_fraction <= 1):
-            problems.append(("reask_top_fraction", "must satisfy 0 < reask_top_fraction <= 1"))
-        return problems
 
 
 @dataclass(frozen=True)
@@ -228,14 +209,15 @@ class ImportancePlan:
 
         params = request.params
         check_block_params(params)
+        own = params_of(ImportanceParams, params)
         prior = {e.qid: (e.p_hat, e.n_obs) for tt in request.task_types for e in request.pools.entries(tt)}
         excluded = set(request.exclude)
         pool = list(dict.fromkeys(request.pool))
         if not any(q not in excluded for q in pool):  # every question was in the case pack: ask them anyway
             excluded = set()
-        return ImportancePlanner(pool, block_size=params.block_size, max_pairs=params.max_pairs, floor=params.importance_floor,
+        return ImportancePlanner(pool, block_size=params.block_size, max_pairs=params.max_pairs, floor=own.importance_floor,
                                  seed=request.seed, first_sample_index=request.first_sample_index, prior=prior,
-                                 prior_obs=params.ladder_prior_obs, informing_samples=request.informing(), exclude=excluded)
+                                 prior_obs=own.ladder_prior_obs, informing_samples=request.informing(), exclude=excluded)
 
 
 SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.plan", {

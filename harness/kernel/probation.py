@@ -15,9 +15,26 @@ with the verdicts below.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Optional
 
+from harness.kernel.registry import params_of
+from harness.kernel.rules import SequentialParams
 from harness.kernel.types import GateParams, Probation, ProbationVerdict
+
+SETTLEMENTS = ("snapshot", "eprocess")
+
+
+@dataclass(frozen=True)
+class ProbationParams:
+    """The setting probation owns (gate.<field>): how the slow update settles an edit installed on probation or
+    accepted under watch."""
+
+    probation_settlement: str = "eprocess"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
+
+    def check(self) -> list[tuple[str, str]]:
+        ok = self.probation_settlement in SETTLEMENTS
+        return [] if ok else [("probation_settlement", f"must be one of {', '.join(SETTLEMENTS)}")]
 
 
 def probation_verdict(probation: Probation, rerun: Mapping[str, Optional[bool]]) -> ProbationVerdict:
@@ -75,14 +92,15 @@ def probation_settlement(
     n = len(qids)
     acc_before, acc_after = sum(before) / n, sum(after) / n
     lam = params.lambda_accept
+    sign_params = params_of(SequentialParams, params)  # the sign rule's accept prior
     if probation.kind == "accepted":
-        log_e_harm = float(log_e_accept(losses, wins, params))
+        log_e_harm = float(log_e_accept(losses, wins, sign_params))
         if log_e_harm >= lam:
             return ProbationVerdict("rollback", wins, losses, n, acc_before, acc_after,
                                     reason=f"harm certified on fresh pairs: log E = {log_e_harm:.3f} >= {lam} ({losses} losses, {wins} wins on {n})")
         return ProbationVerdict("keep", wins, losses, n, acc_before, acc_after,
                                 reason=f"no certified harm: log E(harm) = {log_e_harm:.3f} < {lam} ({wins} wins, {losses} losses on {n})")
-    log_e = float(log_e_accept(wins, losses, params))
+    log_e = float(log_e_accept(wins, losses, sign_params))
     if log_e >= lam:
         return ProbationVerdict("keep", wins, losses, n, acc_before, acc_after,
                                 reason=f"improvement certified on fresh pairs: log E = {log_e:.3f} >= {lam} ({wins} wins, {losses} losses on {n})")

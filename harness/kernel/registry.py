@@ -68,32 +68,66 @@ P = TypeVar("P")
 
 
 def params_of(params_type: type[P], source: Any) -> P:
-    """A strategy's own frozen params dataclass, each field read by name from `source` (GateParams or a config
-    mapping)."""
-    if isinstance(source, Mapping):
-        get = source.__getitem__
-    else:  # GateParams: a field, else a setting of a strategy added in its own file (GateParams.strategy_settings)
-        extra = dict(source.strategy_settings) if isinstance(source, GateParams) else {}
-        get = lambda name: extra[name] if name in extra else getattr(source, name)  # noqa: E731
+    """A strategy's own frozen params dataclass, each field read by name from `source`: GateParams (its `settings`
+    carrier; cached per GateParams) or a config mapping / attribute object (config validation)."""
+    if isinstance(source, GateParams):
+        cache = source.__dict__.setdefault("_params_of", {})  # frozen: the cache is not a field (eq, replace ignore it)
+        own = cache.get(params_type)
+        if own is None:
+            settings = dict(source.settings)
+            missing = [f.name for f in dataclasses.fields(params_type) if f.name not in settings]  # type: ignore[arg-type]
+            if missing:
+                raise KeyError(f"GateParams.settings lacks {missing} of {params_type.__name__} (was it registered after "
+                               "the GateParams was built?)")
+            own = cache[params_type] = params_type(**{f.name: settings[f.name] for f in dataclasses.fields(params_type)})  # type: ignore[arg-type]
+        return own
+    get = source.__getitem__ if isinstance(source, Mapping) else lambda name: getattr(source, name)
     return params_type(**{f.name: get(f.name) for f in dataclasses.fields(params_type)})  # type: ignore[arg-type]
 
 
-def gate_strategy_settings(known: Collection[str]) -> dict[str, Any]:
-    """Default of every setting a registered gate strategy (gate.rule, plan, futility, fdr) declares in its params
-    dataclass that is not in `known` (GateParams' fields): the gate.* keys a strategy added in its own file brings,
-    which the config schema and GateParams.strategy_settings carry."""
+# the gate components every config runs, chosen by no registry, each owning its settings in a params dataclass
+# ("module:class", imported lazily: the pools, the screen and probation live above this module's imports)
+GATE_COMPONENTS: dict[str, str] = {
+    "gate pools (p_hat)": "harness.kernel.ladder:PoolParams",
+    "gate.screen": "harness.kernel.screen:ScreenParams",
+    "probation (gate.undecided=probation, slow update)": "harness.kernel.probation:ProbationParams",
+}
+
+
+def gate_params_types() -> list[tuple[str, type]]:
+    """(owner, params dataclass) of every registered gate strategy (gate.rule, plan, futility, fdr; `key=name`) and
+    every gate component: the owners of the gate.* settings GateParams.settings carries."""
     from harness.kernel.fdr import FDR_PROCEDURES
     from harness.kernel.futility import FUTILITY_RULES
     from harness.kernel.plans import SAMPLING_PLANS
     from harness.kernel.rules import RULES
 
-    out: dict[str, Any] = {}
+    out: list[tuple[str, type]] = []
     for registry in (RULES, SAMPLING_PLANS, FUTILITY_RULES, FDR_PROCEDURES):
         for name in registry.names():
             params_type = getattr(registry.get(name), "params_type", None)
-            for f in dataclasses.fields(params_type) if params_type else ():
-                if f.name not in known:
-                    out.setdefault(f.name, f.default)
+            if params_type is not None:
+                out.append((f"{registry.key}={name}", params_type))
+    return out + component_params_types()
+
+
+def component_params_types() -> list[tuple[str, type]]:
+    """(owner, params dataclass) of each gate component (GATE_COMPONENTS)."""
+    out = []
+    for owner, path in GATE_COMPONENTS.items():
+        module, _, attr = path.partition(":")
+        out.append((owner, getattr(importlib.import_module(module), attr)))
+    return out
+
+
+def gate_strategy_settings(known: Collection[str]) -> dict[str, Any]:
+    """Default of every setting a registered gate strategy or gate component declares in its params dataclass that is
+    not in `known`: the gate.* keys GateParams.settings carries and the config schema adds to the core fields."""
+    out: dict[str, Any] = {}
+    for _owner, params_type in gate_params_types():
+        for f in dataclasses.fields(params_type):
+            if f.name not in known:
+                out.setdefault(f.name, f.default)
     return out
 
 
@@ -118,6 +152,15 @@ def ordered_pair_problems(params: Any, low_key: str, high_key: str, in_range: An
     if not problems and (high <= low if strict else high < low):
         problems.append((high_key, f"must be {'>' if strict else '>='} gate.{low_key} = {low}"))
     return problems
+
+
+def component_problems(source: Any) -> list[tuple[str, Any, str]]:
+    """strategy_problems of the gate components (GATE_COMPONENTS), which no registry chooses."""
+    out: list[tuple[str, Any, str]] = []
+    for _owner, params_type in component_params_types():
+        own: Any = params_of(params_type, source)
+        out += [(field, getattr(own, field), expected) for field, expected in own.check()]
+    return out
 
 
 def strategy_problems(registry: Registry[Any], source: Any) -> list[tuple[str, Any, str]]:

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from harness.kernel.fdr import FDR_PROCEDURES
+from harness.kernel.futility import EstimateParams
+from harness.kernel.registry import params_of
 from harness.kernel.rules import BettingParams, RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
@@ -95,16 +97,17 @@ class BettingBudgetRule:
                                           f"(weighted mean gain {look.mean_difference:+.4f})", log_e=look.log_e_trigger,
                                 log_dir=-look.log_e_reject)
         if look.reject_crossed:
-            return RuleDecision("reject", f"betting_budget: the e-process for gain >= {params.reject_margin} reached log "
+            return RuleDecision("reject", f"betting_budget: the e-process for gain >= {params_of(BettingParams, params).reject_margin} reached log "
                                           f"{look.reject_peak:.3f} >= {-params.lambda_dir} (weighted mean gain "
                                           f"{look.mean_difference:+.4f})", log_e=look.log_e, log_dir=-look.reject_peak)
         left = max(params.max_pairs - len(pairs), 0)
+        futility = params_of(EstimateParams, params)  # the settled-decision stop reads the estimate futility's z and min n
         need = math.sqrt(2.0 * max(params.lambda_accept, 0.0))
         if final or left == 0:
             why = f"at the end of the budget ({len(pairs)} pairs)"
-        elif len(pairs) >= params.futility_min_n and settled(look.z, left, params.futility_z, look.bound,
+        elif len(pairs) >= futility.futility_min_n and settled(look.z, left, futility.futility_z, look.bound,
                                                              need * spread(look.z, look.bound) * math.sqrt(params.max_pairs)):
-            flip = 0.5 * math.erfc(params.futility_z / math.sqrt(2.0))
+            flip = 0.5 * math.erfc(futility.futility_z / math.sqrt(2.0))
             why = f"settled after {len(pairs)} pairs: the {left} pairs left would change the decision with probability < {flip:.3f}"
         else:
             return RuleDecision("continue", "no boundary crossed", log_e=look.log_e, log_dir=-look.log_e_reject)

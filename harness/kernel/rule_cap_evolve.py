@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.kernel.registry import is_int_at_least
+from harness.kernel.registry import is_int_at_least, params_of
 from harness.kernel.rules import RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
@@ -66,7 +66,7 @@ class CapEvolveRule:
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:
-        action, reason = cap_evolve_decide(wins, losses, ties, params.cap_evolve_n, final=final)
+        action, reason = cap_evolve_decide(wins, losses, ties, params_of(CapEvolveParams, params).cap_evolve_n, final=final)
         return RuleDecision(action, reason)  # type: ignore[arg-type]
 
 

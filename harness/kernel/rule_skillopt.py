@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.kernel.registry import is_int_at_least
+from harness.kernel.registry import is_int_at_least, params_of
 from harness.kernel.rules import RuleDecision
 from harness.kernel.types import GateParams, PairResult
 
@@ -68,7 +68,7 @@ class SkillOptRule:
 
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:
-        action, reason = skillopt_decide(wins, losses, ties, params.selection_n, final=final)
+        action, reason = skillopt_decide(wins, losses, ties, params_of(SkillOptParams, params).selection_n, final=final)
         return RuleDecision(action, reason)  # type: ignore[arg-type]
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Protocol
 
-from harness.kernel.registry import Registry, is_int_at_least, is_number, ordered_pair_problems
+from harness.kernel.registry import Registry, is_int_at_least, is_number, ordered_pair_problems, params_of
 from harness.kernel.stats import ACCEPT_PRIORS, first_crossing, log_e_accept, log_e_accept_path, log_lr_direction, mcnemar_one_sided_p
 from harness.kernel.types import GateAction, GateParams, PairResult
 
@@ -129,15 +129,16 @@ class SequentialRule:
     ) -> RuleDecision:
         """With `accept_within_block` and `pairs`, accepts when the e-process crossed lambda at any pair so far
         (recorded log E: its value at that first crossing); else only at the block end."""
-        log_e = log_e_accept(wins, losses, params)
-        log_lr = log_lr_direction(wins, losses, params.theta1)
-        if params.accept_within_block and pairs:
-            trigger = first_crossing(log_e_accept_path([pair.sign for pair in pairs], params), params.lambda_accept)
+        own = params_of(SequentialParams, params)
+        log_e = log_e_accept(wins, losses, own)
+        log_lr = log_lr_direction(wins, losses, own.theta1)
+        if own.accept_within_block and pairs:
+            trigger = first_crossing(log_e_accept_path([pair.sign for pair in pairs], own), params.lambda_accept)
             if trigger is not None:
                 return RuleDecision("accept", f"log E reached {trigger:.3f} >= lambda {params.lambda_accept} "
-                                              f"({params.accept_prior} prior; {log_e:.3f} at the block end)", log_e=trigger)
+                                              f"({own.accept_prior} prior; {log_e:.3f} at the block end)", log_e=trigger)
         if log_e >= params.lambda_accept:
-            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept} ({params.accept_prior} prior)",
+            return RuleDecision("accept", f"log E = {log_e:.3f} >= lambda {params.lambda_accept} ({own.accept_prior} prior)",
                                 log_e=log_e)
         if log_lr <= params.lambda_dir:
             return RuleDecision("reject", f"direction log-LR = {log_lr:.3f} <= lambda_dir {params.lambda_dir}")
@@ -223,14 +224,15 @@ class McNemarFixedRule:
     def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
                pairs: Sequence[PairResult] = ()) -> RuleDecision:
         n = wins + losses + ties
-        if n < params.mcnemar_n:
+        own = params_of(McNemarParams, params)
+        if n < own.mcnemar_n:
             if final:
-                return _undecided(params, f"only {n} of mcnemar_n={params.mcnemar_n} pairs")
-            return RuleDecision("continue", f"{n} of {params.mcnemar_n} pairs")
+                return _undecided(params, f"only {n} of mcnemar_n={own.mcnemar_n} pairs")
+            return RuleDecision("continue", f"{n} of {own.mcnemar_n} pairs")
         p = mcnemar_one_sided_p(wins, losses)
-        if p <= params.mcnemar_alpha:
-            return RuleDecision("accept", f"McNemar p = {p:.4g} <= {params.mcnemar_alpha}")
-        return RuleDecision("reject", f"McNemar p = {p:.4g} > {params.mcnemar_alpha}")
+        if p <= own.mcnemar_alpha:
+            return RuleDecision("accept", f"McNemar p = {p:.4g} <= {own.mcnemar_alpha}")
+        return RuleDecision("reject", f"McNemar p = {p:.4g} > {own.mcnemar_alpha}")
 
 
 @dataclass(frozen=True)

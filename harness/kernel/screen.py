@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from harness.kernel.registry import is_int_at_least
+
 __all__ = ["ScreenResult", "screen_verdict"]
 
 
@@ -39,6 +41,16 @@ class ScreenResult:
     @property
     def n_pairs(self) -> int:
         return self.wins + self.losses + self.ties
+
+
+@dataclass(frozen=True)
+class ScreenParams:
+    """The setting the pre-gate screen (gate.screen) owns (gate.<field>)."""
+
+    screen_margin: int = 0  # the screen passes when wins - losses >= this (0: not worse on the step's questions)
+
+    def check(self) -> list[tuple[str, str]]:
+        return [] if is_int_at_least(self.screen_margin, 0) else [("screen_margin", "must be an integer >= 0")]
 
 
 def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optional[bool]], *, margin: int = 1) -> ScreenResult:

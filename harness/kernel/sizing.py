@@ -34,6 +34,8 @@ from typing import Optional
 from harness.kernel.certificate import CertifyParams, certify_decision
 from harness.kernel.fdr import FDR_PROCEDURES, FdrState
 from harness.kernel.gate import gate_decision
+from harness.kernel.plans import ImportanceParams
+from harness.kernel.registry import params_of
 from harness.kernel.rules import rule_for
 from harness.kernel.types import GateParams, PairResult
 
@@ -69,7 +71,7 @@ def _sized(params: GateParams) -> Optional[GateParams]:
 
 def gate_accepts(params: GateParams, gain: float, discordance: float) -> bool:
     """Whether the gate accepts the typical path of `gain` by `params.max_pairs` (looks at every block end)."""
-    bound = 1.0 / params.importance_floor if rule_for(params).weighted else 1.0
+    bound = 1.0 / params_of(ImportanceParams, params).importance_floor if rule_for(params).weighted else 1.0
     pairs = typical_pairs(gain, discordance, params.max_pairs, weight_bound=bound)
     looks = list(range(params.block_size, params.max_pairs, params.block_size)) + [params.max_pairs]
     for n in looks:

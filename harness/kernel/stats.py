@@ -96,18 +96,19 @@ def log_e_grid_mixture(wins, losses, thetas):
     return float(out) if np.ndim(out) == 0 else out
 
 
-def log_e_accept(wins, losses, params):
-    """The accept e-process selected by `params.accept_prior` ("grid" | "uniform"); arrays ok."""
-    prior = getattr(params, "accept_prior", "grid")
+def log_e_accept(wins, losses, sign_params):
+    """The accept e-process selected by `sign_params.accept_prior` ("grid" | "uniform"): the sign rule's
+    SequentialParams (registry.params_of(SequentialParams, gate_params)); arrays ok."""
+    prior = sign_params.accept_prior
     if prior == "uniform":
         return log_e_beta_mixture(wins, losses)
     if prior == "grid":
-        thetas = accept_prior_grid(params.accept_prior_low, params.accept_prior_high, params.accept_prior_points)
+        thetas = accept_prior_grid(sign_params.accept_prior_low, sign_params.accept_prior_high, sign_params.accept_prior_points)
         return log_e_grid_mixture(wins, losses, thetas)
     raise ValueError(f"gate.accept_prior: unknown prior {prior!r}; expected one of {list(ACCEPT_PRIORS)}")
 
 
-def log_e_accept_peak(signs, params) -> float:
+def log_e_accept_peak(signs, sign_params) -> float:
     """Running maximum of the accept e-process over every prefix of `signs` (+1 win, -1 loss, 0 tie/infra).
 
     By Ville's inequality P(sup_t E_t >= 1/alpha) <= alpha under H0, so
@@ -116,16 +117,16 @@ def log_e_accept_peak(signs, params) -> float:
     the false-accept rate at most alpha; the pairs of the whole block are
     still spent. Returns -inf for no pairs.
     """
-    path = log_e_accept_path(signs, params)
+    path = log_e_accept_path(signs, sign_params)
     return float(np.max(path)) if path.size else float("-inf")
 
 
-def log_e_accept_path(signs, params) -> np.ndarray:
+def log_e_accept_path(signs, sign_params) -> np.ndarray:
     """The accept e-process after every pair of `signs` (+1 win, -1 loss, 0 tie/infra), in order (empty for no pairs)."""
     y = np.asarray(signs, dtype=int).reshape(-1)
     if y.size == 0:
         return np.zeros(0)
-    return np.asarray(log_e_accept(np.cumsum(y == 1), np.cumsum(y == -1), params), dtype=float).reshape(-1)
+    return np.asarray(log_e_accept(np.cumsum(y == 1), np.cumsum(y == -1), sign_params), dtype=float).reshape(-1)
 
 
 def first_crossing(path: np.ndarray, level: float) -> float | None:

@@ -63,62 +63,57 @@ class PairResult:
         return 1 if self.candidate else -1
 
 
+def _registered_settings() -> tuple[tuple[str, Any], ...]:
+    # GateParams() default: every registered strategy's (and gate component's) settings at their params defaults
+    from harness.kernel.registry import gate_strategy_settings
+
+    return tuple(sorted(gate_strategy_settings(()).items()))
+
+
 @dataclass(frozen=True)
 class GateParams:
+    """The gate's core parameters (what every rule and plan shares) plus `settings`, the carrier of every setting a
+    strategy or gate component owns in its own params dataclass (kernel/registry.py `params_of` reads them typed).
+    Build one with strategy settings by `GateParams.build(**kw)`; `with_values(**kw)` is its `dataclasses.replace`."""
+
     rule: str = "betting"  # kernel/rules.RULES
+    plan: str = "importance"  # gate.plan, kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static (the seed's ladder: strong null only)
     # what a pair's outcome is: hard (correct), soft or mixed ((hard + soft) / 2) rounded at random to {0, 1} with
     # that probability at the loop level (harness/loop/validate.gate_outcomes); a weighted rule bets on the value
     # itself (PairResult.baseline_value / candidate_value): pair differences stay in [-1, 1]
     metric: str = "hard"
-    lambda_accept: float = 3.0
-    lambda_dir: float = -1.56
-    theta1: float = 0.625
+    lambda_accept: float = 3.0  # accept when log E >= lambda (config key gate.lambda); fdr=elond replaces it per gate
+    lambda_dir: float = -1.56  # reject boundary of the sequential rules (betting: reject e-process >= exp(-lambda_dir))
     block_size: int = 20
-    anchor_fraction: float = 0.25
     max_pairs: int = 400
     undecided: str = "reject"  # "probation" | "reject"
-    p_low: float = 0.02
-    p_high: float = 0.98
-    ema_gamma: float = 0.3
-    probe_every: int = 3
-    mcnemar_n: int = 100
-    mcnemar_alpha: float = 0.05
+    fdr: str = "elond"  # kernel/fdr.FDR_PROCEDURES: "none" | "elond" (each gate's accept level from e-LOND over the run)
+    screen: bool = True  # run the candidate on the step's own questions first; GEPA's rule filters
+    futility: str = "estimate"  # kernel/futility.FUTILITY_RULES: none | estimate | soft_estimate; only ever rejects
     infra_max_ratio: float = 0.2
     infra_min_denominator: int = 10
-    reask_top_fraction: float = 0.5  # re-ask passes (after the first full pass) walk only this top share of the ladder
-    accept_prior: str = "grid"  # accept e-process: "grid" (LR mixture over accept_prior_low..high) | "uniform" (Beta-mixture)
-    accept_prior_low: float = 0.60
-    accept_prior_high: float = 0.90
-    accept_prior_points: int = 7  # equally weighted thetas, linspace(low, high, points)
-    accept_within_block: bool = True  # accept at a block end when the e-process crossed at any pair inside it (Ville)
-    plan: str = "importance"  # gate.plan, kernel/plans.SAMPLING_PLANS: importance | random (population-valid) | static (the seed's ladder: strong null only)
-    ladder_prior_obs: int = 4  # the importance plan counts the pre-gate p_hat as at most this many observations
-    # run-level gate (issue 13; harness/kernel/fdr.py, screen.py, rule_skillopt.py, rule_cap_evolve.py)
-    fdr: str = "elond"  # "none" | "elond": each sequential gate's accept level comes from e-LOND over the run
-    fdr_level: float = 0.1  # e-LOND: target false discovery rate over the run's installs
-    fdr_horizon: int = 50  # e-LOND: gamma_t = 6 / (pi^2 k^2 H), k = ceil(t / H)
-    screen: bool = True  # run the candidate on the step's own questions first; GEPA's rule filters
-    screen_margin: int = 0  # screen passes when wins - losses >= this
-    selection_n: int = 60  # skillopt rule: questions in the held-out selection split
-    cap_evolve_n: int = 100  # cap_evolve rule: pairs per decision
-    probation_settlement: str = "eprocess"  # "snapshot" (losses > wins vs the snapshot) | "eprocess" (fresh anchor pairs)
-    # population-valid gate (issue 13; harness/kernel/importance_plan.py, betting.py)
-    importance_floor: float = 0.5  # importance plan: pi_i >= floor / N, so importance weights <= 1 / floor (1 = uniform random order)
-    reject_margin: float = 0.03  # betting rule: reject once the e-process for "gain >= margin" crosses exp(-lambda_dir)
-    bet_low: float = 0.125  # betting rule: equally weighted constant bets, geometric from bet_low to bet_high (Kelly bets of
-    bet_high: float = 0.5  # +5..+10 points at discordance 0.2..0.4), each capped at 0.95 of the largest safe bet
-    bet_points: int = 3
-    # futility stop of the betting rule (harness/kernel/futility.py FUTILITY_RULES): none | estimate (the accept threshold is out of
-    # reach in the pairs left, or the conditional power at min(futility_gain, the upper bound on the gain from the pairs so far) is
-    # below futility_power) | soft_estimate (that bound from the soft scores); only ever rejects
-    futility: str = "estimate"
-    futility_gain: float = 0.10  # estimate: the largest pool gain (accuracy points / 100) the conditional power is computed for
-    futility_power: float = 0.05  # estimate: stop when that estimated probability of an accept by the cap is below this
-    futility_z: float = 1.645  # estimate: the gain is min(futility_gain, mean + z sd / sqrt(n)) of the weighted differences
-    futility_min_n: int = 20  # estimate: pairs before that bound replaces futility_gain
-    # (key, value) of the gate.* settings a strategy added in its own file declares (kernel/registry.params_of reads
-    # them): not a config key itself, and () for every strategy shipped today
-    strategy_settings: tuple[tuple[str, Any], ...] = ()
+    # (key, value) of every gate.* setting a registered strategy or gate component declares in its params dataclass,
+    # sorted by key: not a config key itself (kernel/registry.gate_strategy_settings lists them)
+    settings: tuple[tuple[str, Any], ...] = field(default_factory=_registered_settings)
+
+    @classmethod
+    def build(cls, **values: Any) -> GateParams:
+        """GateParams from core fields and strategy settings by name (defaults for the rest); ValueError naming a key
+        that is neither."""
+        return cls().with_values(**values)
+
+    def with_values(self, **values: Any) -> GateParams:
+        """A copy with these core fields and strategy settings changed; ValueError naming a key that is neither."""
+        import dataclasses
+
+        core = {f.name for f in gate_param_fields()}
+        own = dict(self.settings)
+        unknown = sorted(k for k in values if k not in core and k not in own)
+        if unknown:
+            raise ValueError(f"GateParams: unknown gate setting(s) {unknown}: neither a core field ({', '.join(sorted(core))}) "
+                             f"nor a registered strategy's setting ({', '.join(sorted(own))})")
+        own.update((k, v) for k, v in values.items() if k not in core)
+        return dataclasses.replace(self, **{k: v for k, v in values.items() if k in core}, settings=tuple(sorted(own.items())))
 
 
 # GateParams field -> config key where they differ (`lambda` is a Python keyword)
@@ -126,7 +121,8 @@ GATE_CONFIG_KEY: dict[str, str] = {"lambda_accept": "lambda"}
 
 
 def gate_params_from_config(gate_cfg: Any) -> GateParams:
-    """GateParams from the `gate` config group (a mapping or attribute object): every field, by name.
+    """GateParams from the `gate` config group (a mapping or attribute object): every core field and every registered
+    strategy's setting, by name.
 
     A missing key is an error naming it; values are coerced to the field's type (YAML `3` for a float field)."""
     from harness.kernel.registry import gate_strategy_settings
@@ -141,16 +137,16 @@ def gate_params_from_config(gate_cfg: Any) -> GateParams:
     values: dict[str, Any] = {}
     for f in gate_param_fields():
         values[f.name] = read(GATE_CONFIG_KEY.get(f.name, f.name), f"GateParams.{f.name}", f.default)
-    extra = gate_strategy_settings(values)
-    settings = tuple((key, read(key, "a registered strategy's params", default)) for key, default in sorted(extra.items()))
-    return GateParams(**values, strategy_settings=settings)
+    owned = gate_strategy_settings(())
+    settings = tuple((key, read(key, "a registered strategy's params", default)) for key, default in sorted(owned.items()))
+    return GateParams(**values, settings=settings)
 
 
 def gate_param_fields() -> list[Any]:
-    """GateParams' fields that are gate.* config keys (all but strategy_settings, which carries the others)."""
+    """GateParams' core fields, each a gate.* config key (all but `settings`, which carries the strategies' keys)."""
     import dataclasses
 
-    return [f for f in dataclasses.fields(GateParams) if f.name != "strategy_settings"]
+    return [f for f in dataclasses.fields(GateParams) if f.name != "settings"]
 
 
 @dataclass(frozen=True)

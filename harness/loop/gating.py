@@ -42,8 +42,11 @@ from harness.identity import gate_run_prefix, gate_sample_start
 from harness.kernel.fdr import FDR_PROCEDURES
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, BlockPlanner, FixedBlocks, PlanRequest
+from harness.kernel.registry import params_of
+from harness.kernel.rule_cap_evolve import CapEvolveParams
+from harness.kernel.rule_skillopt import SkillOptParams
 from harness.kernel.rules import rule_for
-from harness.kernel.screen import ScreenResult, screen_verdict
+from harness.kernel.screen import ScreenParams, ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
 from harness.loop.validate import GateRequest, GateRolloutFn, ValidationOutcome, gate_outcomes, validate_skill_local
@@ -140,7 +143,7 @@ def _selection_split_source(gc: GateContext, cand: Candidate, pools: GatePools, 
     pool, excluded = _pool_minus_cases(cand, pools)
     if not pool:
         return PlannedGate(None)
-    return _one_block([q for q in selection_split(pool, gc.params.selection_n, seed=gc.seed) if q not in excluded],
+    return _one_block([q for q in selection_split(pool, params_of(SkillOptParams, gc.params).selection_n, seed=gc.seed) if q not in excluded],
                       gate_sample_start(prefix))
 
 
@@ -151,7 +154,7 @@ def _random_fixed_n_source(gc: GateContext, cand: Candidate, pools: GatePools, w
     pool, excluded = _pool_minus_cases(cand, pools)
     order = sorted(q for q in set(pool) if q not in excluded)
     random.Random(f"{gc.seed}|{gc.epoch}|{gc.step}|{prefix}").shuffle(order)
-    return _one_block([order[i % len(order)] for i in range(gc.params.cap_evolve_n)] if order else [],
+    return _one_block([order[i % len(order)] for i in range(params_of(CapEvolveParams, gc.params).cap_evolve_n)] if order else [],
                       gate_sample_start(prefix))
 
 
@@ -306,7 +309,7 @@ def _screen(gc: GateContext, cand: Candidate, candidate_view: HarnessTree, prefi
         got = asyncio.run(gc.rollout(view, [(gc.questions[q], i) for q, i in requests], run_id))
     finally:
         shutil.rmtree(cand_dir, ignore_errors=True)
-    return screen_verdict([bool(gc.batch_outcomes[q]) for q in qids], gate_outcomes(got, requests), margin=gc.params.screen_margin)
+    return screen_verdict([bool(gc.batch_outcomes[q]) for q in qids], gate_outcomes(got, requests), margin=params_of(ScreenParams, gc.params).screen_margin)
 
 
 def _install(gc: GateContext, state: Any, cand: Candidate, outcome: ValidationOutcome, skills_tree: HarnessTree, *,

@@ -180,9 +180,10 @@ def trace_text(db: Path, run_id: str, qid: str, sample_index: int) -> str:
 def probation_verdict_fn(ctx: Any):
     """The kernel's probation settlement: `gate.probation_settlement=snapshot` (snapshot vs full-validation re-run)
     or `eprocess` (an e-process on fresh anchor-vs-installed pairs; called with the anchor re-run)."""
-    from harness.kernel.probation import probation_settlement, probation_verdict
+    from harness.kernel.probation import ProbationParams, probation_settlement, probation_verdict
+    from harness.kernel.registry import params_of
 
-    if ctx.gate.probation_settlement == "eprocess":
+    if params_of(ProbationParams, ctx.gate).probation_settlement == "eprocess":
         def settle(p, rerun, anchor=None, /):
             if anchor is None:
                 raise ValueError("gate.probation_settlement = eprocess: the settlement needs the anchor re-run")

@@ -233,7 +233,7 @@ def test_config_validation_collects_each_futility_rules_own_check(compose_cfg) -
         assert _violated_keys(_with(base, "gate.futility", "halfway")) == []
         from tests.kernel.test_futility import _gate
 
-        params = GateParams(futility="halfway", futility_gain=0.05)
+        params = GateParams.build(futility="halfway", futility_gain=0.05)
         actions = [_gate(params, seed, 0.0) for seed in range(6)]
         assert any(reason.startswith("futility (halfway)") for _, _, reason in actions)  # it ran inside the real gate
     finally:

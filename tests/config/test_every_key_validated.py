@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config.errors import ConfigError
 from harness.config.schema import GateConfig
 from harness.config.validate import validate_config
-from harness.kernel.types import GATE_CONFIG_KEY, gate_param_fields
+from harness.kernel.types import GATE_CONFIG_KEY, GateParams, gate_param_fields
 
 # key -> why any value of its type is acceptable
 FREE_KEYS = {
@@ -101,6 +101,7 @@ def test_gate_keys_defined_once() -> None:
     and its benchmarks are written against), and the product default the group conf/config.yaml picks (sequential.yaml
     overlaid by betting.yaml, issue 26) differs from it in exactly the per-edit decision's four keys."""
     params = {GATE_CONFIG_KEY.get(f.name, f.name): f.default for f in gate_param_fields()}
+    params.update(GateParams().settings)  # every strategy's and gate component's settings at their defaults
     schema = {f.name: getattr(GateConfig, f.name) for f in dataclasses.fields(GateConfig)}
     assert schema == params
     from pathlib import Path

@@ -1,6 +1,6 @@
 """Adding a gate rule with a setting of its own is one file (tests/kernel/toy_rule.py) plus one registry line: its key
 joins the gate config schema (settable by an override, unknown keys still refused), config validation runs its
-check(), and the gate reads the value through GateParams.strategy_settings."""
+check(), and the gate reads the value through GateParams.settings."""
 
 from __future__ import annotations
 
@@ -49,4 +49,4 @@ def test_the_toy_rules_check_runs_at_load(toy_rule: None) -> None:
 def test_without_the_rule_its_key_is_unknown() -> None:
     with pytest.raises(ConfigError, match="toy_min_wins"):
         load_config(["gate.toy_min_wins=2", "tracking=none"], env_file=None, environ={})
-    assert GateParams().strategy_settings == ()
+    assert "toy_min_wins" not in dict(GateParams().settings)

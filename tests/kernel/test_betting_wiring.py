@@ -15,7 +15,8 @@ from harness.kernel.fdr import FDR_PROCEDURES, FdrState, elond_level, level_lamb
 from harness.kernel.gate import LeakError, gate_decision, pair_block
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, PlanRequest
-from harness.kernel.rules import RULES
+from harness.kernel.registry import params_of
+from harness.kernel.rules import RULES, BettingParams, SequentialParams
 from harness.kernel.stats import log_e_accept_path
 from harness.kernel.types import GateParams, PairResult
 
@@ -69,7 +70,7 @@ def test_recorded_log_e_of_an_accept_is_the_value_that_triggered_it() -> None:
     pairs = [PairResult(f"q{i}", s < 0, s > 0, sample_index=i) for i, s in enumerate(signs)]
     verdict = gate_decision(pairs, params, final=False)
     z = np.array(signs, dtype=float)
-    path = log_wealth_path(z, accept_bets(1.0, params.bet_low, params.bet_high, params.bet_points), 0.0, 1.0)
+    path = log_wealth_path(z, accept_bets(1.0, params_of(BettingParams, params).bet_low, params_of(BettingParams, params).bet_high, params_of(BettingParams, params).bet_points), 0.0, 1.0)
     crossing = int(np.flatnonzero(path >= params.lambda_accept)[0])
     assert verdict.action == "accept" and path[-1] < params.lambda_accept
     assert verdict.log_e == float(path[crossing]) >= params.lambda_accept
@@ -81,11 +82,11 @@ def test_recorded_log_e_of_an_accept_is_the_value_that_triggered_it() -> None:
 
 
 def test_sequential_rule_records_the_first_crossing_inside_the_block() -> None:
-    params = GateParams(rule="sequential", plan="static", block_size=20, accept_within_block=True)
+    params = GateParams.build(rule="sequential", plan="static", block_size=20, accept_within_block=True)
     signs = [1] * 12 + [1, 1, 1, 1, 1, 1, 1, 1]  # crosses lambda = 3 well before the block end
     pairs = [PairResult(f"q{i}", s < 0, s > 0, sample_index=i) for i, s in enumerate(signs)]
     verdict = gate_decision(pairs, params, final=False)
-    path = log_e_accept_path(signs, params)
+    path = log_e_accept_path(signs, params_of(SequentialParams, params))
     first = float(path[np.flatnonzero(path >= params.lambda_accept)[0]])
     assert verdict.action == "accept"
     assert verdict.log_e == first < float(path[-1])
@@ -118,7 +119,7 @@ def test_every_plan_skips_the_samples_that_informed_the_prior(plan: str) -> None
 
 
 def test_fdr_procedures_registry() -> None:
-    params = GateParams(fdr_level=0.1, fdr_horizon=50, lambda_accept=3.0)
+    params = GateParams.build(fdr_level=0.1, fdr_horizon=50, lambda_accept=3.0)
     state = FdrState(tests=3, discoveries=1, spent=0.01)
     elond = FDR_PROCEDURES.get("elond").level(state, params)
     assert math.isclose(elond.lambda_accept, level_lambda(elond_level(state, 0.1, 50)))

@@ -18,10 +18,11 @@ import pytest
 
 from benchmarks import fdr
 from harness.kernel.betting import accept_bets, log_wealth_path
-from harness.kernel.futility import FUTILITY_RULES, FutilityView, _first_passage, conditional_power, gain_upper_bound, reachable_log_e
+from harness.kernel.futility import FUTILITY_RULES, EstimateParams, FutilityView, _first_passage, conditional_power, gain_upper_bound, reachable_log_e
 from harness.kernel.gate import gate_decision, pair_block
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, PlanRequest
+from harness.kernel.registry import params_of
 from harness.kernel.types import GateParams
 
 N = 60
@@ -70,18 +71,18 @@ def _gate(params: GateParams, seed: int, points: float) -> tuple[str, int, str]:
 
 def test_the_default_gate_stops_for_futility() -> None:
     params = GateParams()
-    assert (params.futility, params.futility_gain, params.futility_power, params.futility_z) == ("estimate", 0.10, 0.05, 1.645)
+    assert (params.futility, params_of(EstimateParams, params).futility_gain, params_of(EstimateParams, params).futility_power, params_of(EstimateParams, params).futility_z) == ("estimate", 0.10, 0.05, 1.645)
     assert set(FUTILITY_RULES.names()) == {"none", "estimate", "soft_estimate"}  # bound / power removed (issue 29)
 
 
 def _bound_only(params: GateParams) -> GateParams:
     """`estimate` reduced to its exact bound: no power stop (futility_power 0), no gain bound (min_n above the cap)."""
-    return dataclasses.replace(params, futility="estimate", futility_power=0.0, futility_min_n=params.max_pairs + 1)
+    return params.with_values(futility="estimate", futility_power=0.0, futility_min_n=params.max_pairs + 1)
 
 
 def _fixed_gain(params: GateParams) -> GateParams:
     """`estimate` at the fixed futility_gain (the removed `power` rule): the gain bound never replaces it."""
-    return dataclasses.replace(params, futility="estimate", futility_min_n=params.max_pairs + 1)
+    return params.with_values(futility="estimate", futility_min_n=params.max_pairs + 1)
 
 
 def test_reachable_log_e_is_the_all_wins_path() -> None:

@@ -1,4 +1,3 @@
-import dataclasses
 import functools
 import math
 
@@ -9,11 +8,13 @@ from benchmarks import gate as bench
 from benchmarks._engine import decide_by, gate_now
 from harness.kernel.gate import LeakError, gate_decision, infra_guard, pair_block
 from harness.kernel.plans import FixedBlocks
+from harness.kernel.registry import params_of
+from harness.kernel.rules import SequentialParams
 from harness.kernel.stats import log_e_accept, log_e_beta_mixture, log_lr_direction
 from harness.kernel.types import BlockItem, GateParams, PairResult
 
 # these tests are about the sign e-process rule (`sequential`) on a plan fixed in advance; the betting rule has its own
-SIGN = functools.partial(GateParams, rule="sequential", plan="static")
+SIGN = functools.partial(GateParams.build, rule="sequential", plan="static")
 
 
 def pairs_from(signs, start=0):
@@ -62,9 +63,9 @@ def test_accept_reject_and_undecided_per_config():
     params = SIGN(block_size=20, max_pairs=400, undecided="probation")
     accept = gate_decision(pairs_from([1] * 20), params, final=False)
     # the recorded log E of an accept is the value at the first crossing of lambda (item 8), not the block end's
-    first = next(k for k in range(1, 21) if log_e_accept(k, 0, params) >= params.lambda_accept)
-    assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_accept(first, 0, params))
-    assert accept.log_e < log_e_accept(20, 0, params)
+    first = next(k for k in range(1, 21) if log_e_accept(k, 0, params_of(SequentialParams, params)) >= params.lambda_accept)
+    assert accept.action == "accept" and accept.log_e == pytest.approx(log_e_accept(first, 0, params_of(SequentialParams, params)))
+    assert accept.log_e < log_e_accept(20, 0, params_of(SequentialParams, params))
     uniform = gate_decision(pairs_from([1] * 20), SIGN(accept_prior="uniform", accept_within_block=False), final=False)
     assert uniform.action == "accept" and uniform.log_e == pytest.approx(log_e_beta_mixture(20, 0))
     reject = gate_decision(pairs_from([-1] * 6 + [0] * 14), params, final=False)
@@ -158,10 +159,10 @@ def test_within_block_peak_accepts_a_crossing_inside_the_block_only_when_enabled
     # 11 straight wins push the grid e-process over lambda = 3 mid-block; 9 losses pull it back under by the block end
     signs = [1] * 11 + [-1] * 9
     params = SIGN(lambda_dir=-1e9)
-    assert log_e_accept(11, 0, params) >= 3.0 > log_e_accept(11, 9, params)
+    assert log_e_accept(11, 0, params_of(SequentialParams, params)) >= 3.0 > log_e_accept(11, 9, params_of(SequentialParams, params))
     assert gate_decision(pairs_from(signs), params, final=False).action == "accept"
     crossed = gate_decision(pairs_from(signs), params, final=False)
-    first = next(k for k in range(1, 12) if log_e_accept(k, 0, params) >= params.lambda_accept)
-    assert crossed.log_e == pytest.approx(log_e_accept(first, 0, params)) and "at the block end" in crossed.reason
-    off = dataclasses.replace(params, accept_within_block=False)
+    first = next(k for k in range(1, 12) if log_e_accept(k, 0, params_of(SequentialParams, params)) >= params.lambda_accept)
+    assert crossed.log_e == pytest.approx(log_e_accept(first, 0, params_of(SequentialParams, params))) and "at the block end" in crossed.reason
+    off = params.with_values(accept_within_block=False)
     assert gate_decision(pairs_from(signs), off, final=False).action == "continue"

@@ -32,7 +32,7 @@ def test_entries_keep_storage_order():
 def test_cold_ladder_two_wrong_one_right_with_probes():
     gp = pools_with({"w1": False, "w2": False, "w3": False, "w4": False, "r1": True, "r2": True},
                     qids=("w1", "r1", "w2", "p1", "w3", "r2", "w4", "p2", "p3"))
-    ladder = gp.ladder("t", GateParams(probe_every=3), warm=False)
+    ladder = gp.ladder("t", GateParams.build(probe_every=3), warm=False)
     assert ladder == ["w1", "w2", "r1", "p1", "w3", "w4", "r2", "p2", "p3"]
 
 
@@ -40,7 +40,7 @@ def test_warm_ladder_orders_by_information_and_drops_outside_bounds():
     gp = GatePools.build({"t": ["easy", "mid", "hard", "lean", "new"]})
     for i in range(12):  # 'easy' always right, 'hard' always wrong -> beyond the bounds
         gp.update_from_run(f"r_e{i}_s1", [("easy", i, True), ("hard", i, False), ("mid", i, i % 2 == 0), ("lean", i, i % 4 != 0)], gamma=0.3)
-    params = GateParams(p_low=0.05, p_high=0.95)
+    params = GateParams.build(p_low=0.05, p_high=0.95)
     ladder = gp.ladder("t", params, warm=True)
     assert ladder[0] == "new"  # never observed = p_hat 1/2 = maximum information
     assert ladder.index("mid") < ladder.index("lean")
@@ -77,7 +77,7 @@ def test_no_leak_rule_2_plan_never_reuses_an_informing_sample_and_pairing_refuse
 def test_plan_blocks_anchor_stratum_and_reasking():
     pool = [f"q{i}" for i in range(30)]
     ladder = pool[:6]  # a short ladder: most of the pool only reachable through anchors
-    params = GateParams(block_size=20, anchor_fraction=0.25, max_pairs=410, reask_top_fraction=0.5)
+    params = GateParams.build(block_size=20, anchor_fraction=0.25, max_pairs=410, reask_top_fraction=0.5)
     blocks = plan_blocks(ladder, pool, params, seed=3, first_sample_index=10_000_000)
     assert sum(len(b) for b in blocks) == 410 and len(blocks[-1]) == 10
     for block in blocks[:-1]:
@@ -92,7 +92,7 @@ def test_plan_blocks_anchor_stratum_and_reasking():
 
 def test_plan_blocks_zero_anchor_fraction_and_empty_ladder():
     pool = ["a", "b", "c"]
-    no_anchor = plan_blocks(["a"], pool, GateParams(block_size=4, max_pairs=8, anchor_fraction=0.0), seed=0, first_sample_index=0)
+    no_anchor = plan_blocks(["a"], pool, GateParams.build(block_size=4, max_pairs=8, anchor_fraction=0.0), seed=0, first_sample_index=0)
     assert not any(item.anchor for b in no_anchor for item in b)
     all_anchor = plan_blocks([], pool, GateParams(block_size=4, max_pairs=8), seed=0, first_sample_index=0)
     assert all(item.anchor for b in all_anchor for item in b)
@@ -112,7 +112,7 @@ def test_plan_blocks_zero_anchor_fraction_and_empty_ladder():
 def test_plan_blocks_properties(n_pool, ladder_len, block, max_pairs, frac, seed):
     pool = [f"q{i}" for i in range(n_pool)]
     ladder = pool[: min(ladder_len, n_pool)]
-    params = GateParams(block_size=block, max_pairs=max_pairs, anchor_fraction=frac)
+    params = GateParams.build(block_size=block, max_pairs=max_pairs, anchor_fraction=frac)
     blocks = plan_blocks(ladder, pool, params, seed=seed, first_sample_index=500)
     assert sum(len(b) for b in blocks) == max_pairs
     assert all(len(b) == block for b in blocks[:-1])

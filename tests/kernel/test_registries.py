@@ -110,5 +110,5 @@ def test_every_strategy_owns_a_params_type_whose_defaults_pass_its_check() -> No
                 owners.update({f.name: name for f in dataclasses.fields(params_type)})
         assert strategy_problems(registry, GateParams()) == []
     assert {"bet_low", "mcnemar_n", "selection_n", "cap_evolve_n", "importance_floor", "futility_z"} <= set(owners)
-    broken = dataclasses.replace(GateParams(), bet_low=0.7, bet_high=0.6)
+    broken = GateParams.build(bet_low=0.7, bet_high=0.6)
     assert [(f, v) for f, v, _ in strategy_problems(CHOICE_REGISTRIES["gate.rule"], broken)] == [("bet_high", 0.6)]

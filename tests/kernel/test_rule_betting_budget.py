@@ -21,7 +21,7 @@ def _pairs(signs: list[int], weight: float = 1.0) -> list[PairResult]:
 
 
 def _params(**kw) -> GateParams:
-    return GateParams(**{"rule": "betting_budget", "fdr": "none", "max_pairs": 40, "block_size": 20, **kw})
+    return GateParams.build(**{"rule": "betting_budget", "fdr": "none", "max_pairs": 40, "block_size": 20, **kw})
 
 
 def test_registered_and_reads_the_importance_weights() -> None:

@@ -24,7 +24,7 @@ def test_accept_all():
 
 
 def test_fixed_n_mcnemar_waits_for_n_then_decides_once():
-    params = GateParams(rule="mcnemar", mcnemar_n=40, mcnemar_alpha=0.05, undecided="probation")
+    params = GateParams.build(rule="mcnemar", mcnemar_n=40, mcnemar_alpha=0.05, undecided="probation")
     rule = rule_for(params)
     assert rule.decide(15, 0, 5, params, final=False).action == "continue"  # only 20 pairs
     assert rule.decide(15, 0, 5, params, final=True).action == "probation"

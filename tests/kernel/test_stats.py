@@ -46,8 +46,8 @@ def test_negative_counts_rejected():
 
 
 def test_grid_mixture_is_the_average_of_fixed_alternative_likelihood_ratios():
+    from harness.kernel.rules import SequentialParams
     from harness.kernel.stats import accept_prior_grid, log_e_accept, log_e_grid_mixture
-    from harness.kernel.types import GateParams
 
     thetas = accept_prior_grid(0.6, 0.9, 7)
     assert np.allclose(thetas, [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9])
@@ -55,9 +55,9 @@ def test_grid_mixture_is_the_average_of_fixed_alternative_likelihood_ratios():
         explicit = np.mean([(2 * t) ** s * (2 * (1 - t)) ** f for t in thetas])
         assert log_e_grid_mixture(s, f, thetas) == pytest.approx(math.log(explicit), rel=1e-9, abs=1e-12)
     assert np.all(np.isfinite(log_e_grid_mixture(np.array([0, 4000]), np.array([4000, 0]), thetas)))
-    assert log_e_accept(12, 3, GateParams(accept_prior="uniform")) == pytest.approx(log_e_beta_mixture(12, 3))
+    assert log_e_accept(12, 3, SequentialParams(accept_prior="uniform")) == pytest.approx(log_e_beta_mixture(12, 3))
     with pytest.raises(ValueError, match="accept_prior"):
-        log_e_accept(1, 1, GateParams(accept_prior="cauchy"))
+        log_e_accept(1, 1, SequentialParams(accept_prior="cauchy"))
     with pytest.raises(ValueError, match="accept_prior_low"):
         accept_prior_grid(0.5, 0.9, 7)
 

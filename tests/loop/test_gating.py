@@ -56,7 +56,7 @@ def _record(tt_file, old, new, applied=True):
 
 def _ctx(ws, calls, **params):
     val = {t: [f"{t}-{i}" for i in range(20)] for t in TYPES}
-    return GateContext(run_name="r", epoch=1, step=1, params=GateParams(**{"block_size": 10, "max_pairs": 200, **params}), questions=QS,
+    return GateContext(run_name="r", epoch=1, step=1, params=GateParams.build(**{"block_size": 10, "max_pairs": 200, **params}), questions=QS,
                        validation_by_type=val, rollout=rollout_by_marker(calls), workspace_dir=ws, runlog_path=ws.parent / "log.sqlite",
                        cooldown_steps=1), GatePools.build(val)
 

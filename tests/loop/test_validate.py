@@ -45,7 +45,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-PARAMS = GateParams(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2)
+PARAMS = GateParams.build(block_size=10, max_pairs=400, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2)
 
 
 def _gate(tmp_path, cand_text, plan, calls, p_base=0.5, p_cand=0.5, prefix="r_e1_s1_gate_t", infra_every=0, **kw):
@@ -154,7 +154,7 @@ def test_a_soft_gate_rounds_each_value_with_its_pairs_uniform_and_the_betting_ru
     calls: list = []
     base = HarnessTree({SKILL: "base skill", "system_prompt.md": "sys"})
     rollout = make_soft_rollout(calls)
-    params = GateParams(rule=rule, block_size=10, max_pairs=60, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2,
+    params = GateParams.build(rule=rule, block_size=10, max_pairs=60, lambda_accept=3.0, lambda_dir=-1.56, anchor_fraction=0.2,
                         undecided="reject", plan="static" if rule == "sequential" else "importance")
     plan = [[BlockItem(f"q{i}", GATE_SAMPLE_BASE + k * 10 + i) for i in range(10)] for k in range(6)]
     out = run(validate_skill_local(GateRequest(

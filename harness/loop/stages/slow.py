@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 from harness import workspace as wsp
+from harness.kernel.ladder import PoolParams
+from harness.kernel.probation import ProbationParams
+from harness.kernel.registry import params_of
 from harness.log import HarnessLog, RunLogReader
 from harness.loop import rollouts as ro
 from harness.loop.context import StageContext, by_task_type
@@ -79,8 +82,8 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
             momentum_check=str(cfg.train.momentum_check),
             type_check_drop=None if cfg.train.type_check_drop is None else float(cfg.train.type_check_drop),
-            max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(ctx.gate.ema_gamma),
-            settle_with_anchor=ctx.gate.probation_settlement == "eprocess", meta_prompts=ctx.meta_prompts(),
+            max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(params_of(PoolParams, ctx.gate).ema_gamma),
+            settle_with_anchor=params_of(ProbationParams, ctx.gate).probation_settlement == "eprocess", meta_prompts=ctx.meta_prompts(),
         )
         result = slow_update_cycle(deps, state, pools, log, step_outcomes, prev_eval)
     finally:
