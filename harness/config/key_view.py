@@ -24,7 +24,7 @@ class UndeclaredKeyError(RuntimeError):
 
 
 def key_tree(keys: Iterable[str]) -> dict[str, Any]:
-    """("llm", "evolve.method", "evolve.h2_k") -> {"llm": WHOLE, "evolve": {"method": WHOLE, "h2_k": WHOLE}}."""
+    """("llm", "evolve.method", "evolve.h2_probe_questions") -> {"llm": WHOLE, "evolve": {"method": WHOLE, "h2_probe_questions": WHOLE}}."""
     tree: dict[str, Any] = {}
     for key in keys:
         parts = key.split(".")

@@ -1,4 +1,4 @@
-"""Pure decision kernel: pools, batching, information ladder, baseline cache, gate, rules, probation.
+"""Pure decision kernel: pools, batching, information ladder, gate, rules, probation.
 
 API reference: docs/kernel.md.
 """
