@@ -96,7 +96,7 @@ def row(path: Path) -> dict:
             "flag_gain": (modes.get("flag") or {}).get("mean_gain_pts"), "flag_worse2": (modes.get("flag") or {}).get("type_worse_2pt")}
 
 
-def render_grid(paths: list[Path], title: str) -> str:
+def render_grid(paths: list[Path], title: str, note: str = "") -> str:
     """Any key's grid (`--key`): per setting, training and certificate rollouts, the delivered gain under the run's
     certify.per_type and under flag (the same runs), type regressions and installs."""
     rows = [dict(r, rollouts=r["train_rollouts"] or r["rollouts"]) for r in map(row, paths)]  # e2e's own training figure
@@ -106,7 +106,7 @@ def render_grid(paths: list[Path], title: str) -> str:
          "Each row is one `benchmarks/e2e.py --rules --no-tradeoff` run of the config with the row's overrides (our rule only): "
          "the simulated world, the oracle's expected accuracy on the test pool. Gain = what the run delivers (certificate "
          "and its per-type rollback included); flag gain = what `certify.per_type=flag` delivers from the same runs. "
-         "Rows by training + certificate rollouts.", "",
+         "Rows by training + certificate rollouts." + (f" {note}" if note else ""), "",
          "| setting | mean gain (pts) | flag gain (pts) | training rollouts | certificate rollouts | training + certificate | "
          "gates | rollouts / gate | installs | harmful or null | certified | worse than base | some type worse > 2 pts (flag) |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra config override for every run")
     ap.add_argument("--render", action="store_true", help="re-render from the saved JSONs (no training)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--note", default=None, help="a grid page's note (what 'defaults' meant when it ran); kept in <runs>/NOTE.txt")
     args = ap.parse_args(argv)
     runs = _runs_dir(args.out.resolve())
     if not args.render:
@@ -160,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = sorted(runs.glob("lambda_*.json" if runs == RUNS else "*.json"))
     if not paths:
         raise SystemExit(f"lambda_curve: no saved runs in {runs}; run without --render first")
-    text = render(paths) if runs == RUNS else render_grid(paths, f"{args.out.stem}: the per-edit decision's cost and accuracy")
+    if args.note is not None:
+        (runs / "NOTE.txt").write_text(args.note, encoding="utf-8")
+    note = (runs / "NOTE.txt").read_text(encoding="utf-8").strip() if (runs / "NOTE.txt").exists() else ""
+    text = render(paths) if runs == RUNS else render_grid(paths, f"{args.out.stem}: the per-edit decision's cost and accuracy", note)
     publish(args.out, text, {"source": [str(p.relative_to(ROOT)) for p in paths], "rows": [row(p) for p in paths]}, echo=True)
     return 0
 
