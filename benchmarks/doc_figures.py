@@ -190,7 +190,7 @@ QUOTES: tuple[Quote, ...] = (
                 Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
                 Figure(_e2e("per_type_modes.flag.mean_rollouts_with_cert"), ",.0f", minus=_e2e("betting.mean_rollouts")))),
     Quote("docs/kernel.md",
-          "rollouts ≤ GEPA's own run **missed** by {} %: {} + {} for the certificate = {} against {} (was",
+          "rollouts ≤ GEPA's own run **met** ({} % against it): {} + {} for the certificate = {} against {} (was",
           E2E, (Figure(_e2e("per_type_modes.rollback.mean_rollouts_with_cert"), ".1f",
                        minus=_e2e("gepa.full_rollouts"), per=_e2e("gepa.full_rollouts")),
                 Figure(_e2e("betting.mean_rollouts"), ",.0f"), Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
