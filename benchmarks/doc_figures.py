@@ -106,7 +106,10 @@ class Figure:
         if self.minus is not None:
             value -= lookup(data, self.minus)
         if self.per is not None:
-            value = 100 * value / lookup(data, self.per)
+            whole = lookup(data, self.per)
+            if whole == 0:  # a share of nothing (e.g. harmful share of 0 installs): quoted as a dash
+                return "–"
+            value = 100 * value / whole
         return format(value * self.scale if self.scale != 1.0 else value, self.spec)
 
     def label(self) -> str:
