@@ -106,7 +106,10 @@ class Figure:
         if self.minus is not None:
             value -= lookup(data, self.minus)
         if self.per is not None:
-            value = 100 * value / lookup(data, self.per)
+            whole = lookup(data, self.per)
+            if whole == 0:  # a share of nothing (e.g. harmful share of 0 installs): quoted as a dash
+                return "–"
+            value = 100 * value / whole
         return format(value * self.scale if self.scale != 1.0 else value, self.spec)
 
     def label(self) -> str:
@@ -190,7 +193,7 @@ QUOTES: tuple[Quote, ...] = (
                 Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
                 Figure(_e2e("per_type_modes.flag.mean_rollouts_with_cert"), ",.0f", minus=_e2e("betting.mean_rollouts")))),
     Quote("docs/kernel.md",
-          "rollouts ≤ GEPA's own run **missed** by {} %: {} + {} for the certificate = {} against {} (was",
+          "rollouts ≤ GEPA's own run **met** ({} % against it): {} + {} for the certificate = {} against {} (was",
           E2E, (Figure(_e2e("per_type_modes.rollback.mean_rollouts_with_cert"), ".1f",
                        minus=_e2e("gepa.full_rollouts"), per=_e2e("gepa.full_rollouts")),
                 Figure(_e2e("betting.mean_rollouts"), ",.0f"), Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),

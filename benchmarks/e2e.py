@@ -60,7 +60,8 @@ STRICT = "betting_elond"  # the default before issue 26: the betting e-process a
 CONFIG_GROUP = {ORACLE: "cap_evolve",  # a rule with gate questions and no screen / FDR, so every candidate reaches the gate
                 OURS: "betting", STRICT: "strict"}
 # a row's own settings, applied AFTER --override (which targets our rule): the strict row stays the old default
-ROW_OVERRIDES = {STRICT: ["gate.rule=betting", "gate.fdr=elond", "gate.lambda=3.0", "gate.max_pairs=400", "gate.futility=estimate"]}
+ROW_OVERRIDES = {STRICT: ["gate.rule=betting", "gate.fdr=elond", "gate.lambda=3.0", "gate.max_pairs=400", "gate.block_size=20",
+                          "gate.futility_min_n=20", "gate.futility=estimate"]}
 OWN_BUDGET = (OURS, STRICT)  # rows that train train.epochs and report their own spend (the strict row is not cut at B)
 CERTIFICATE = ("certify", "certificate.json")  # under the state dir, written by the certify stage when the pipeline has it
 TRADEOFF_TAG = "Tradeoff heuristic"

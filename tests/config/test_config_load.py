@@ -80,7 +80,7 @@ def _with_env(raw_tiny, environ: dict[str, str], env_file: Path | None = None):
 def test_layer_precedence_yaml_env_file_environment_cli(compose_cfg, tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text("HT__GATE__LAMBDA=2.5\nHT__LLM__TIMEOUT_S=9\nHT__LLM__BASE_URL=http://127.0.0.1:8000/v1\n")
-    assert compose_cfg().gate["lambda"] == 0.5  # YAML (conf/gate/betting.yaml)
+    assert compose_cfg().gate["lambda"] == 0.25  # YAML (conf/gate/betting.yaml)
     from_file = compose_cfg(env_file=env_file)  # the whole load_config path once
     assert (from_file.gate["lambda"], from_file.llm.timeout_s) == (2.5, 9.0)
     assert from_file.llm.base_url == "http://127.0.0.1:8000/v1"

@@ -99,7 +99,8 @@ def test_gate_keys_defined_once() -> None:
     """The schema and the kernel's GateParams agree key by key, defaults included; GateParams' defaults are the strict
     gate (conf/gate/sequential.yaml overlaid by betting.yaml and strict.yaml: the e-process at e-LOND levels the kernel
     and its benchmarks are written against), and the product default the group conf/config.yaml picks (sequential.yaml
-    overlaid by betting.yaml, issue 26) differs from it in exactly the per-edit decision's four keys."""
+    overlaid by betting.yaml, issue 26) differs from it in exactly the per-edit decision's six keys (its rule, threshold,
+    budget, looks and settle step, and no run-level control)."""
     params = {GATE_CONFIG_KEY.get(f.name, f.name): f.default for f in gate_param_fields()}
     params.update(GateParams().settings)  # every strategy's and gate component's settings at their defaults
     schema = {f.name: getattr(GateConfig, f.name) for f in dataclasses.fields(GateConfig)}
@@ -116,7 +117,7 @@ def test_gate_keys_defined_once() -> None:
     for key, value in strict_keys.items():
         assert key in params, f"conf/gate: {key} is not a GateParams field"
         assert value == params[key], f"conf/gate (sequential + betting + strict): {key} = {value!r}, GateParams default {params[key]!r}"
-    assert {k for k in default if default[k] != strict_keys[k]} == {"rule", "lambda", "max_pairs", "fdr"}
+    assert {k for k in default if default[k] != strict_keys[k]} == {"rule", "lambda", "max_pairs", "block_size", "futility_min_n", "fdr"}
 
 
 @pytest.mark.parametrize("key,value", [("gate.plan", "adaptiv"), ("gate.rule", "sequentail"), ("evolve.method", "h3")])

@@ -74,3 +74,12 @@ def test_a_quote_rewritten_so_it_no_longer_matches_fails(tmp_path: Path) -> None
     kernel.write_text(kernel.read_text(encoding="utf-8").replace("rollouts per gated candidate", "rollouts per gate"), encoding="utf-8")
     (problem,) = check_quotes(tmp_path)
     assert problem.startswith("docs/kernel.md: the quote 'the default trains for **{} rollouts**") and "found 0 times" in problem
+
+
+def test_a_share_of_nothing_is_quoted_as_a_dash() -> None:
+    """lambda_curve's lambda = 5 row installs nothing: its harmful share of 0 installs is '–', not a crash."""
+    from benchmarks.doc_figures import Figure
+
+    share = Figure("bad", ".0f", per="installed")
+    assert share.render({"bad": 0, "installed": 0}) == "–"
+    assert share.render({"bad": 1, "installed": 4}) == "25"

@@ -20,7 +20,7 @@ from harness.kernel.types import gate_params_from_config  # noqa: E402
 
 DOC = ROOT / "docs" / "own-run.md"
 BEGIN, END = "<!-- sizing-table:begin -->", "<!-- sizing-table:end -->"
-GATES = (("default", ()), ("`gate.max_pairs=40`", ("gate.max_pairs=40",)), ("`gate.max_pairs=100`", ("gate.max_pairs=100",)),
+GATES = (("default", ()), ("`gate.max_pairs=20`", ("gate.max_pairs=20",)), ("`gate.max_pairs=100`", ("gate.max_pairs=100",)),
          ("strict (`gate=strict`)", ("gate=strict",)),
          ("strict, `gate.max_pairs=40 gate.block_size=10` (issue 32's run)", ("gate=strict", "gate.max_pairs=40", "gate.block_size=10")))
 CERTIFICATES = (("certificate (default)", ()), ("`certify.max_pairs=100`", ("certify.max_pairs=100",)))
