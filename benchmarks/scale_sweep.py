@@ -36,7 +36,7 @@ from benchmarks._report import publish, table  # noqa: E402
 from tests.pipeline.support import BIN, env, make_project  # noqa: E402
 from tests.support.ray_cluster import local_cluster  # noqa: E402
 
-SWEEP = ("+sweep=gate_lambda", "train=tiny")  # gate.lambda = 0.1,0.5,1.0,2.0 (conf/sweep/gate_lambda.yaml): 4 jobs
+SWEEP = ("+sweep=gate_lambda", "train=tiny")  # gate.lambda = 0.1,0.25,0.5,1.0 (conf/sweep/gate_lambda.yaml): 4 jobs
 SLOTS = 2
 LAUNCHERS = {
     "joblib": ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={SLOTS}"],
