@@ -7,7 +7,7 @@ Two kinds of quote. Run blocks sit between `<!-- figures:<name> -->` and `<!-- /
 docs/pipeline.md); their text is rendered here from reports/benchmarks/pipeline.json (`--write` rewrites them).
 Figures inside prose and YAML comments are listed in `QUOTES`: (file, the quoted text with `{}` for each figure)
 -> (JSON file, the key each figure renders); `--check` fails when a quote is missing or a figure differs from its
-key (fix the text, or re-run the benchmark that writes the JSON).
+key; `--write` rewrites those figures to the JSON's values (the words around them, e.g. "met", are re-read by hand).
 """
 
 from __future__ import annotations
@@ -235,6 +235,33 @@ def check_quotes(root: Path, quotes: tuple[Quote, ...] = QUOTES) -> list[str]:
     return problems
 
 
+def write_quotes(root: Path, quotes: tuple[Quote, ...] = QUOTES) -> list[str]:
+    """Rewrite each figure of a quote found once in its file to its JSON's value; the repo-relative files changed.
+    The words around a figure are not touched: a claim such as "met" is re-read by hand (check_quotes still runs)."""
+    loaded: dict[str, Any] = {}
+    changed: list[str] = []
+    for q in quotes:
+        if q.source not in loaded:
+            loaded[q.source] = json.loads((root / q.source).read_text(encoding="utf-8"))
+        path = root / q.doc
+        text = path.read_text(encoding="utf-8")
+        found = list(q.pattern().finditer(text))
+        if len(found) != 1:
+            continue  # check_quotes names it
+        try:
+            wanted = [fig.render(loaded[q.source]) for fig in q.figures]
+        except (KeyError, TypeError):
+            continue  # check_quotes names the missing key
+        match = found[0]
+        new = text
+        for i in reversed(range(len(wanted))):  # from the end: earlier spans keep their offsets
+            new = new[: match.start(i + 1)] + wanted[i] + new[match.end(i + 1):]
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(q.doc)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -253,13 +280,15 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(doc)
             if args.write:
                 doc.write_text(new, encoding="utf-8")
+    if args.write:
+        stale += [ROOT / doc for doc in dict.fromkeys(write_quotes(ROOT)) if ROOT / doc not in stale]
     problems = check_quotes(ROOT)
     for problem in problems:
         print(problem, file=sys.stderr)
     if args.check and stale:
         print(f"quoted figures differ from {SOURCE.relative_to(ROOT)} in: {', '.join(str(d.relative_to(ROOT)) for d in stale)}; "
               "run python benchmarks/doc_figures.py --write", file=sys.stderr)
-    if problems:  # prose and comments are not rewritten: the text is fixed by hand, or the benchmark re-run
+    if problems:  # a quote not found once, or a missing key: the text is fixed by hand
         print(f"{len(problems)} quoted figure(s) disagree with their JSON (benchmarks/doc_figures.py QUOTES)", file=sys.stderr)
     if problems or (args.check and stale):
         return 1
