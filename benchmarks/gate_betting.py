@@ -46,7 +46,7 @@ def planner_for(rng, p: np.ndarray, params: GateParams, pre_gate_obs: int, seed:
     prior = pre_gate_prior(rng, p, pre_gate_obs, params_of(PoolParams, params).ema_gamma)
     return ImportancePlanner(
         [f"q{i}" for i in range(p.size)], block_size=params.block_size, max_pairs=params.max_pairs, floor=params_of(ImportanceParams, params).importance_floor,
-        seed=seed, first_sample_index=10_000_000, prior=prior, prior_obs=params_of(ImportanceParams, params).ladder_prior_obs,
+        seed=seed, first_sample_index=10_000_000, prior=prior, prior_obs=params_of(ImportanceParams, params).plan_prior_obs,
     )
 
 

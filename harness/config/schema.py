@@ -90,7 +90,7 @@ GATE_KEY_ORDER = (
     "rule", "metric", "lambda", "lambda_dir", "theta1", "block_size", "anchor_fraction", "max_pairs", "undecided",
     "p_low", "p_high", "ema_gamma", "probe_every", "mcnemar_n", "mcnemar_alpha", "infra_max_ratio",
     "infra_min_denominator", "reask_top_fraction", "accept_prior", "accept_prior_low", "accept_prior_high",
-    "accept_prior_points", "accept_within_block", "plan", "ladder_prior_obs", "fdr", "fdr_level", "fdr_horizon",
+    "accept_prior_points", "accept_within_block", "plan", "plan_prior_obs", "fdr", "fdr_level", "fdr_horizon",
     "screen", "screen_margin", "selection_n", "cap_evolve_n", "probation_settlement", "importance_floor",
     "reject_margin", "bet_low", "bet_high", "bet_points", "futility", "futility_gain", "futility_power", "futility_z",
     "futility_min_n",

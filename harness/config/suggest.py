@@ -59,7 +59,7 @@ def suggest_key(key: str) -> str | None:
 # Keys that moved: the old key's error names the new one (issue 29: one Harness² round config, conf/h2_round/;
 # gate.ladder is the gate's question-sampling plan, importance | random | static, not always a ladder).
 RENAMED_KEYS: dict[str, str] = {
-    "gate.ladder": "gate.plan",
+    "gate.ladder": "gate.plan", "gate.ladder_prior_obs": "gate.plan_prior_obs",
     "evolve.h2_k": "h2_round.k", "evolve.h2_mode": "h2_round.mode", "evolve.h2_budget_usd": "h2_round.budget_usd",
     "evolve.h2_max_sessions": "h2_round.max_sessions", "improve.k": "h2_round.k", "improve.budget_usd": "h2_round.budget_usd",
     "improve.max_sessions": "h2_round.max_sessions",

@@ -184,14 +184,14 @@ class ImportanceParams:
     """The settings the importance plan owns (gate.<field>)."""
 
     importance_floor: float = 0.5
-    ladder_prior_obs: int = 4
+    plan_prior_obs: int = 4
 
     def check(self) -> list[tuple[str, str]]:
         problems = []
         if not (is_number(self.importance_floor) and 0 < self.importance_floor <= 1):
             problems.append(("importance_floor", "must satisfy 0 < importance_floor <= 1 (1 = uniform order)"))
-        if not is_int_at_least(self.ladder_prior_obs, 0):
-            problems.append(("ladder_prior_obs", "must be an integer >= 0"))
+        if not is_int_at_least(self.plan_prior_obs, 0):
+            problems.append(("plan_prior_obs", "must be an integer >= 0"))
         return problems
 
 
@@ -217,7 +217,7 @@ class ImportancePlan:
             excluded = set()
         return ImportancePlanner(pool, block_size=params.block_size, max_pairs=params.max_pairs, floor=own.importance_floor,
                                  seed=request.seed, first_sample_index=request.first_sample_index, prior=prior,
-                                 prior_obs=own.ladder_prior_obs, informing_samples=request.informing(), exclude=excluded)
+                                 prior_obs=own.plan_prior_obs, informing_samples=request.informing(), exclude=excluded)
 
 
 SAMPLING_PLANS: Registry[SamplingPlan] = Registry("gate.plan", {

@@ -215,6 +215,17 @@ def test_the_old_gate_ladder_key_is_refused_in_one_line_naming_gate_plan():
     assert load_config(overrides=["gate.plan=random"]).gate.plan == "random"
 
 
+def test_the_old_gate_ladder_prior_obs_key_names_gate_plan_prior_obs():
+    """The importance plan's prior weight was named after the ladder; the old key gets one line naming the new one."""
+    from harness.config.load import load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["gate.ladder_prior_obs=2"])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("gate.ladder_prior_obs: unknown key") and "gate.plan_prior_obs" in message
+    assert load_config(overrides=["gate.plan_prior_obs=2"]).gate.plan_prior_obs == 2
+
+
 def test_config_validation_collects_each_futility_rules_own_check(compose_cfg) -> None:
     """The futility keys are checked by the strategies' own params (`check()`), not restated in validate.py: a toy
     rule (tests/kernel/toy_futility.py, one registry line) brings its rule, and a gate runs with it."""
