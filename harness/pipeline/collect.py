@@ -389,6 +389,7 @@ CAUSES = {
     "probation": "installed on probation (undecided gate)",
     "budget": "gate undecided at its pair budget (gate.max_pairs)",
     "futility": "gate stopped for futility",
+    "settled": "gate settled before its budget: the pairs left would not change its decision (betting_budget)",
     "evidence_against": "gate's evidence pointed against the edit",
     "screen": "failed the pre-gate screen on the step's questions",
     "parse_failure": "editor reply did not parse",
@@ -416,6 +417,8 @@ def cause_of(action: str, reason: str, *, parse_error: str = "", edits_proposed:
         return "screen"
     if "futility" in text:
         return "futility"
+    if "settled after" in text:
+        return "settled"
     if "undecided" in text or "end of the budget" in text:
         return "budget"
     if "reached log" in text or "lambda_dir" in text or "direction" in text or text.startswith(("gepa", "skillopt", "cap_evolve", "mcnemar", "re-checked")):

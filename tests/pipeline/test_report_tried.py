@@ -66,7 +66,7 @@ def test_every_proposed_edit_is_listed_with_the_gates_decision_and_cause(job: di
         decided = decisions[(row[0], row[1])]
         assert row[5] == decided["action"] and row[7] == f"{decided['log_e']:.4f}" and row[8] == str(decided["n_pairs"])
         assert row[9] == decided["reason"].replace("|", "\\|")
-        assert row[6] == "accepted" if decided["action"] == "accept" else row[6] in ("budget", "futility", "evidence_against", "screen")
+        assert row[6] == "accepted" if decided["action"] == "accept" else row[6] in ("budget", "settled", "futility", "evidence_against", "screen")
         assert row[3] and row[3] != "(no edit)"  # the proposed text, as diff lines
     assert {row[5] for row in gated} >= {"accept", "reject"}  # this run has both: both are explained
     # the outcome table sums to the proposals, and the first line counts the gates' pairs and ties
@@ -160,6 +160,8 @@ def test_when_nothing_is_installed_the_report_names_the_largest_measured_cause()
 @pytest.mark.parametrize(("action", "reason", "cause"), [
     ("reject", "betting_budget: at the end of the budget (20 pairs); weighted mean gain +0.0000, z = 0.00 < sqrt(2 lambda) = 1.41", "budget"),
     ("reject", "undecided: 400 pairs without a decision", "budget"),
+    ("reject", "betting_budget: settled after 12 pairs: the 28 pairs left would change the decision with probability < 0.050; "
+               "weighted mean gain -0.0500, z = -0.60 < sqrt(2 lambda) = 0.71", "settled"),
     ("reject", "futility: 1 wins - 4 losses <= 0 after 40 pairs", "futility"),
     ("reject", "betting_budget: the e-process for gain >= 0.05 reached log E(harm) 2.1", "evidence_against"),
     ("reject", "direction log-LR = -2.400 <= lambda_dir -2.3", "evidence_against"),
