@@ -173,3 +173,49 @@ def test_a_tiny_run_carries_both_checks_through_the_slow_stage(tmp_path):
         tree = read_version_tree(ws / "skills", version)
         parent = read_version_tree(ws / "skills", meta["parent"])
         assert all(tree.get(f) != parent.get(f) for f in meta["files"])  # each listed file was put back
+
+
+def _shared_epoch(tmp_path: Path, shared_text: str):
+    """alpha reads its own file; beta and gamma read the shared default-strategy file. The epoch installed a harmful
+    edit of alpha's file and an edit of the shared file."""
+    from harness.loop.train_state import TrainState
+
+    ws, deps, _ = _setup(tmp_path)
+    skills = HarnessTree({"alpha/SKILL.md": "alpha v0", "default-strategy/SKILL.md": "default v0"})
+    start = wsp.promote(ws, "skills", skills, {"reason": "epoch start"})
+    state = TrainState()
+    state.begin_epoch(start, "v0", skills.to_dict())
+    installed = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha harmful edit",
+                                                            "default-strategy/SKILL.md": shared_text}), {"reason": "gate accepted"})
+    return ws, deps, state, installed
+
+
+def test_type_check_reverts_the_harmful_own_file_and_keeps_a_shared_file_that_helps_overall(tmp_path):
+    """Seed 14's case (reports/benchmarks/type_regressions.md): one reader of the shared file shows a drop beyond the
+    margin (noise on a few questions) while the shared edit helps its readers overall; only alpha's file goes back."""
+    from harness.loop.slow_update import _check_types
+
+    ws, deps, state, installed = _shared_epoch(tmp_path, "default helpful edit")
+    prev = _outcomes({"alpha": 3, "beta": 0, "gamma": 3})
+    r = EvalRun("R", installed, "v0", _outcomes({"alpha": 1, "beta": 4, "gamma": 2}))  # gamma -25 pts, beta +100
+    run, reverted = _check_types(deps, state, r, prev, 0.1)
+    assert reverted == ["alpha/SKILL.md"]
+    tree = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
+    assert tree["alpha/SKILL.md"] == "alpha v0" and tree["default-strategy/SKILL.md"] == "default helpful edit"
+    assert run.skills_version == wsp.read_manifest(ws).skills_version != installed
+    assert [run.outcomes[f"alpha{i}"] for i in range(PER_TYPE)] == [True, True, True, False]  # the epoch start's answers
+    assert [run.outcomes[f"gamma{i}"] for i in range(PER_TYPE)] == [True, True, False, False]  # R's: the edit stays
+
+
+def test_type_check_reverts_a_shared_file_its_readers_lost_on_overall(tmp_path):
+    from harness.loop.slow_update import _check_types
+
+    ws, deps, state, installed = _shared_epoch(tmp_path, "default harmful edit")
+    prev = _outcomes({"alpha": 1, "beta": 2, "gamma": 3})
+    r = EvalRun("R", installed, "v0", _outcomes({"alpha": 1, "beta": 2, "gamma": 1}))  # gamma -50 pts, beta 0: pooled -2
+    run, reverted = _check_types(deps, state, r, prev, 0.1)
+    assert reverted == ["default-strategy/SKILL.md"]
+    tree = read_version_tree(ws / "skills", run.skills_version)
+    assert tree["default-strategy/SKILL.md"] == "default v0" and tree["alpha/SKILL.md"] == "alpha harmful edit"
+    assert [run.outcomes[f"gamma{i}"] for i in range(PER_TYPE)] == [True, True, True, False]
+    assert state.correctness["gamma2"] is True
