@@ -406,12 +406,11 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
     questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
     paid for). A heuristic sign test on ~20 questions a type, not a guarantee:
     - a file one task type reads goes back to its epoch-start text when that type lost more than `drop` (accuracy);
-    - a file several types read (default-strategy) goes back when some type lost more than `drop` and all the
-      questions that read it, pooled, lost too; when they did not (the edit helps its readers overall: reverting it
-      would take every reader's gain), each type that lost gets the file's epoch-start text as a skill file of its
-      own (split off) and the others keep the edit.
-    The changes go in one new version; the returned run (R's id) carries eval_prev's answers on the questions of
-    the restored or split-off files, which describe those texts (the epoch start's)."""
+    - a file several types read (default-strategy) goes back only when some type lost more than `drop` AND all the
+      questions that read it, pooled, lost too: with k readers, one of k noisy ~20-question differences below -drop
+      is likely by chance, and reverting a shared file takes every reader's gain with it.
+    Reverted files go back in one new version; the returned run (R's id) carries eval_prev's answers on their
+    questions, which describe the restored texts."""
     ws = deps.workspace_dir
     measured = read_version_tree(ws / "skills", r.skills_version)
     current = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
@@ -427,13 +426,7 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
             diff, n = _change(r.outcomes, prev_corr, [q for q in affected if deps.questions[q].task_type == tt])
             if n and diff / n < -drop:
                 lost.append(tt)
-        if not lost:
-            continue
-        if len(types) > 1 and _change(r.outcomes, prev_corr, affected)[0] >= 0 and start.get(f) is not None:
-            # the shared edit stays; each type that lost (and read it at the epoch start) gets its start text as its own
-            for tt in (t for t in lost if skill_path(t)[len("skills/"):] not in start):  # read f at the epoch start
-                reverted[skill_path(tt)[len("skills/"):]] = start[f]
-                answers.update({q: prev_corr.get(q) for q in affected if deps.questions[q].task_type == tt})
+        if not lost or (len(types) > 1 and _change(r.outcomes, prev_corr, affected)[0] >= 0):
             continue
         reverted[f] = start.get(f)
         answers.update({q: prev_corr.get(q) for q in affected})
@@ -443,8 +436,7 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
     for q, v in run.outcomes.items():
         if v is not None:
             state.correctness[q] = bool(v)
-    progress.info("[slow@e%d] type check: %s back to (or split off with) the epoch-start text (a task type reading it lost > %.0f pts "
-                  "at R; skills %s)",
+    progress.info("[slow@e%d] type check: %s back to the epoch-start text (a task type reading it lost > %.0f pts at R; skills %s)",
                   deps.epoch, ", ".join(sorted(reverted)), 100 * drop, run.skills_version)
     return run, sorted(reverted)
 

@@ -198,19 +198,15 @@ def _shared_epoch(tmp_path: Path, shared_text: str):
 
 
 def test_type_check_reverts_the_harmful_own_file_and_keeps_a_shared_file_that_helps_overall(tmp_path):
-    """Seed 14's case (reports/benchmarks/type_regressions.md): a reader of the shared file lost more than the margin
-    while the shared edit helps its readers overall: alpha's own file goes back, the shared edit stays for beta, and
-    gamma gets the shared file's epoch-start text as a file of its own (before: the shared file went back)."""
+    """Seed 14's case (reports/benchmarks/type_regressions.md): one reader of the shared file shows a drop beyond the
+    margin (noise on a few questions) while the shared edit helps its readers overall; only alpha's file goes back."""
     _, deps, state, installed = _shared_epoch(tmp_path, "default helpful edit")
     # gamma -25 pts, beta +100
     run, reverted, tree = _type_check(deps, state, installed, {"alpha": 3, "beta": 0, "gamma": 3}, {"alpha": 1, "beta": 4, "gamma": 2})
-    assert reverted == ["alpha/SKILL.md", "gamma/SKILL.md"]
+    assert reverted == ["alpha/SKILL.md"]
     assert tree["alpha/SKILL.md"] == "alpha v0" and tree["default-strategy/SKILL.md"] == "default helpful edit"
-    assert tree["gamma/SKILL.md"] == "default v0" and "beta/SKILL.md" not in tree
-    # the epoch start's answers where the text is the epoch start's, R's where the edit stays
-    assert [run.outcomes[f"alpha{i}"] for i in range(PER_TYPE)] == [True, True, True, False]
-    assert [run.outcomes[f"gamma{i}"] for i in range(PER_TYPE)] == [True, True, True, False]
-    assert [run.outcomes[f"beta{i}"] for i in range(PER_TYPE)] == [True] * PER_TYPE and state.correctness["gamma2"] is True
+    assert [run.outcomes[f"alpha{i}"] for i in range(PER_TYPE)] == [True, True, True, False]  # the epoch start's answers
+    assert [run.outcomes[f"gamma{i}"] for i in range(PER_TYPE)] == [True, True, False, False]  # R's: the edit stays
 
 
 def test_type_check_reverts_a_shared_file_its_readers_lost_on_overall(tmp_path):
