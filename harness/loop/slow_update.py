@@ -370,70 +370,102 @@ def _momentum(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bo
     return sorted(updated)
 
 
+def _changed_files(old: Mapping[str, str], new: Mapping[str, str], measured: Mapping[str, str],
+                   measured_as: Mapping[str, str]) -> list[str]:
+    """Skill files whose text differs between `old` and `new` and that `measured` (the tree a run answered with) holds
+    exactly as `measured_as` does: only for those do the run's answers describe one side of the change."""
+    return sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p) and measured.get(p) == measured_as.get(p))
+
+
+def _revert_files(deps: SlowDeps, run: EvalRun, current: HarnessTree, restore: Mapping[str, Optional[str]],
+                  answers: Mapping[str, Optional[bool]], reason: str,
+                  reuse: Optional[tuple[str, HarnessTree]] = None) -> EvalRun:
+    """Put `restore` (file -> text, None: delete) back into `current` as one new skills version (or, when the result
+    is exactly `reuse`'s tree, make `reuse`'s version current again) and return the run that describes it: `run`'s
+    id and answers, with `answers` (the questions of the restored files, answered by the restored texts) merged in."""
+    ws = deps.workspace_dir
+    restored = current.with_files(restore)
+    if reuse is not None and restored.fingerprint == reuse[1].fingerprint:
+        version = reuse[0]
+        wsp.set_current(ws, skills=version)
+    else:
+        version = wsp.promote(ws, "skills", restored, {"reason": reason, "epoch": deps.epoch, "files": sorted(restore)})
+    outcomes = {**run.outcomes, **answers}
+    return EvalRun(run.run_id, version, run.prompts_version, outcomes, soft=run.soft, sample_index=run.sample_index)
+
+
+def _change(after: Mapping[str, Optional[bool]], before: Mapping[str, Optional[bool]], qids: Sequence[str]) -> tuple[int, int]:
+    """(right after - right before, pairs) over the questions of `qids` both runs answered."""
+    both = [q for q in qids if after.get(q) is not None and before.get(q) is not None]
+    return sum(bool(after[q]) for q in both) - sum(bool(before[q]) for q in both), len(both)
+
+
 def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float) -> tuple[EvalRun, list[str]]:
     """train.type_check_drop: every skill file changed this epoch (R's text differs from the epoch start's, and no
     probation rollback touched it since R) is judged per task type reading it, R's answers on that type's validation
     questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
-    paid for). When some type lost more than `drop` (accuracy), the file goes back to its epoch-start text in one new
-    version, and the returned run (R's id) carries eval_prev's answers on that file's questions, which describe it."""
+    paid for). A heuristic sign test on ~20 questions a type, not a guarantee:
+    - a file one task type reads goes back to its epoch-start text when that type lost more than `drop` (accuracy);
+    - a file several types read (default-strategy) goes back only when some type lost more than `drop` AND all the
+      questions that read it, pooled, lost too: with k readers, one of k noisy ~20-question differences below -drop
+      is likely by chance, and reverting a shared file takes every reader's gain with it.
+    Reverted files go back in one new version; the returned run (R's id) carries eval_prev's answers on their
+    questions, which describe the restored texts."""
     ws = deps.workspace_dir
     measured = read_version_tree(ws / "skills", r.skills_version)
     current = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
     view = wsp.harness_view(ws, r.skills_version, r.prompts_version)
-    start = state.epoch_start_skills
+    start: Mapping[str, str] = state.epoch_start_skills
     reverted: dict[str, Optional[str]] = {}
-    outcomes = dict(r.outcomes)
-    for f in sorted(p for p in set(measured) | set(start) if measured.get(p) != start.get(p) and current.get(p) == measured.get(p)):
+    answers: dict[str, Optional[bool]] = {}
+    for f in _changed_files(start, measured, current, measured):
         affected = _affected_qids(deps, view, f)
-        for tt in sorted({deps.questions[q].task_type for q in affected}):
-            both = [q for q in affected if deps.questions[q].task_type == tt and r.outcomes.get(q) is not None and q in prev_corr]
-            if both and (sum(bool(r.outcomes[q]) for q in both) - sum(prev_corr[q] for q in both)) / len(both) < -drop:
-                reverted[f] = start.get(f)
-                outcomes.update({q: prev_corr.get(q) for q in affected})
-                break
+        types = sorted({deps.questions[q].task_type for q in affected})
+        lost = []
+        for tt in types:
+            diff, n = _change(r.outcomes, prev_corr, [q for q in affected if deps.questions[q].task_type == tt])
+            if n and diff / n < -drop:
+                lost.append(tt)
+        if not lost or (len(types) > 1 and _change(r.outcomes, prev_corr, affected)[0] >= 0):
+            continue
+        reverted[f] = start.get(f)
+        answers.update({q: prev_corr.get(q) for q in affected})
     if not reverted:
         return r, []
-    version = wsp.promote(ws, "skills", current.with_files(reverted), {"reason": "type check: reverted", "epoch": deps.epoch,
-                                                                          "files": sorted(reverted)})
-    for q in (q for q, v in outcomes.items() if v is not None):
-        state.correctness[q] = bool(outcomes[q])
+    run = _revert_files(deps, r, current, reverted, answers, "type check: reverted")
+    for q, v in run.outcomes.items():
+        if v is not None:
+            state.correctness[q] = bool(v)
     progress.info("[slow@e%d] type check: %s back to the epoch-start text (a task type reading it lost > %.0f pts at R; skills %s)",
-                  deps.epoch, ", ".join(sorted(reverted)), 100 * drop, version)
-    return EvalRun(r.run_id, version, r.prompts_version, outcomes, soft=r.soft, sample_index=r.sample_index), sorted(reverted)
+                  deps.epoch, ", ".join(sorted(reverted)), 100 * drop, run.skills_version)
+    return run, sorted(reverted)
 
 
 def _check_momentum_files(deps: SlowDeps, r: EvalRun, r2: EvalRun, sv_before: str) -> tuple[EvalRun, list[str]]:
     """train.momentum_check=per_file: each skill file momentum rewrote (`sv_before` -> R2's skills) that R measured
     as it was before the rewrite is judged on the validation questions that read it, R2's answers against R's (the
     same questions, independent samples: the pairs a per-edit gate would draw, already paid for). A file R2 answers
-    worse goes back to its text before the rewrite, in one new version; R2's outcomes on its questions are replaced
-    by R's, which describe that text. Returns the run that describes the current version (R2's id: the run log
-    holds no other) and the reverted files."""
+    worse goes back to its text before the rewrite, in one new version (or R's own version when that is what is
+    left); R2's outcomes on its questions are replaced by R's, which describe that text. Returns the run that
+    describes the current version (R2's id: the run log holds no other) and the reverted files."""
     ws = deps.workspace_dir
     measured = read_version_tree(ws / "skills", r.skills_version)
     before = read_version_tree(ws / "skills", sv_before)
     after = read_version_tree(ws / "skills", r2.skills_version)
     view = wsp.harness_view(ws, r2.skills_version, r2.prompts_version)
     reverted: dict[str, Optional[str]] = {}
-    outcomes = dict(r2.outcomes)
-    for f in sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p) and measured.get(p) == before.get(p)):
+    answers: dict[str, Optional[bool]] = {}
+    for f in _changed_files(before, after, measured, before):
         affected = _affected_qids(deps, view, f)
-        both = [q for q in affected if r.outcomes.get(q) is not None and r2.outcomes.get(q) is not None]
-        if sum(bool(r2.outcomes[q]) for q in both) < sum(bool(r.outcomes[q]) for q in both):
+        if _change(r2.outcomes, r.outcomes, affected)[0] < 0:
             reverted[f] = before.get(f)
-            outcomes.update({q: r.outcomes[q] for q in affected})
+            answers.update({q: r.outcomes[q] for q in affected})
     if not reverted:
         return r2, []
-    restored = after.with_files(reverted)
-    if restored.fingerprint == measured.fingerprint:
-        version = r.skills_version  # back to exactly what R measured: no new version
-        wsp.set_current(ws, skills=version)
-    else:
-        version = wsp.promote(ws, "skills", restored, {"reason": "momentum check: reverted", "epoch": deps.epoch,
-                                                         "files": sorted(reverted)})
+    run = _revert_files(deps, r2, after, reverted, answers, "momentum check: reverted", reuse=(r.skills_version, measured))
     progress.info("[slow@e%d] momentum check: %s answered worse by R2 than by R -> back to the text before momentum (skills %s)",
-                  deps.epoch, ", ".join(sorted(reverted)), version)
-    return EvalRun(r2.run_id, version, r2.prompts_version, outcomes, soft=r2.soft, sample_index=r2.sample_index), sorted(reverted)
+                  deps.epoch, ", ".join(sorted(reverted)), run.skills_version)
+    return run, sorted(reverted)
 
 
 def _system_tool_update(deps: SlowDeps, state: Any) -> str:

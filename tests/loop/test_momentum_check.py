@@ -116,17 +116,24 @@ def _epoch(tmp_path: Path):
     return ws, deps, state, installed
 
 
-def test_type_check_reverts_a_file_whose_type_lost_more_than_the_drop(tmp_path):
+def _type_check(deps: SlowDeps, state, installed: str, prev_right: dict[str, int], r_right: dict[str, int]):
+    """R answered `installed` with `r_right`, the epoch start `prev_right`; the check at drop 0.1, and the skills
+    tree it leaves current (a new version whenever it reverted something)."""
     from harness.loop.slow_update import _check_types
 
+    ws = deps.workspace_dir
+    run, reverted = _check_types(deps, state, EvalRun("R", installed, "v0", _outcomes(r_right)), _outcomes(prev_right), 0.1)
+    current = wsp.read_manifest(ws).skills_version
+    assert run.skills_version == current and (current != installed) == bool(reverted)
+    return run, reverted, read_version_tree(ws / "skills", current)
+
+
+def test_type_check_reverts_a_file_whose_type_lost_more_than_the_drop(tmp_path):
     ws, deps, state, installed = _epoch(tmp_path)
-    prev = _outcomes({"alpha": 3, "beta": 1, "gamma": 2})
-    r = EvalRun("R", installed, "v0", _outcomes({"alpha": 1, "beta": 3, "gamma": 0}))  # gamma's file unchanged: not judged
-    run, reverted = _check_types(deps, state, r, prev, 0.1)
+    # gamma's file unchanged: not judged
+    run, reverted, tree = _type_check(deps, state, installed, {"alpha": 3, "beta": 1, "gamma": 2}, {"alpha": 1, "beta": 3, "gamma": 0})
     assert reverted == ["alpha/SKILL.md"]
-    tree = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
     assert tree["alpha/SKILL.md"] == "alpha v0" and tree["beta/SKILL.md"] == "beta good edit"
-    assert run.skills_version == wsp.read_manifest(ws).skills_version != installed
     assert [run.outcomes[f"alpha{i}"] for i in range(PER_TYPE)] == [True, True, True, False]  # the epoch start's answers
     assert state.correctness["alpha0"] is True and run.outcomes["beta0"] is True
 
@@ -173,3 +180,40 @@ def test_a_tiny_run_carries_both_checks_through_the_slow_stage(tmp_path):
         tree = read_version_tree(ws / "skills", version)
         parent = read_version_tree(ws / "skills", meta["parent"])
         assert all(tree.get(f) != parent.get(f) for f in meta["files"])  # each listed file was put back
+
+
+def _shared_epoch(tmp_path: Path, shared_text: str):
+    """alpha reads its own file; beta and gamma read the shared default-strategy file. The epoch installed a harmful
+    edit of alpha's file and an edit of the shared file."""
+    from harness.loop.train_state import TrainState
+
+    ws, deps, _ = _setup(tmp_path)
+    skills = HarnessTree({"alpha/SKILL.md": "alpha v0", "default-strategy/SKILL.md": "default v0"})
+    start = wsp.promote(ws, "skills", skills, {"reason": "epoch start"})
+    state = TrainState()
+    state.begin_epoch(start, "v0", skills.to_dict())
+    installed = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha harmful edit",
+                                                            "default-strategy/SKILL.md": shared_text}), {"reason": "gate accepted"})
+    return ws, deps, state, installed
+
+
+def test_type_check_reverts_the_harmful_own_file_and_keeps_a_shared_file_that_helps_overall(tmp_path):
+    """Seed 14's case (reports/benchmarks/type_regressions.md): one reader of the shared file shows a drop beyond the
+    margin (noise on a few questions) while the shared edit helps its readers overall; only alpha's file goes back."""
+    _, deps, state, installed = _shared_epoch(tmp_path, "default helpful edit")
+    # gamma -25 pts, beta +100
+    run, reverted, tree = _type_check(deps, state, installed, {"alpha": 3, "beta": 0, "gamma": 3}, {"alpha": 1, "beta": 4, "gamma": 2})
+    assert reverted == ["alpha/SKILL.md"]
+    assert tree["alpha/SKILL.md"] == "alpha v0" and tree["default-strategy/SKILL.md"] == "default helpful edit"
+    assert [run.outcomes[f"alpha{i}"] for i in range(PER_TYPE)] == [True, True, True, False]  # the epoch start's answers
+    assert [run.outcomes[f"gamma{i}"] for i in range(PER_TYPE)] == [True, True, False, False]  # R's: the edit stays
+
+
+def test_type_check_reverts_a_shared_file_its_readers_lost_on_overall(tmp_path):
+    _, deps, state, installed = _shared_epoch(tmp_path, "default harmful edit")
+    # gamma -50 pts, beta 0: pooled -2
+    run, reverted, tree = _type_check(deps, state, installed, {"alpha": 1, "beta": 2, "gamma": 3}, {"alpha": 1, "beta": 2, "gamma": 1})
+    assert reverted == ["default-strategy/SKILL.md"]
+    assert tree["default-strategy/SKILL.md"] == "default v0" and tree["alpha/SKILL.md"] == "alpha harmful edit"
+    assert [run.outcomes[f"gamma{i}"] for i in range(PER_TYPE)] == [True, True, True, False]
+    assert state.correctness["gamma2"] is True
