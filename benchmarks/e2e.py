@@ -314,6 +314,7 @@ def _certificate(state: Path) -> dict | None:
     retry = next((a for a in cert.attempts if a.rollback is not None), None)
     return {"certified": cert.certified, "decision": shown.decision if shown else "skipped", "alpha": cert.alpha,
             "pairs": shown.pairs if shown else 0, "rollouts": cert.rollouts, "spend": certificate_spend(cert),
+            "discordance": (shown.wins + shown.losses + shown.infra) / shown.pairs if shown and shown.pairs else None,
             "estimate": shown.estimate if shown else None, "lower_bound": shown.lower_bound if shown else None,
             "width": shown.width if shown else None, "delivered": cert.delivered,
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
