@@ -275,7 +275,7 @@ def wald_report(path: Path, alpha: float = 0.05, power: float = 0.95) -> str:
     rows = []
     for r in doc["runs"]:
         c = r.get("certificate")
-        if not c or not c.get("certified") or c.get("discordance") is None:
+        if r.get("rule") != "betting" or not c or not c.get("certified") or c.get("discordance") is None:  # our rule only
             continue
         gain = r["delivered_test"] - r["base_test"]
         rows.append((r["seed"], gain, c["discordance"], wald_pairs(gain, c["discordance"], alpha, power), c["pairs"]))
