@@ -246,12 +246,61 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
     return "\n".join(lines) + "\n", summary
 
 
+def kl_inf(gain: float, discordance: float) -> float:
+    """max over bets lam in [0, 1) of E log(1 + lam Z) for Z in {-1, 0, 1} with mean `gain` and P(Z != 0) =
+    `discordance`: the Kelly growth rate of the e-process, equal to the smallest KL divergence from this law to one
+    with mean <= 0 (Honda & Takemura's KL_inf), so it bounds every level-alpha test, not only betting ones."""
+    if gain <= 0:
+        return 0.0
+    d = max(discordance, gain + 1e-9)
+    p, q = (d + gain) / 2, (d - gain) / 2
+    lam = min(gain / d, 1 - 1e-9)
+    return p * math.log1p(lam) + (q * math.log1p(-lam) if q > 0 else 0.0)
+
+
+def wald_pairs(gain: float, discordance: float, alpha: float = 0.05, power: float = 0.95) -> float:
+    """Wald's lower bound on E[pairs] of ANY sequential test at level alpha with this power against the gain:
+    ((1 - b) log((1 - b) / alpha) + b log(b / (1 - alpha))) / KL_inf, b = 1 - power (the optional-stopping form of
+    the data-processing inequality); inf when the gain is <= 0."""
+    rate = kl_inf(gain, discordance)
+    b = 1.0 - power
+    num = power * math.log(power / alpha) + (b * math.log(b / (1 - alpha)) if b > 0 else 0.0)
+    return math.inf if rate <= 0 else num / rate
+
+
+def wald_report(path: Path, alpha: float = 0.05, power: float = 0.95) -> str:
+    """Per certified run of an e2e JSON (our rule): the true gain of what the certificate tested (oracle, test pool),
+    the discordance on its pairs, Wald's bound on the pairs any valid test needs, and the pairs it used."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for r in doc["runs"]:
+        c = r.get("certificate")
+        if r.get("rule") != "betting" or not c or not c.get("certified") or c.get("discordance") is None:  # our rule only
+            continue
+        gain = r["delivered_test"] - r["base_test"]
+        rows.append((r["seed"], gain, c["discordance"], wald_pairs(gain, c["discordance"], alpha, power), c["pairs"]))
+    lines = [f"{path}: Wald's bound at alpha {alpha}, power {power} (per certified run: seed, true gain, discordance, "
+             "bound on E[pairs], pairs used by the certified attempt)"]
+    lines += [f"  seed {s}: gain {100 * g:+.1f} pts, discordance {d:.2f}, bound {w:.0f} pairs, used {n}" for s, g, d, w, n in rows]
+    finite = [w for _, _, _, w, _ in rows if math.isfinite(w)]
+    if finite:
+        lines.append(f"  mean bound {statistics.mean(finite):.0f} pairs = {2 * statistics.mean(finite):.0f} rollouts a run "
+                     f"({len(finite)} certified runs with a positive true gain; refusals and rollback re-certifications not counted); "
+                     f"mean pairs used {statistics.mean(n for *_, n in rows):.0f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wald", type=Path, nargs="+", metavar="E2E_JSON",
+                    help="print Wald's bound on the pairs any valid certificate needs for the certified runs of e2e JSONs, and exit")
     ap.add_argument("--runs-per-cell", type=int, default=12, help="seeds per (world, candidate kind)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "certificate.md")
     args = ap.parse_args(argv)
+    if args.wald:
+        print("\n".join(wald_report(p) for p in args.wald))
+        return 0
     jobs = [{"world": w, "seed": 100 + s, "kind": k} for w in WORLDS for k in KINDS for s in range(args.runs_per_cell)]
     started = time.monotonic()
     with mp.get_context("spawn").Pool(args.jobs) as pool:

@@ -276,6 +276,25 @@ def _by_type(oracle: Any, world: Any, tree: Any, test: Sequence[str]) -> dict[st
     return {tt: oracle.expected_accuracy(tree, qs) for tt, qs in sorted(qids.items())}
 
 
+def certificate_spend(cert: Any) -> dict[str, int]:
+    """Where a certificate's pairs went: to the crossing and after it (the useful-bound phase) on the certified first
+    attempt, on refused attempts (by why they stopped), and on the per-type rollback re-certification."""
+    out = {"to_crossing": 0, "after_crossing": 0, "refused_budget": 0, "refused_futility": 0, "refused_ucb": 0,
+           "recertify": 0}
+    for a in cert.attempts:
+        if a.decision == "skipped":
+            continue
+        if a.rollback is not None:
+            out["recertify"] += a.pairs
+        elif a.decision == "certified":
+            out["to_crossing"] += a.crossed_at or a.pairs
+            out["after_crossing"] += a.pairs - (a.crossed_at or a.pairs)
+        else:
+            why = "futility" if "futility" in a.reason else "ucb" if "upper bound" in a.reason else "budget"
+            out[f"refused_{why}"] += a.pairs
+    return out
+
+
 def _certificate(state: Path) -> dict | None:
     """The certify stage's certificate of this run (harness/contracts/certificate.py; None when the pipeline has no
     certify stage or it did not run): the delivered attempt's figures (the first attempt's when none certified)."""
@@ -294,7 +313,8 @@ def _certificate(state: Path) -> dict | None:
     first = next((a for a in cert.attempts if a.rollback is None and a.decision == "certified"), None)
     retry = next((a for a in cert.attempts if a.rollback is not None), None)
     return {"certified": cert.certified, "decision": shown.decision if shown else "skipped", "alpha": cert.alpha,
-            "pairs": shown.pairs if shown else 0, "rollouts": cert.rollouts,
+            "pairs": shown.pairs if shown else 0, "rollouts": cert.rollouts, "spend": certificate_spend(cert),
+            "discordance": (shown.wins + shown.losses + shown.infra) / shown.pairs if shown and shown.pairs else None,
             "estimate": shown.estimate if shown else None, "lower_bound": shown.lower_bound if shown else None,
             "width": shown.width if shown else None, "delivered": cert.delivered,
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
@@ -511,7 +531,10 @@ def _delivery_summary(deliveries: list[dict]) -> dict:
             "bound_held": sum(low <= g + 1e-12 for low, g in lows), "bounds": len(lows),
             "fallback": sum(c.get("delivered") is not None and not str(c["delivered"]).startswith("final") for c, _ in certs),
             "rolled_back": sum(bool((c.get("rollback") or {}).get("delivered")) for c, _ in certs),
-            "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs)}
+            "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs),
+            "spend": {k: statistics.mean(int((c.get("spend") or {}).get(k, 0)) for c, _ in certs)
+                      for k in ("to_crossing", "after_crossing", "refused_budget", "refused_futility", "refused_ucb", "recertify")}
+            if all(c.get("spend") for c, _ in certs) else None}
     return out
 
 
@@ -542,6 +565,14 @@ def delivery_lines(summary: dict) -> list[str]:
             spent = "–" if c["mean_rollouts"] is None else f"{c['mean_rollouts']:.0f}"
             L.append(f"| {rule} | {c['runs']} | {c['certified']}/{c['runs']} | {c['fallback']} | {c['certified_and_worse']} | "
                      f"{low} | {width} | {c['bound_held']}/{c['bounds']} | {c['flagged_runs']} | {spent} |")
+        spends = [(rule, c["spend"]) for rule, c in certs if c.get("spend")]
+        if spends:
+            L += ["", "Where the certificate's pairs go (mean pairs a run, 2 rollouts a pair; docs/certificate.md):", "",
+                  "| rule | to the crossing | after it (useful bound) | refused at the budget | refused by futility | "
+                  "refused by the upper bound | rollback re-certification |", "|---|---|---|---|---|---|---|"]
+            for rule, sp in spends:
+                L.append(f"| {rule} | " + " | ".join(f"{sp[k]:.0f}" for k in ("to_crossing", "after_crossing", "refused_budget",
+                                                                             "refused_futility", "refused_ucb", "recertify")) + " |")
     return L
 
 

@@ -268,6 +268,7 @@ class CertifyConfig:
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
     futility: str = "estimate"  # none | bound | estimate: refuse early once certifying is out of reach / hopeless
+    pairs_per_question: float = 0.0  # > 0: pair budget min(max_pairs, max(200, this x test-pool questions)); 0: max_pairs
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
     fallbacks: int = 0  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -68,6 +68,9 @@ FUTILITY: dict[str, tuple[bool, bool]] = {"none": (False, False), "bound": (True
 FUTILITY_POWER = 0.05  # estimate: refuse below this estimated P(certified by the budget) (the gate's futility_power)
 FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z)
 FUTILITY_MIN_N = 20  # estimate: pairs before that bound is trusted (the gate's futility_min_n)
+# pairs_per_question > 0: the pair budget is never below this (a 36-question pool would otherwise get ~100-300 pairs,
+# fewer than a +10-point gain at discordance 0.3 needs to cross: ~150-250)
+MIN_POOL_PAIRS = 200
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,20 @@ class CertifyParams:
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
     futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
+    pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
+
+    def for_population(self, n_questions: int) -> "CertifyParams":
+        """These settings with the pair budget of a population of `n_questions` questions: `max_pairs`, or with
+        `pairs_per_question` k > 0, min(max_pairs, max(MIN_POOL_PAIRS, ceil(k n))) rounded up to whole blocks.
+        Why: the certificate's estimand is the gain on the pool, which differs from the gain on questions outside it
+        by ~sd/sqrt(n); pairs beyond a few per question shrink an error that is already the smaller one, and are
+        mostly spent by refusals (docs/certificate.md "Pair budget"). Fixed before any pair is drawn: validity is
+        untouched."""
+        if self.pairs_per_question <= 0:
+            return self
+        want = max(MIN_POOL_PAIRS, math.ceil(self.pairs_per_question * n_questions))
+        want = math.ceil(want / self.block_size) * self.block_size
+        return replace(self, max_pairs=min(self.max_pairs, want))
 
     def check(self) -> list[tuple[str, object, str]]:
         """(key, value, rule) of every broken rule; empty when valid."""
@@ -103,6 +120,9 @@ class CertifyParams:
             bad.append(("certify.flag_drop", self.flag_drop, "must be a number >= 0"))
         if isinstance(self.min_type_pairs, bool) or not isinstance(self.min_type_pairs, int) or self.min_type_pairs < 1:
             bad.append(("certify.min_type_pairs", self.min_type_pairs, "must be an integer >= 1"))
+        pq = self.pairs_per_question
+        if isinstance(pq, bool) or not isinstance(pq, (int, float)) or not (0.0 <= pq <= 1000.0):
+            bad.append(("certify.pairs_per_question", pq, "must be a number in [0, 1000] (0: the budget is certify.max_pairs)"))
         if self.futility not in FUTILITY:
             bad.append(("certify.futility", self.futility, f"must be one of {list(FUTILITY)}"))
         return bad

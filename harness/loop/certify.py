@@ -147,6 +147,7 @@ async def run_certificate(
     unknown = sorted(set(qids) - set(questions))
     if unknown:
         raise KeyError(f"{what}: population names unknown qids {unknown[:5]}")
+    params = params.for_population(len(set(qids)))  # the pair budget, fixed before any pair is drawn
     levels = attempt_levels(params.alpha, len(candidates), fallback_share)
     task_type_of = {q: questions[q].task_type for q in set(qids)}
     attempts: list[Attempt] = []
@@ -251,7 +252,8 @@ async def run_certificate(
                 + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
         "total": params.alpha}
     return Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
-                       kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population_of(pool, qids),
+                       kind=kind, margin=float(params.margin), alpha=float(params.alpha),
+                       population={**population_of(pool, qids), "pair_budget": params.max_pairs},
                        baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
                        attempts=attempts, rollouts=total, flagged_task_types=flagged, per_type=per_type, levels=level_doc)
 

@@ -11,6 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from harness.config.errors import ConfigError
+from harness.config.load import load_config
 from harness.kernel.certificate import (
     BETS,
     GRID_STEP,
@@ -241,3 +243,42 @@ def test_params_check_names_each_bad_key():
     bad = CertifyParams(alpha=0.7, max_pairs=0, block_size=5, margin=-0.1, useful_fraction=1.0).check()
     assert {k for k, _, _ in bad} == {"certify.alpha", "certify.max_pairs", "certify.margin", "certify.useful_fraction"}
     assert CertifyParams().check() == []
+
+
+def test_pool_budget_scales_with_the_population_and_is_checked():
+    params = CertifyParams(max_pairs=1000, block_size=20, pairs_per_question=8)
+    assert params.for_population(60).max_pairs == 480  # the quick world's test pool
+    assert params.for_population(36).max_pairs == 300  # 288 -> whole blocks of 20
+    assert params.for_population(10).max_pairs == 200  # the floor: a +10-point gain needs ~150-250 pairs to cross
+    assert params.for_population(330).max_pairs == 1000  # the default world's pool: max_pairs stays the cap
+    assert replace(params, pairs_per_question=0.0).for_population(60).max_pairs == 1000  # off
+    for bad in (-1.0, True, "auto", 5000.0):
+        assert [k for k, _, _ in replace(params, pairs_per_question=bad).check()] == ["certify.pairs_per_question"]
+    with pytest.raises(ConfigError, match=r"certify\.pairs_per_question = -1"):  # the config loader names the key too
+        load_config(["certify.pairs_per_question=-1"], env_file=None, environ={})
+
+
+def test_pool_budget_refuses_a_null_sooner_and_certifies_only_what_the_full_budget_would():
+    """The smaller budget is fixed before the first pair: every certified sequence is certified with the full budget
+    too (same e-process on a prefix), a null is refused within the smaller budget, and a +15-point gain is still
+    certified (the stop fires on gains, not only on refusals)."""
+    rng = np.random.default_rng(8)
+    full = CertifyParams(max_pairs=1000, block_size=20)
+    small = replace(full, pairs_per_question=8).for_population(60)
+    used_full, used_small = [], []
+    for trial in range(15):
+        gain = (0.0, 0.03, 0.15)[trial % 3]
+        z = _draw(rng, np.full(60, 0.55), np.full(60, 0.55 + gain), 1000, 0.0)
+        pairs = _pairs(z, [f"q{i}" for i in range(60)])
+        a_full, n_full = _run_to_stop(pairs, full)
+        a_small, n_small = _run_to_stop(pairs, small)
+        assert n_small <= small.max_pairs == 480
+        if a_small == "certified":
+            assert a_full == "certified", trial
+        if gain == 0.15:
+            assert a_small == "certified", trial
+        if gain == 0.0:
+            assert a_small == "not_certified", trial
+            used_full.append(n_full)
+            used_small.append(n_small)
+    assert np.mean(used_small) < np.mean(used_full)
