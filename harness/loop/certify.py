@@ -87,7 +87,8 @@ def _look_line(what: str, decision: CertifyDecision, rollouts: int, params: Cert
 def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequence[str], *,
                   shared: bool = False) -> tuple[HarnessTree, dict[str, str], dict[str, str]]:
     """`parent` with the skill file each of `task_types` reads put back to the baseline's version (removed when the
-    baseline has none): (tree, {path: "restored" | "removed"}, {task type: why it kept its file}). `shared`: the
+    baseline has none, unless the shared default changed: then it holds the default text the type read at the
+    baseline): (tree, {path: "restored" | "removed"}, {task type: why it kept its file}). `shared`: the
     files every type reads (everything outside skills/: system prompt, tool guides) go back to the baseline's too,
     so a rolled-back type with a skill file of its own reads exactly the baseline's harness. Without it, a type whose
     file is the baseline's keeps it: what changed for it are shared files."""
@@ -102,8 +103,12 @@ def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequen
             if not shared or not changes:
                 kept[task_type] = f"{path} is the baseline's: the change comes from shared files (system prompt, tool guides)"
             continue
-        changes[path] = baseline.get(path)
-    files = {p: "restored" if p in baseline else "removed" for p in sorted(changes)}
+        base_path = resolve_skill_file(baseline, task_type)
+        # a file the baseline lacks: removing it would make the type read the parent's shared default, which may have
+        # changed (the type check splits a type off an edited default); it gets the text it read at the baseline
+        changed_default = path not in baseline and parent.get(base_path) != baseline.get(base_path)
+        changes[path] = baseline.get(base_path) if changed_default else baseline.get(path)
+    files = {p: "restored" if p in baseline or changes[p] is not None else "removed" for p in sorted(changes)}
     return parent.with_files(changes), files, kept
 
 

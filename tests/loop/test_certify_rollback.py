@@ -140,3 +140,15 @@ def test_rollback_tree_puts_back_the_flagged_types_files_and_with_shared_the_sys
     tree, files, kept = rollback_tree(parent, base, ["a", "e"], shared=True)
     assert files == {"skills/a/SKILL.md": "restored", "system_prompt.md": "restored"} and kept == {}
     assert tree == base.with_files({"skills/b/SKILL.md": "b1\n", "skills/c/SKILL.md": "c1\n"})
+
+
+def test_rollback_of_a_type_split_off_an_edited_default_gives_it_the_baseline_default_text():
+    """A type with a file of its own the baseline lacks (the type check split it off an edited default-strategy):
+    removing the file would make it read the edited default, so it gets the default text it read at the baseline."""
+    from harness.loop.certify import rollback_tree
+
+    base = HarnessTree({"skills/a/SKILL.md": "a0\n", "skills/default-strategy/SKILL.md": "d0\n"})
+    parent = base.with_files({"skills/default-strategy/SKILL.md": "d1\n", "skills/c/SKILL.md": "d0\n- c rule\n"})
+    tree, files, kept = rollback_tree(parent, base, ["c"])
+    assert files == {"skills/c/SKILL.md": "restored"} and kept == {}
+    assert tree["skills/c/SKILL.md"] == "d0\n" and tree["skills/default-strategy/SKILL.md"] == "d1\n"
