@@ -48,9 +48,13 @@ class ScreenParams:
     """The setting the pre-gate screen (gate.screen) owns (gate.<field>)."""
 
     screen_margin: int = 0  # the screen passes when wins - losses >= this (0: not worse on the step's questions)
+    screen_accept: int = 0  # install without a gate when wins - losses >= this (0: off; gate.fdr=none only)
 
     def check(self) -> list[tuple[str, str]]:
-        return [] if is_int_at_least(self.screen_margin, 0) else [("screen_margin", "must be an integer >= 0")]
+        bad = [] if is_int_at_least(self.screen_margin, 0) else [("screen_margin", "must be an integer >= 0")]
+        if not is_int_at_least(self.screen_accept, 0):
+            bad.append(("screen_accept", "must be an integer >= 0 (0: off)"))
+        return bad
 
 
 def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optional[bool]], *, margin: int = 1) -> ScreenResult:

@@ -179,6 +179,12 @@ def _accept_all_outcome(prefix: str) -> ValidationOutcome:
     return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
 
 
+def _screen_accept_outcome(prefix: str, screened: ScreenResult) -> ValidationOutcome:
+    verdict = GateVerdict("accept", 0.0, 0.0, screened.wins, screened.losses, screened.ties, screened.n_pairs,
+                          f"{screened.reason}; accepted at the screen (gate.screen_accept)")
+    return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
+
+
 def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools) -> tuple[list[dict], list[str]]:
     """Gate every candidate (sorted task types); mutates `state` and the workspace.
 
@@ -225,7 +231,13 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
                                    rollouts=len(screened_qids(gc, cand)), skills_version_after=sv_before, probation_opened=False,
                                    screen="failed")
         fdr_fields["screen"] = "passed" if screened is not None else "no_questions"
-    if rule.questions == "none":  # decides without rollouts (accept_all)
+        accept_at = params_of(ScreenParams, gc.params).screen_accept
+        if (accept_at > 0 and screened is not None and screened.wins - screened.losses >= accept_at
+                and not FDR_PROCEDURES.get(gc.params.fdr).run_level):  # strict mode: only e-process crossings install
+            fdr_fields["screen"] = "accepted"
+    if fdr_fields.get("screen") == "accepted":  # a clear win on the step's questions: no gate (gate.screen_accept)
+        outcome = _screen_accept_outcome(prefix, screened)  # type: ignore[arg-type]
+    elif rule.questions == "none":  # decides without rollouts (accept_all)
         outcome = _accept_all_outcome(prefix)
     else:
         planned = QUESTION_SOURCES[rule.questions](gc, cand, pools, warm, prefix)
@@ -257,7 +269,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
         procedure = FDR_PROCEDURES.get(gc.params.fdr)
         state.gate_fdr = procedure.record(state.gate_fdr, gc.params, discovered=outcome.action == "accept")
         fdr_fields.update(procedure.report(state.gate_fdr))
-    screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") == "passed" else 0
+    screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") in ("passed", "accepted") else 0
     gate_fields = dict(gate_run_id=prefix, log_e=v.log_e, log_lr_dir=v.log_lr_dir, wins=v.wins, losses=v.losses, ties=v.ties,
                        n_pairs=v.n_pairs, rollouts=outcome.rollouts + screen_rollouts, reason=v.reason, **fdr_fields)
     action = outcome.action
