@@ -170,7 +170,10 @@ async def run_certificate(
     baseline's (`rollback_tree`) and that harness is certified once more, on fresh sample indices (first_index +
     RECERTIFY_OFFSET), at the certified attempt's own level (fixed-sequence testing: it is only tested after its parent
     was certified, so the chain's false-certification probability stays at the parent's level; docs/certificate.md
-    "Levels"). Certified -> it is delivered; else the parent is, with its flags."""
+    "Levels"). Certified -> it is delivered; else the parent is, with its flags.
+
+    params.type_pairs > 0: a certified attempt's per-type rows get top-up pairs (`topup_items`) for each task type it
+    changed (`changed_types`) that has fewer; they are rolled out after the decision and never enter the e-process."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
