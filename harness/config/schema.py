@@ -267,6 +267,7 @@ class CertifyConfig:
     useful_fraction: float = 0.1  # after certifying, sample on until the lower bound >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
+    type_pairs: int = 0  # > 0: a certified attempt tops each task type it changed up to this many pairs (flags only)
     futility: str = "estimate"  # none | bound | estimate: refuse early once certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: pair budget min(max_pairs, max(200, this x test-pool questions)); 0: max_pairs
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one

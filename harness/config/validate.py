@@ -561,7 +561,7 @@ def _validate_certify(cfg: DictConfig) -> list[Violation]:
     if _get(cfg, "certify") is _UNSET:
         return []
     keys = ("alpha", "max_pairs", "block_size", "margin", "useful_fraction", "flag_drop", "min_type_pairs", "futility",
-            "pairs_per_question")
+            "pairs_per_question", "type_pairs")
     values = {k: _get(cfg, f"certify.{k}") for k in keys}
     if all(v is not _UNSET for v in values.values()):
         for key, value, rule in CertifyParams(**values).check():

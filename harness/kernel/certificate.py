@@ -29,7 +29,8 @@ stopping rule). Hence, at level alpha:
 
 L_t is found on a grid of m (step GRID_STEP) and rounded DOWN to it (the UCB up): the reported bounds are never
 tighter than the exact ones. Per-task-type estimates are fixed-n means with a normal interval: indicative, not
-anytime-valid; a type whose estimate is below -flag_drop is flagged.
+anytime-valid; a type whose estimate is below -flag_drop is flagged. With `type_pairs` > 0 a certified attempt adds
+top-up pairs drawn within a type (harness/loop/certify.py): they enter that type's row only, never Z_t above.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class CertifyParams:
     useful_fraction: float = 0.25  # after certifying, keep sampling until LCB >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
+    type_pairs: int = 0  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
     futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
 
@@ -120,6 +122,8 @@ class CertifyParams:
             bad.append(("certify.flag_drop", self.flag_drop, "must be a number >= 0"))
         if isinstance(self.min_type_pairs, bool) or not isinstance(self.min_type_pairs, int) or self.min_type_pairs < 1:
             bad.append(("certify.min_type_pairs", self.min_type_pairs, "must be an integer >= 1"))
+        if isinstance(self.type_pairs, bool) or not isinstance(self.type_pairs, int) or not 0 <= self.type_pairs <= 1000:
+            bad.append(("certify.type_pairs", self.type_pairs, "must be an integer in [0, 1000] (0: no top-up)"))
         pq = self.pairs_per_question
         if isinstance(pq, bool) or not isinstance(pq, (int, float)) or not (0.0 <= pq <= 1000.0):
             bad.append(("certify.pairs_per_question", pq, "must be a number in [0, 1000] (0: the budget is certify.max_pairs)"))

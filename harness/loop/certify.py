@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ INFRA_MIN_PAIRS = 20
 PER_TYPE = ("flag", "rollback", "rollback_shared")  # certify.per_type
 SKILLS_PREFIX = "skills/"
 RECERTIFY_OFFSET = 500_000  # a rollback re-certification's sample indices: first_index + this + pair number (fresh)
+TOPUP_OFFSET = 250_000  # an attempt's per-type top-up sample indices: its first index + this + pair number (fresh)
 
 
 class CertifyInfraError(InfraFailureError):
@@ -112,6 +114,33 @@ def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequen
     return parent.with_files(changes), files, kept
 
 
+def changed_types(tree: HarnessTree, baseline: HarnessTree, task_types: Sequence[str]) -> list[str]:
+    """The task types that read something `tree` changed: all when a shared file (outside skills/) differs, else
+    those whose resolved skill file's text differs from the one they read in `baseline`."""
+    if any(tree.get(p) != baseline.get(p) for p in set(tree) | set(baseline) if not p.startswith(SKILLS_PREFIX)):
+        return sorted(set(task_types))
+    return sorted(t for t in set(task_types)
+                  if tree.get(resolve_skill_file(tree, t)) != baseline.get(resolve_skill_file(baseline, t)))
+
+
+def topup_items(pairs: Sequence[PairResult], qids_of_type: Mapping[str, Sequence[str]], want: int, *, seed: int,
+                start: int) -> list[BlockItem]:
+    """Slots that bring each type of `qids_of_type` to `want` pairs: its questions drawn uniformly with replacement
+    (seeded), sample indices start + TOPUP_OFFSET + k (fresh: never an attempt's or a re-certification's)."""
+    have: dict[str, int] = {}
+    type_of = {q: t for t, qs in qids_of_type.items() for q in qs}
+    for p in pairs:
+        if p.qid in type_of:
+            have[type_of[p.qid]] = have.get(type_of[p.qid], 0) + 1
+    rng = random.Random(f"certify-topup|{seed}|{start}")
+    items: list[BlockItem] = []
+    for task_type in sorted(qids_of_type):
+        pool = sorted(qids_of_type[task_type])
+        for _ in range(max(0, want - have.get(task_type, 0))):
+            items.append(BlockItem(rng.choice(pool), start + TOPUP_OFFSET + len(items)))
+    return items
+
+
 def _skipped(contender: Contender, alpha: float, reason: str, rollback: Optional[dict[str, Any]] = None) -> Attempt:
     return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version, alpha,
                    "skipped", reason, 0, 0, 0, 0, 0, 0, None, None, None, None, None, None, rollback=rollback)
@@ -141,7 +170,10 @@ async def run_certificate(
     baseline's (`rollback_tree`) and that harness is certified once more, on fresh sample indices (first_index +
     RECERTIFY_OFFSET), at the certified attempt's own level (fixed-sequence testing: it is only tested after its parent
     was certified, so the chain's false-certification probability stays at the parent's level; docs/certificate.md
-    "Levels"). Certified -> it is delivered; else the parent is, with its flags."""
+    "Levels"). Certified -> it is delivered; else the parent is, with its flags.
+
+    params.type_pairs > 0: a certified attempt's per-type rows get top-up pairs (`topup_items`) for each task type it
+    changed (`changed_types`) that has fewer; they are rolled out after the decision and never enter the e-process."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
@@ -149,6 +181,9 @@ async def run_certificate(
     if per_type != "flag" and params.max_pairs > RECERTIFY_OFFSET:
         raise ValueError(f"{what}: certify.max_pairs {params.max_pairs} > {RECERTIFY_OFFSET}: the re-certification's "
                          "fresh sample indices would overlap the first attempts'")
+    if params.type_pairs > 0 and params.max_pairs > TOPUP_OFFSET:
+        raise ValueError(f"{what}: certify.max_pairs {params.max_pairs} > {TOPUP_OFFSET}: the per-type top-up's fresh "
+                         "sample indices would overlap the attempt's")
     unknown = sorted(set(qids) - set(questions))
     if unknown:
         raise KeyError(f"{what}: population names unknown qids {unknown[:5]}")
@@ -190,11 +225,23 @@ async def run_certificate(
         plan = UniformDraws(qids, max_pairs=params.max_pairs, block_size=params.block_size, seed=seed, first_index=start)
         run = await run_gate(plan, sample_block, decide, on_block=on_block, label=f"{what} {contender.label}")
         look = run.decision.look
+        reason = run.decision.reason
+        typed = list(run.pairs)
+        if run.decision.action == "certified" and params.type_pairs > 0:
+            # the flags need pairs on every type the harness changed; drawn within a type, these pairs are i.i.d. for
+            # that type's gain only, so they feed its row and never the e-process (the certificate is already decided)
+            changed = set(changed_types(contender.tree, baseline.tree, sorted(set(task_type_of.values()))))
+            of_type = {t: [q for q, tt in task_type_of.items() if tt == t] for t in changed}
+            items = topup_items(run.pairs, of_type, params.type_pairs, seed=seed, start=start)
+            if items:
+                typed += await sample_block(items, -1)
+                reason += f"; per-type rows include {len(items)} top-up pairs (changed types to {params.type_pairs} pairs each)"
+                progress.info("[%s %s] per-type top-up: %d pairs", what, contender.label, len(items))
         types = [TypeRow(t.task_type, t.pairs, t.estimate, t.ci_low, t.ci_high, t.flagged)
-                 for t in per_type_estimates(run.pairs, task_type_of, level)]
+                 for t in per_type_estimates(typed, task_type_of, level)]
         total += spent
         return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
-                       alpha, run.decision.action, run.decision.reason, look.pairs, look.wins, look.losses, look.ties,
+                       alpha, run.decision.action, reason, look.pairs, look.wins, look.losses, look.ties,
                        look.infra, spent, look.estimate, look.lower_bound, look.upper_bound, look.log_e_max,
                        look.threshold, look.crossed_at, types, rollback=rollback)
 

@@ -243,6 +243,8 @@ def test_params_check_names_each_bad_key():
     bad = CertifyParams(alpha=0.7, max_pairs=0, block_size=5, margin=-0.1, useful_fraction=1.0).check()
     assert {k for k, _, _ in bad} == {"certify.alpha", "certify.max_pairs", "certify.margin", "certify.useful_fraction"}
     assert CertifyParams().check() == []
+    for bad_pairs in (-1, True, 1.5, 1001):
+        assert [k for k, _, _ in CertifyParams(type_pairs=bad_pairs).check()] == ["certify.type_pairs"]
 
 
 def test_pool_budget_scales_with_the_population_and_is_checked():

@@ -1,19 +1,22 @@
 """certify.per_type=rollback (harness/loop/certify.py): on a small simulated world, a candidate that helps every task
 type but one, which a trap makes truly worse, is certified, flagged on that type, rolled back to the start's skill file
 for it and certified once more on fresh sample indices at its parent's level; a candidate that helps every type is
-certified with nothing rolled back. The sim provider reads the real prompts; the oracle gives the true per-type change.
+certified with nothing rolled back. certify.type_pairs: a certified attempt's per-type rows are topped up on fresh
+samples of each changed type, the e-process untouched. The sim provider reads the real prompts; the oracle gives the
+true per-type change.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
 from harness.config.load import load_config
 from harness.contracts.solver import resolve_skill_file
 from harness.identity import CERTIFY_INDEX
-from harness.loop.certify import RECERTIFY_OFFSET, Contender, run_certificate
+from harness.loop.certify import RECERTIFY_OFFSET, TOPUP_OFFSET, Contender, changed_types, run_certificate
 from harness.loop.stages.certify import certify_params
 from harness.tree import HarnessTree
 
@@ -51,7 +54,7 @@ def _with_rules(world, base: HarnessTree, kinds: dict[str, str]) -> HarnessTree:
     return HarnessTree(files)
 
 
-def _certify(ctx, candidate: HarnessTree, per_type: str = "rollback"):
+def _certify(ctx, candidate: HarnessTree, per_type: str = "rollback", **params_over):
     world, cfg = ctx["world"], ctx["cfg"]
     seen: dict[str, set[int]] = {}
 
@@ -59,7 +62,7 @@ def _certify(ctx, candidate: HarnessTree, per_type: str = "rollback"):
         seen.setdefault(run_id, set()).update(i for _, i in items)
         return await ctx["rollout"](tree, items, run_id)
 
-    params = certify_params(cfg)
+    params = replace(certify_params(cfg), **params_over)
     qids = sorted(q.qid for q in world.questions)
     cert = asyncio.run(run_certificate(
         [Contender("candidate", candidate)], Contender("base", world.base_harness()), qids=qids,
@@ -152,3 +155,37 @@ def test_rollback_of_a_type_split_off_an_edited_default_gives_it_the_baseline_de
     tree, files, kept = rollback_tree(parent, base, ["c"])
     assert files == {"skills/c/SKILL.md": "restored"} and kept == {}
     assert tree["skills/c/SKILL.md"] == "d0\n" and tree["skills/default-strategy/SKILL.md"] == "d1\n"
+
+
+def test_type_topup_fills_each_changed_type_on_fresh_samples_and_leaves_the_e_process_alone(world_ctx):
+    """Report seed 14 (type_regressions.md): the certificate stopped at 80 pairs, its -22-point type had 5 pairs, all
+    ties, and was not flagged. The top-up gives every type the candidate changed `type_pairs` pairs in its row."""
+    world = world_ctx["world"]
+    base = world.base_harness()
+    types = sorted(world.task_type_names)
+    still = types[-1]  # the candidate leaves this type's harness as it was
+    candidate = _with_rules(world, base, {t: "insight" for t in types[:-1] if world.rules_of(t, "insight")})
+    changed = set(changed_types(candidate, base, types))
+    assert changed and still not in changed
+    before, _, _ = _certify(world_ctx, candidate, per_type="flag")
+    want = 1 + max(t.pairs for t in before.attempts[0].per_task_type)  # more than any type had: every changed one is short
+    after, seen, _ = _certify(world_ctx, candidate, per_type="flag", type_pairs=want)
+    a, b = before.attempts[0], after.attempts[0]
+    assert a.decision == b.decision == "certified"
+    # the certificate itself (pairs, estimate, bounds, e-process) is the same: top-up pairs feed the per-type rows only
+    assert (b.pairs, b.estimate, b.lower_bound, b.upper_bound, b.log_e) == (a.pairs, a.estimate, a.lower_bound, a.upper_bound, a.log_e)
+    rows_a = {r.task_type: r.pairs for r in a.per_task_type}
+    rows_b = {r.task_type: r.pairs for r in b.per_task_type}
+    assert all(rows_b[t] == want for t in changed) and rows_b.get(still) == rows_a.get(still)
+    added = sum(want - rows_a.get(t, 0) for t in changed)
+    assert after.rollouts == before.rollouts + 2 * added and f"{added} top-up pairs" in b.reason
+    topup = {i for i in seen["t_certify_candidate"] if i >= CERTIFY_INDEX + TOPUP_OFFSET}
+    assert len(topup) == added and max(topup) < CERTIFY_INDEX + RECERTIFY_OFFSET  # fresh: never an attempt's index
+
+
+def test_changed_types_are_all_types_when_a_shared_file_changed():
+    base = HarnessTree({"system_prompt.md": "be brief\n", "skills/a/SKILL.md": "a0\n", "skills/default-strategy/SKILL.md": "d0\n"})
+    assert changed_types(base.with_files({"skills/a/SKILL.md": "a1\n"}), base, ["a", "b"]) == ["a"]
+    assert changed_types(base.with_files({"skills/default-strategy/SKILL.md": "d1\n"}), base, ["a", "b"]) == ["b"]
+    assert changed_types(base.with_files({"system_prompt.md": "x\n"}), base, ["a", "b"]) == ["a", "b"]
+    assert changed_types(base, base, ["a", "b"]) == []
