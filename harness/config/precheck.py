@@ -159,8 +159,7 @@ def budget_sizing(cfg: DictConfig) -> tuple[list[str], list[Any]]:
     violations: list[Violation] = []
     sized = [("gate.max_pairs / gate.lambda", "gate.max_pairs", size_gate(gate_params_from_config(cfg.gate), suggest=False, refine=False))]
     if cfg.get("certify") is not None:
-        fields = ("alpha", "max_pairs", "block_size", "margin", "useful_fraction", "flag_drop", "min_type_pairs", "futility")
-        certify = CertifyParams(**{k: cfg.certify[k] for k in fields})
+        certify = CertifyParams(**{k: cfg.certify[k] for k in CertifyParams.keys()})
         sized.append(("certify.max_pairs / certify.alpha", "certify.max_pairs", size_certificate(certify, suggest=False, refine=False)))
     for keys, budget_key, sizing in sized:
         if sizing is None:

@@ -560,8 +560,7 @@ def _validate_certify(cfg: DictConfig) -> list[Violation]:
     c = _Checker(cfg)
     if _get(cfg, "certify") is _UNSET:
         return []
-    keys = ("alpha", "max_pairs", "block_size", "margin", "useful_fraction", "flag_drop", "min_type_pairs", "futility",
-            "pairs_per_question", "type_pairs")
+    keys = CertifyParams.keys()
     values = {k: _get(cfg, f"certify.{k}") for k in keys}
     if all(v is not _UNSET for v in values.values()):
         for key, value, rule in CertifyParams(**values).check():

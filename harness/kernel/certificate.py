@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
 import numpy as np
@@ -88,6 +88,11 @@ class CertifyParams:
     type_pairs: int = 0  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
     futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The `certify.<key>` names these settings are read from (one per field)."""
+        return tuple(f.name for f in fields(cls))
 
     def for_population(self, n_questions: int) -> "CertifyParams":
         """These settings with the pair budget of a population of `n_questions` questions: `max_pairs`, or with

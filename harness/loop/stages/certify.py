@@ -38,8 +38,8 @@ def certify_params(cfg: Any) -> CertifyParams:
     c = cfg.certify
     return CertifyParams(alpha=float(c.alpha), max_pairs=int(c.max_pairs), block_size=int(c.block_size), margin=float(c.margin),
                          useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs),
-                         futility=str(c.futility), pairs_per_question=float(c.get("pairs_per_question", 0.0)),
-                         type_pairs=int(c.get("type_pairs", 0)))
+                         futility=str(c.futility), pairs_per_question=float(c.pairs_per_question),
+                         type_pairs=int(c.type_pairs))
 
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
