@@ -66,13 +66,15 @@ def screen_decides(result: Optional[ScreenResult]) -> bool:
     return result is not None and result.wins - result.losses >= 1
 
 
-def allot_gates(screens: Mapping[str, Optional[ScreenResult]], budget: int) -> set[str]:
+def allot_gates(screens: Mapping[str, Optional[ScreenResult]], budget: int, *, accept_at: int = 0) -> set[str]:
     """The keys of the `budget` candidates a step gates (gate.step_gates): among those that passed the screen (or had
     no screen questions), the ones whose wins - losses is closest to the screen-only boundary between 0 (reject)
-    and 1 (accept), i.e. where a gate can change the decision; ties by fewer screen pairs, then by key."""
+    and 1 (accept), i.e. where a gate can change the decision; ties by fewer screen pairs, then by key. A candidate
+    gate.screen_accept installs (`accept_at` > 0, wins - losses >= it) needs no gate and takes no share."""
     if budget < 0:
         return set(screens)
-    open_ = [(k, r) for k, r in screens.items() if r is None or r.passed]
+    open_ = [(k, r) for k, r in screens.items()
+             if r is None or (r.passed and not (accept_at > 0 and r.wins - r.losses >= accept_at))]
 
     def distance(item: tuple[str, Optional[ScreenResult]]) -> tuple[int, int, str]:
         k, r = item

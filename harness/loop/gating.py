@@ -221,7 +221,8 @@ def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidat
     throttle = Throttle(5.0)
     ordered = sorted(candidates, key=lambda c: c.task_type)
     screens = _step_budget_screens(gc, ordered)
-    gated = allot_gates(screens, params_of(ScreenParams, gc.params).step_gates) if screens is not None else set()
+    sp = params_of(ScreenParams, gc.params)
+    gated = allot_gates(screens, sp.step_gates, accept_at=sp.screen_accept) if screens is not None else set()
     for n, cand in enumerate(ordered, 1):
         pre = None
         if screens is not None and cand.key in screens:  # the first candidate for its file (a later one: as before)

@@ -91,3 +91,12 @@ def test_step_gates_takes_effect_in_a_training_run(tmp_path):
 def test_step_gates_refuses_a_value_below_minus_one():
     with pytest.raises(Exception, match="step_gates"):
         tiny_cfg("gate.step_gates=-2")
+
+
+
+
+def test_a_screen_accept_takes_no_share_of_the_budget():
+    screens = {"one_up": _sr(1, 0), "even": _sr(1, 1)}  # equally near the boundary, one_up with fewer pairs
+    assert allot_gates(screens, 1) == {"one_up"}
+    assert allot_gates(screens, 1, accept_at=1) == {"even"}  # one_up is installed by gate.screen_accept=1 anyway
+    assert allot_gates(screens, 5, accept_at=1) == {"even"}
