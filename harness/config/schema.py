@@ -270,6 +270,7 @@ class CertifyConfig:
     type_pairs: int = 0  # > 0: a certified attempt tops each task type it changed up to this many pairs (flags only)
     futility: str = "estimate"  # none | bound | estimate: refuse early once certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: pair budget min(max_pairs, max(200, this x test-pool questions)); 0: max_pairs
+    futility_z: float = 1.645  # futility=estimate: conditional power at mean + this x se of the gain (0: point estimate)
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
     fallbacks: int = 0  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start

@@ -23,7 +23,8 @@ stopping rule). Hence, at level alpha:
 - **futility** (`futility`, the gate's rules of harness/kernel/futility.py on the certificate's e-process): `bound`
   stops when K(-margin) cannot reach 1 / alpha in the pairs left even if every one were a win (the same decision as
   running to the budget, fewer pairs); `estimate` also stops when the conditional power at the gain's one-sided
-  upper bound so far (mean + FUTILITY_Z sd / sqrt(n), after FUTILITY_MIN_N pairs) is below FUTILITY_POWER. Both only
+  upper bound so far (mean + futility_z sd / sqrt(n), after FUTILITY_MIN_N pairs; futility_z 0: the point estimate)
+  is below FUTILITY_POWER. Both only
   ever refuse: the certified outcomes with futility are a subset of those without it, so P(certified | Delta <=
   -margin) <= alpha still holds; what futility can cost is a certificate that would have come late.
 
@@ -67,7 +68,7 @@ _GRID = np.round(np.arange(-M_MAX, M_MAX + GRID_STEP / 2, GRID_STEP), 6)
 # certify.futility -> (refuse when certifying is out of reach, also when it is hopeless): the steps each mode runs
 FUTILITY: dict[str, tuple[bool, bool]] = {"none": (False, False), "bound": (True, False), "estimate": (True, True)}
 FUTILITY_POWER = 0.05  # estimate: refuse below this estimated P(certified by the budget) (the gate's futility_power)
-FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z)
+FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z); certify.futility_z's default
 FUTILITY_MIN_N = 20  # estimate: pairs before that bound is trusted (the gate's futility_min_n)
 # pairs_per_question > 0: the pair budget is never below this (a 36-question pool would otherwise get ~100-300 pairs,
 # fewer than a +10-point gain at discordance 0.3 needs to cross: ~150-250)
@@ -88,6 +89,7 @@ class CertifyParams:
     type_pairs: int = 0  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
     futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
+    futility_z: float = FUTILITY_Z  # estimate: conditional power at mean + this x se of the gain (0: the point estimate)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -132,6 +134,9 @@ class CertifyParams:
         pq = self.pairs_per_question
         if isinstance(pq, bool) or not isinstance(pq, (int, float)) or not (0.0 <= pq <= 1000.0):
             bad.append(("certify.pairs_per_question", pq, "must be a number in [0, 1000] (0: the budget is certify.max_pairs)"))
+        fz = self.futility_z
+        if isinstance(fz, bool) or not isinstance(fz, (int, float)) or not (0.0 <= fz <= 5.0):
+            bad.append(("certify.futility_z", fz, "must be a number in [0, 5] (0: conditional power at the point estimate)"))
         if self.futility not in FUTILITY:
             bad.append(("certify.futility", self.futility, f"must be one of {list(FUTILITY)}"))
         return bad
@@ -320,13 +325,14 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
                 "even if every one is a win")
     if not FUTILITY[params.futility][1] or len(pairs) < FUTILITY_MIN_N:
         return None
-    gain = gain_upper_bound(z.tolist(), FUTILITY_Z)
+    gain = gain_upper_bound(z.tolist(), float(params.futility_z))
     if gain <= 0:
-        return f"futility (estimate): the gain's upper bound so far is {gain - params.margin:+.4f} <= {-params.margin:+.4f}"
+        return (f"futility (estimate): the gain's mean + {params.futility_z:g} se so far is {gain - params.margin:+.4f} "
+                f"<= {-params.margin:+.4f}")
     view = FutilityView(bets=tuple(bets), log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
                         remaining=remaining, lambda_accept=threshold)
     power = conditional_power(view, gain)
     if power < FUTILITY_POWER:
         return (f"futility (estimate): P(certified in the {remaining} pairs left | gain {gain - params.margin:+.4f}, "
-                f"the upper bound so far) <= {power:.4f} < {FUTILITY_POWER}")
+                f"its mean + {params.futility_z:g} se so far) <= {power:.4f} < {FUTILITY_POWER}")
     return None

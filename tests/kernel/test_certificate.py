@@ -284,3 +284,28 @@ def test_pool_budget_refuses_a_null_sooner_and_certifies_only_what_the_full_budg
             used_full.append(n_full)
             used_small.append(n_small)
     assert np.mean(used_small) < np.mean(used_full)
+
+
+def test_futility_z_below_the_upper_bound_refuses_a_small_gain_sooner_and_never_certifies_more():
+    """certify.futility_z < 1.645 takes the conditional power at a smaller gain: a +2-point candidate (the quick
+    world's futility refusals, reports/benchmarks/cert_cost.md) is refused in fewer pairs, every sequence it certifies
+    is certified at the default too (it only refuses), and a +15-point gain is still certified."""
+    rng = np.random.default_rng(26)
+    default = CertifyParams(max_pairs=1000, block_size=20)
+    low = replace(default, futility_z=0.5)
+    used_default, used_low = [], []
+    for trial in range(12):
+        gain = (0.02, 0.15)[trial % 2]
+        z = _draw(rng, np.full(60, 0.55), np.full(60, 0.55 + gain), 1000, 0.0)
+        pairs = _pairs(z, [f"q{i}" for i in range(60)])
+        a_default, n_default = _run_to_stop(pairs, default)
+        a_low, n_low = _run_to_stop(pairs, low)
+        if a_low == "certified":
+            assert a_default == "certified", trial
+        if gain == 0.15:
+            assert a_low == "certified", trial  # must not refuse a gain of a delivered harness's size
+        else:
+            used_default.append(n_default)
+            used_low.append(n_low)
+    assert np.mean(used_low) < 0.7 * np.mean(used_default), (used_low, used_default)
+    assert [k for k, _, _ in replace(default, futility_z=-1.0).check()] == ["certify.futility_z"]
