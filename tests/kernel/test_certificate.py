@@ -309,3 +309,31 @@ def test_futility_z_below_the_upper_bound_refuses_a_small_gain_sooner_and_never_
             used_low.append(n_low)
     assert np.mean(used_low) < 0.7 * np.mean(used_default), (used_low, used_default)
     assert [k for k, _, _ in replace(default, futility_z=-1.0).check()] == ["certify.futility_z"]
+
+
+def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refuses():
+    """certify.futility=predictive (futility_power 0.2): a +2-point candidate at discordance 0.25 - the quick world's
+    seed 5, refused by `estimate` only after 840 pairs - is refused in fewer pairs; every sequence it certifies is
+    certified by `estimate` too (it adds a refusal, nothing else); a +15-point gain is never refused."""
+    rng = np.random.default_rng(5)
+    estimate = CertifyParams(max_pairs=1000, block_size=20)
+    predictive = replace(estimate, futility="predictive")
+    used_estimate, used_predictive = [], []
+    for trial in range(8):
+        gain = (0.02, 0.15)[trial % 2]
+        z = _draw(rng, np.full(60, 0.6), np.full(60, 0.6 + gain), 1000, 0.0)
+        pairs = _pairs(z, [f"q{i}" for i in range(60)])
+        a_estimate, n_estimate = _run_to_stop(pairs, estimate)
+        a_predictive, n_predictive = _run_to_stop(pairs, predictive)
+        assert n_predictive <= n_estimate, trial  # the same rule plus one more way to refuse
+        if n_predictive < n_estimate:
+            assert n_predictive >= predictive.futility_min_n, trial  # early luck alone never refuses
+        if a_predictive == "certified":
+            assert a_estimate == "certified" and n_predictive == n_estimate, trial
+        if gain == 0.15:
+            assert a_predictive == "certified", trial
+        else:
+            used_estimate.append(n_estimate)
+            used_predictive.append(n_predictive)
+    assert np.mean(used_predictive) < 0.6 * np.mean(used_estimate), (used_predictive, used_estimate)
+    assert [k for k, _, _ in replace(predictive, futility_min_n=1).check()] == ["certify.futility_min_n"]
