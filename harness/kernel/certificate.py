@@ -92,11 +92,11 @@ class CertifyParams:
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
     type_pairs: int = 0  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
-    futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
+    futility: str = "predictive"  # none | bound | estimate | predictive: refuse early when certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
     futility_z: float = FUTILITY_Z  # estimate: conditional power at mean + this x se of the gain (0: the point estimate)
     futility_power: float = 0.2  # predictive: refuse below this predictive P(certified in the pairs left)
-    futility_min_n: int = 100  # predictive: pairs before the predictive power may refuse (early luck is not evidence)
+    futility_min_n: int = 200  # predictive: pairs before the predictive power may refuse (early luck is not evidence)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

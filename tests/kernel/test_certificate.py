@@ -302,7 +302,7 @@ def test_futility_z_below_the_upper_bound_refuses_a_small_gain_sooner_and_never_
     """certify.futility_z < 1.645 takes the conditional power at a smaller gain: a +2-point candidate (the quick
     world's futility refusals, reports/benchmarks/cert_cost.md) is refused in fewer pairs, every sequence it certifies
     is certified at the default too (it only refuses), and a +15-point gain is still certified."""
-    default = CertifyParams(max_pairs=1000, block_size=20)
+    default = CertifyParams(max_pairs=1000, block_size=20, futility="estimate")
     runs = _stops_on_small_and_large_gains(default, replace(default, futility_z=0.5), seed=26, trials=12)
     for gain, (a_default, _), (a_low, _) in runs:
         if a_low == "certified":
@@ -315,11 +315,13 @@ def test_futility_z_below_the_upper_bound_refuses_a_small_gain_sooner_and_never_
 
 
 def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refuses():
-    """certify.futility=predictive (futility_power 0.2): a +2-point candidate at discordance 0.25 - the quick world's
-    seed 5, refused by `estimate` only after 840 pairs - is refused in fewer pairs; every sequence it certifies is
-    certified by `estimate` too (it adds a refusal, nothing else); a +15-point gain is never refused."""
-    estimate = CertifyParams(max_pairs=1000, block_size=20)
-    predictive = replace(estimate, futility="predictive")
+    """The default certify.futility=predictive (futility_power 0.2 after futility_min_n 200 pairs): a +2-point
+    candidate - the quick world's seeds 5 and 26, refused by `estimate` only after 840 / 740 pairs - is refused in
+    fewer pairs; every sequence it certifies is certified by `estimate` too (it adds a refusal, nothing else); a
+    +15-point gain is never refused."""
+    predictive = CertifyParams(max_pairs=1000, block_size=20)
+    assert (predictive.futility, predictive.futility_min_n, predictive.futility_power) == ("predictive", 200, 0.2)
+    estimate = replace(predictive, futility="estimate")
     runs = _stops_on_small_and_large_gains(estimate, predictive, seed=5, trials=8)
     for gain, (a_estimate, n_estimate), (a_predictive, n_predictive) in runs:
         assert n_predictive <= n_estimate  # the same rule plus one more way to refuse
@@ -330,5 +332,5 @@ def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refus
         if gain == 0.15:
             assert a_predictive == "certified"
     small = [(n_estimate, n_predictive) for gain, (_, n_estimate), (_, n_predictive) in runs if gain == 0.02]
-    assert np.mean([n for _, n in small]) < 0.6 * np.mean([n for n, _ in small]), small
+    assert np.mean([n for _, n in small]) < np.mean([n for n, _ in small]), small
     assert [k for k, _, _ in replace(predictive, futility_min_n=1).check()] == ["certify.futility_min_n"]
