@@ -332,5 +332,5 @@ def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refus
         if gain == 0.15:
             assert a_predictive == "certified"
     small = [(n_estimate, n_predictive) for gain, (_, n_estimate), (_, n_predictive) in runs if gain == 0.02]
-    assert np.mean([n for _, n in small]) < np.mean([n for n, _ in small]), small
+    assert np.mean([n for _, n in small]) < 0.5 * np.mean([n for n, _ in small]), small  # seeded: 185 against 640
     assert [k for k, _, _ in replace(predictive, futility_min_n=1).check()] == ["certify.futility_min_n"]
