@@ -56,7 +56,7 @@ WORLDS = [
 KINDS = ("null", "harmful", "hidden", "helpful", "mixed")
 
 
-def _config(n_types: int, per_type: int, seed: int) -> Any:
+def _config(n_types: int, per_type: int, seed: int, overrides: tuple[str, ...] = ()) -> Any:
     from harness.config.load import load_config
 
     n = n_types * per_type
@@ -64,7 +64,7 @@ def _config(n_types: int, per_type: int, seed: int) -> Any:
     return load_config([f"benchmark.seed={seed}", f"benchmark.n_task_types={n_types}", f"benchmark.questions_per_type={per_type}",
                         f"pools.test_size={third}", f"pools.val_size={third}", f"pools.diagnosis_size={n - 2 * third}",
                         f"pools.eval_min_per_class={max(1, third // n_types)}", f"batching.batch_size={max(2, (n - 2 * third) // 2)}",
-                        "batching.min_class_per_batch=1", "tracking=none", "train.epochs=1"], env_file=None, environ={})
+                        "batching.min_class_per_batch=1", "tracking=none", "train.epochs=1", *overrides], env_file=None, environ={})
 
 
 def _candidate(world: Any, base: Any, kind: str, rng: random.Random) -> Any:
@@ -122,7 +122,7 @@ def run_one(job: dict) -> dict:
     label, n_types, per_type, pop = job["world"]
     seed, kind = job["seed"], job["kind"]
     root = Path(tempfile.mkdtemp(prefix="cert_bench_"))
-    cfg = _config(n_types, per_type, seed)
+    cfg = _config(n_types, per_type, seed, tuple(job.get("overrides", ())))
     bench = build_benchmark(cfg.benchmark, root)
     world = bench.world
     ctx = make_context(cfg, root, llm=build_provider(cfg.llm, world=world), bench=bench)
@@ -297,11 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-per-cell", type=int, default=12, help="seeds per (world, candidate kind)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "certificate.md")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for every certificate (e.g. certify.futility=predictive)")
     args = ap.parse_args(argv)
     if args.wald:
         print("\n".join(wald_report(p) for p in args.wald))
         return 0
-    jobs = [{"world": w, "seed": 100 + s, "kind": k} for w in WORLDS for k in KINDS for s in range(args.runs_per_cell)]
+    jobs = [{"world": w, "seed": 100 + s, "kind": k, "overrides": list(args.override)}
+            for w in WORLDS for k in KINDS for s in range(args.runs_per_cell)]
     started = time.monotonic()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         runs = []
@@ -310,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
             if i % 20 == 0 or i == len(jobs):
                 print(f"[certificate] {i}/{len(jobs)} runs, {time.monotonic() - started:.0f} s", flush=True)
     runs.sort(key=lambda r: (r["world"], r["kind"], r["seed"]))
-    cmd = "python benchmarks/certificate.py" + (f" --runs-per-cell {args.runs_per_cell}" if args.runs_per_cell != 12 else "")
+    cmd = ("python benchmarks/certificate.py" + (f" --runs-per-cell {args.runs_per_cell}" if args.runs_per_cell != 12 else "")
+           + "".join(f" --override {o}" for o in args.override))
     text, summary = summarize(runs, 0.05, cmd, time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")

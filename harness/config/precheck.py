@@ -149,7 +149,8 @@ def _sizing_line(sizing: Any, keys: str) -> str:
 def budget_sizing(cfg: DictConfig) -> tuple[list[str], list[Any]]:
     """(warnings, violations) of the job's pair budgets (module doc): a violation when the gate or the certificate
     cannot accept even if every pair were a win; a warning when the smallest gain they accept at the pessimistic
-    discordance is above a plausible one. Rules that do not spend `gate.max_pairs` are not sized."""
+    discordance is above a plausible one. Rules that do not spend `gate.max_pairs` are not sized. The certificate is
+    sized with the budget it really has on the test pool (`CertifyParams.for_population`, as `run_certificate`)."""
     from harness.config.errors import Violation
     from harness.kernel.certificate import CertifyParams
     from harness.kernel.sizing import size_certificate, size_gate
@@ -160,7 +161,11 @@ def budget_sizing(cfg: DictConfig) -> tuple[list[str], list[Any]]:
     sized = [("gate.max_pairs / gate.lambda", "gate.max_pairs", size_gate(gate_params_from_config(cfg.gate), suggest=False, refine=False))]
     if cfg.get("certify") is not None:
         certify = CertifyParams(**{k: cfg.certify[k] for k in CertifyParams.keys()})
-        sized.append(("certify.max_pairs / certify.alpha", "certify.max_pairs", size_certificate(certify, suggest=False, refine=False)))
+        # the budget the certificate really has: sized on the test pool it certifies on (run_certificate does the same)
+        pooled = certify.for_population(int(cfg.pools.test_size))
+        keys = ("certify.max_pairs / certify.alpha" if pooled.max_pairs == certify.max_pairs else
+                "certify.pairs_per_question x pools.test_size, certify.max_pairs / certify.alpha")
+        sized.append((keys, "certify.max_pairs", size_certificate(pooled, suggest=False, refine=False)))
     for keys, budget_key, sizing in sized:
         if sizing is None:
             continue

@@ -268,8 +268,11 @@ class CertifyConfig:
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
     type_pairs: int = 0  # > 0: a certified attempt tops each task type it changed up to this many pairs (flags only)
-    futility: str = "estimate"  # none | bound | estimate: refuse early once certifying is out of reach / hopeless
+    futility: str = "predictive"  # none | bound | estimate | predictive: refuse early once certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: pair budget min(max_pairs, max(200, this x test-pool questions)); 0: max_pairs
+    futility_z: float = 1.645  # futility=estimate: conditional power at mean + this x se of the gain (0: point estimate)
+    futility_power: float = 0.2  # futility=predictive: refuse below this predictive P(certified in the pairs left)
+    futility_min_n: int = 200  # futility=predictive: pairs before the predictive power may refuse
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
     fallbacks: int = 0  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start

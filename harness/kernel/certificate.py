@@ -23,9 +23,11 @@ stopping rule). Hence, at level alpha:
 - **futility** (`futility`, the gate's rules of harness/kernel/futility.py on the certificate's e-process): `bound`
   stops when K(-margin) cannot reach 1 / alpha in the pairs left even if every one were a win (the same decision as
   running to the budget, fewer pairs); `estimate` also stops when the conditional power at the gain's one-sided
-  upper bound so far (mean + FUTILITY_Z sd / sqrt(n), after FUTILITY_MIN_N pairs) is below FUTILITY_POWER. Both only
-  ever refuse: the certified outcomes with futility are a subset of those without it, so P(certified | Delta <=
-  -margin) <= alpha still holds; what futility can cost is a certificate that would have come late.
+  upper bound so far (mean + futility_z sd / sqrt(n), after FUTILITY_MIN_N pairs; futility_z 0: the point estimate)
+  is below FUTILITY_POWER; `predictive` also stops, after futility_min_n pairs, when that conditional power averaged
+  over N(mean, se^2) of the gain (the predictive power) is below futility_power. All only ever refuse: the
+  certified outcomes with futility are a subset of those without it, so P(certified | Delta <= -margin) <= alpha
+  still holds; what futility can cost is a certificate that would have come late.
 
 L_t is found on a grid of m (step GRID_STEP) and rounded DOWN to it (the UCB up): the reported bounds are never
 tighter than the exact ones. Per-task-type estimates are fixed-n means with a normal interval: indicative, not
@@ -65,9 +67,13 @@ M_MAX = 0.9  # largest null mean on the grid: 1 + lam (z - m) >= 1 - 0.5 * 1.9 >
 GRID_STEP = 0.0025  # bounds are reported on this grid (a quarter of a point), rounded outward
 _GRID = np.round(np.arange(-M_MAX, M_MAX + GRID_STEP / 2, GRID_STEP), 6)
 # certify.futility -> (refuse when certifying is out of reach, also when it is hopeless): the steps each mode runs
-FUTILITY: dict[str, tuple[bool, bool]] = {"none": (False, False), "bound": (True, False), "estimate": (True, True)}
+FUTILITY: dict[str, tuple[bool, bool]] = {"none": (False, False), "bound": (True, False), "estimate": (True, True),
+                                          "predictive": (True, True)}
+# predictive: the conditional power averaged over N(mean, se^2) of the gain (probabilists' Gauss-Hermite nodes)
+_PP_NODES, _PP_WEIGHTS = np.polynomial.hermite_e.hermegauss(9)
+_PP_WEIGHTS = _PP_WEIGHTS / _PP_WEIGHTS.sum()
 FUTILITY_POWER = 0.05  # estimate: refuse below this estimated P(certified by the budget) (the gate's futility_power)
-FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z)
+FUTILITY_Z = 1.645  # estimate: the gain's one-sided 95 % upper bound (the gate's futility_z); certify.futility_z's default
 FUTILITY_MIN_N = 20  # estimate: pairs before that bound is trusted (the gate's futility_min_n)
 # pairs_per_question > 0: the pair budget is never below this (a 36-question pool would otherwise get ~100-300 pairs,
 # fewer than a +10-point gain at discordance 0.3 needs to cross: ~150-250)
@@ -86,8 +92,11 @@ class CertifyParams:
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
     type_pairs: int = 0  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
-    futility: str = "estimate"  # none | bound | estimate: refuse early when certifying is out of reach / hopeless
+    futility: str = "predictive"  # none | bound | estimate | predictive: refuse early when certifying is out of reach / hopeless
     pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
+    futility_z: float = FUTILITY_Z  # estimate: conditional power at mean + this x se of the gain (0: the point estimate)
+    futility_power: float = 0.2  # predictive: refuse below this predictive P(certified in the pairs left)
+    futility_min_n: int = 200  # predictive: pairs before the predictive power may refuse (early luck is not evidence)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -132,6 +141,15 @@ class CertifyParams:
         pq = self.pairs_per_question
         if isinstance(pq, bool) or not isinstance(pq, (int, float)) or not (0.0 <= pq <= 1000.0):
             bad.append(("certify.pairs_per_question", pq, "must be a number in [0, 1000] (0: the budget is certify.max_pairs)"))
+        fz = self.futility_z
+        if isinstance(fz, bool) or not isinstance(fz, (int, float)) or not (0.0 <= fz <= 5.0):
+            bad.append(("certify.futility_z", fz, "must be a number in [0, 5] (0: conditional power at the point estimate)"))
+        fp = self.futility_power
+        if isinstance(fp, bool) or not isinstance(fp, (int, float)) or not (0.0 <= fp < 1.0):
+            bad.append(("certify.futility_power", fp, "must be a number in [0, 1) (0: the predictive step never refuses)"))
+        mn = self.futility_min_n
+        if isinstance(mn, bool) or not isinstance(mn, int) or mn < 2:
+            bad.append(("certify.futility_min_n", mn, "must be an integer >= 2"))
         if self.futility not in FUTILITY:
             bad.append(("certify.futility", self.futility, f"must be one of {list(FUTILITY)}"))
         return bad
@@ -320,13 +338,35 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
                 "even if every one is a win")
     if not FUTILITY[params.futility][1] or len(pairs) < FUTILITY_MIN_N:
         return None
-    gain = gain_upper_bound(z.tolist(), FUTILITY_Z)
+    if params.futility == "predictive" and len(pairs) >= params.futility_min_n:
+        why = _predictive_futility(z, tuple(log_wealth), threshold, remaining, params)
+        if why is not None:
+            return why
+    gain = gain_upper_bound(z.tolist(), float(params.futility_z))
     if gain <= 0:
-        return f"futility (estimate): the gain's upper bound so far is {gain - params.margin:+.4f} <= {-params.margin:+.4f}"
+        return (f"futility (estimate): the gain's mean + {params.futility_z:g} se so far is {gain - params.margin:+.4f} "
+                f"<= {-params.margin:+.4f}")
     view = FutilityView(bets=tuple(bets), log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
                         remaining=remaining, lambda_accept=threshold)
     power = conditional_power(view, gain)
     if power < FUTILITY_POWER:
         return (f"futility (estimate): P(certified in the {remaining} pairs left | gain {gain - params.margin:+.4f}, "
-                f"the upper bound so far) <= {power:.4f} < {FUTILITY_POWER}")
+                f"its mean + {params.futility_z:g} se so far) <= {power:.4f} < {FUTILITY_POWER}")
+    return None
+
+
+def _predictive_futility(z: np.ndarray, log_wealth: tuple[float, ...], threshold: float, remaining: int,
+                         params: CertifyParams) -> Optional[str]:
+    """`predictive`: refuse when the conditional power averaged over N(mean, se^2) of the gain so far (the predictive
+    power; a gain <= 0 has power 0) is below `futility_power`. A hopeless +2-point candidate is refused once its
+    estimate is precise enough, where the power at its upper bound (`estimate`) keeps it going. Like every futility
+    rule it only ever refuses, so P(certified | Delta <= -margin) <= alpha does not depend on it."""
+    mean, se = float(z.mean()), float(z.std(ddof=1)) / math.sqrt(z.size)
+    view = FutilityView(bets=BETS, log_wealth=log_wealth, z=tuple(z), bound=1.0 + float(params.margin),
+                        remaining=remaining, lambda_accept=threshold)
+    power = sum(float(w) * conditional_power(view, mean + se * float(x))
+                for x, w in zip(_PP_NODES, _PP_WEIGHTS) if mean + se * float(x) > 0)
+    if power < params.futility_power:
+        return (f"futility (predictive): P(certified in the {remaining} pairs left), averaged over the gain's "
+                f"N({mean - params.margin:+.4f}, {se:.4f}^2), is {power:.4f} < {params.futility_power:g}")
     return None

@@ -163,14 +163,31 @@ def test_budget_sizing_warns_in_one_line_per_budget_that_misses_a_plausible_gain
     assert len(gate) == 1 and "\n" not in gate[0]
     assert "betting, log E >= 6.71, 40 pairs) at 40% discordant pairs: accepts no gain up to 40.0 points" in gate[0]
     quiet: list[str] = []
-    check_train_command_line(["train=tiny", "gate.max_pairs=200", "certify.max_pairs=400"], REPO_ROOT, rebase_outputs, warnings=quiet)
+    check_train_command_line(["train=tiny", "gate.max_pairs=200", "certify.max_pairs=400", "certify.pairs_per_question=0"],
+                             REPO_ROOT, rebase_outputs, warnings=quiet)
     assert quiet == []  # budgets that reach +5 points per edit and +10 delivered say nothing
+
+
+def test_the_certificate_is_sized_with_the_pool_sized_budget_it_really_has() -> None:
+    from harness.kernel.certificate import CertifyParams
+
+    cfg = load_config(["train=tiny", "certify.max_pairs=400"], env_file=None, environ={})
+    params = CertifyParams(**{k: cfg.certify[k] for k in CertifyParams.keys()})
+    assert params.for_population(int(cfg.pools.test_size)).max_pairs == 200  # 20 x 6 questions, raised to the floor
+    warnings: list[str] = []
+    check_train_command_line(["train=tiny", "gate.max_pairs=200", "certify.max_pairs=400"], REPO_ROOT, rebase_outputs,
+                             warnings=warnings)
+    cert = [w for w in warnings if w.startswith("certificate ")]
+    # 400 pairs reach +10 points (the test above); the 200 the 6-question pool gives do not, and the line says why
+    assert len(cert) == 1 and "certify.pairs_per_question x pools.test_size, certify.max_pairs" in cert[0]
+    assert "alpha 0.05, 200 pairs" in cert[0]
 
 
 def test_the_entry_prints_each_warning_on_one_line_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
     from harness.config.precheck import precheck_or_exit
 
-    precheck_or_exit("stages.train", ["train=tiny", "gate.max_pairs=24", "certify.max_pairs=400"], REPO_ROOT, rebase_outputs)
+    precheck_or_exit("stages.train", ["train=tiny", "gate.max_pairs=24", "certify.max_pairs=400", "certify.pairs_per_question=0"],
+                     REPO_ROOT, rebase_outputs)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("warning (stages.train): gate (gate.max_pairs / gate.lambda; betting_budget")
     assert "more than a plausible edit (+5.0 points)" in lines[0]

@@ -284,3 +284,53 @@ def test_pool_budget_refuses_a_null_sooner_and_certifies_only_what_the_full_budg
             used_full.append(n_full)
             used_small.append(n_small)
     assert np.mean(used_small) < np.mean(used_full)
+
+
+def _stops_on_small_and_large_gains(default: CertifyParams, lever: CertifyParams, seed: int, trials: int) -> list[tuple]:
+    """(gain, (action, pairs) at `default`, (action, pairs) with `lever`) on the same seeded streams of +2 and +15 pts
+    at discordance ~0.25 on a 60-question pool (the quick world's shape)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for trial in range(trials):
+        gain = (0.02, 0.15)[trial % 2]
+        pairs = _pairs(_draw(rng, np.full(60, 0.6), np.full(60, 0.6 + gain), 1000, 0.0), [f"q{i}" for i in range(60)])
+        out.append((gain, _run_to_stop(pairs, default), _run_to_stop(pairs, lever)))
+    return out
+
+
+def test_futility_z_below_the_upper_bound_refuses_a_small_gain_sooner_and_never_certifies_more():
+    """certify.futility_z < 1.645 takes the conditional power at a smaller gain: a +2-point candidate (the quick
+    world's futility refusals, reports/benchmarks/cert_cost.md) is refused in fewer pairs, every sequence it certifies
+    is certified at the default too (it only refuses), and a +15-point gain is still certified."""
+    default = CertifyParams(max_pairs=1000, block_size=20, futility="estimate")
+    runs = _stops_on_small_and_large_gains(default, replace(default, futility_z=0.5), seed=26, trials=12)
+    for gain, (a_default, _), (a_low, _) in runs:
+        if a_low == "certified":
+            assert a_default == "certified", gain
+        if gain == 0.15:
+            assert a_low == "certified"  # must not refuse a gain of a delivered harness's size
+    small = [(n_default, n_low) for gain, (_, n_default), (_, n_low) in runs if gain == 0.02]
+    assert np.mean([n for _, n in small]) < 0.7 * np.mean([n for n, _ in small]), small
+    assert [k for k, _, _ in replace(default, futility_z=-1.0).check()] == ["certify.futility_z"]
+
+
+def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refuses():
+    """The default certify.futility=predictive (futility_power 0.2 after futility_min_n 200 pairs): a +2-point
+    candidate - the quick world's seeds 5 and 26, refused by `estimate` only after 840 / 740 pairs - is refused in
+    fewer pairs; every sequence it certifies is certified by `estimate` too (it adds a refusal, nothing else); a
+    +15-point gain is never refused."""
+    predictive = CertifyParams(max_pairs=1000, block_size=20)
+    assert (predictive.futility, predictive.futility_min_n, predictive.futility_power) == ("predictive", 200, 0.2)
+    estimate = replace(predictive, futility="estimate")
+    runs = _stops_on_small_and_large_gains(estimate, predictive, seed=5, trials=8)
+    for gain, (a_estimate, n_estimate), (a_predictive, n_predictive) in runs:
+        assert n_predictive <= n_estimate  # the same rule plus one more way to refuse
+        if n_predictive < n_estimate:
+            assert n_predictive >= predictive.futility_min_n  # early luck alone never refuses
+        if a_predictive == "certified":
+            assert a_estimate == "certified" and n_predictive == n_estimate
+        if gain == 0.15:
+            assert a_predictive == "certified"
+    small = [(n_estimate, n_predictive) for gain, (_, n_estimate), (_, n_predictive) in runs if gain == 0.02]
+    assert np.mean([n for _, n in small]) < 0.5 * np.mean([n for n, _ in small]), small  # seeded: 185 against 640
+    assert [k for k, _, _ in replace(predictive, futility_min_n=1).check()] == ["certify.futility_min_n"]

@@ -39,7 +39,8 @@ def certify_params(cfg: Any) -> CertifyParams:
     return CertifyParams(alpha=float(c.alpha), max_pairs=int(c.max_pairs), block_size=int(c.block_size), margin=float(c.margin),
                          useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs),
                          futility=str(c.futility), pairs_per_question=float(c.pairs_per_question),
-                         type_pairs=int(c.type_pairs))
+                         type_pairs=int(c.type_pairs), futility_z=float(c.futility_z),
+                         futility_power=float(c.futility_power), futility_min_n=int(c.futility_min_n))
 
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
