@@ -222,13 +222,14 @@ class TypeEstimate:
     task_type: str
     pairs: int
     estimate: float
-    ci_low: float  # normal 95 % interval, fixed-n: indicative only
+    ci_low: float  # 95 % fixed-n interval with one pseudo-win and one pseudo-loss (Agresti-Caffo): indicative only
     ci_high: float
     flagged: bool
 
 
 def per_type_estimates(pairs: Sequence[PairResult], task_type_of: Mapping[str, str], params: CertifyParams) -> list[TypeEstimate]:
-    """Mean paired difference per task type (infra against the candidate), sorted by task type."""
+    """Mean paired difference per task type (infra against the candidate), sorted by task type. The interval adds one
+    pseudo-win and one pseudo-loss (Agresti-Caffo): a type whose few pairs all tied gets a wide interval, not [0, 0]."""
     by_type: dict[str, list[float]] = {}
     for p, zi in zip(pairs, differences(pairs)):
         by_type.setdefault(task_type_of[p.qid], []).append(float(zi))
@@ -237,8 +238,9 @@ def per_type_estimates(pairs: Sequence[PairResult], task_type_of: Mapping[str, s
         values = np.asarray(by_type[task_type])
         n = len(values)
         mean = float(values.mean())
-        half = 1.96 * float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else 2.0
-        out.append(TypeEstimate(task_type, n, mean, max(-1.0, mean - half), min(1.0, mean + half),
+        centre = float(values.sum()) / (n + 2)  # the pseudo-pairs add +1 and -1: the sum is unchanged
+        half = 1.96 * math.sqrt(max((float(np.square(values).sum()) + 2.0) / (n + 2) - centre ** 2, 0.0) / (n + 2))
+        out.append(TypeEstimate(task_type, n, mean, max(-1.0, centre - half), min(1.0, centre + half),
                                 flagged=n >= params.min_type_pairs and mean < -params.flag_drop))
     return out
 

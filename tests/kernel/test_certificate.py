@@ -237,6 +237,20 @@ def test_per_type_estimates_flag_a_type_that_lost_more_than_the_drop():
     assert rows["A"].estimate == 1.0 and not rows["A"].flagged
     assert rows["B"].estimate == pytest.approx(-0.3) and rows["B"].flagged and rows["B"].pairs == 10
     assert rows["C"].estimate == -1.0 and not rows["C"].flagged  # 2 pairs: too few to flag
+    for row in rows.values():
+        assert row.ci_low <= row.estimate <= row.ci_high
+
+
+def test_per_type_interval_of_all_tied_pairs_is_wide_not_zero():
+    # 5 tied pairs say little about the type: the old plug-in normal interval was [0, 0]
+    params = CertifyParams(flag_drop=0.02, min_type_pairs=5)
+    ties = [PairResult("t1", True, True, sample_index=k) for k in range(5)]
+    many = [PairResult("t1", True, True, sample_index=k) for k in range(400)]
+    (few,) = per_type_estimates(ties, {"t1": "T"}, params)
+    (lots,) = per_type_estimates(many, {"t1": "T"}, params)
+    assert few.estimate == 0.0 and not few.flagged
+    assert few.ci_low < -0.3 and few.ci_high > 0.3  # 5 pairs: about +-39 points
+    assert -0.02 < lots.ci_low < 0.0 < lots.ci_high < 0.02  # 400 pairs: the interval narrows as 1/n
 
 
 def test_params_check_names_each_bad_key():
