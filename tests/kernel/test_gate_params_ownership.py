@@ -71,11 +71,21 @@ def test_build_names_an_unknown_key_and_splits_core_from_settings() -> None:
 
 def _owned_attribute_reads(path: Path, owned: set[str]) -> list[str]:
     """`x.<owned setting>` reads whose base names a GateParams by this codebase's conventions (params, gate_params,
-    gc.params, ctx.gate, GateParams(...)): the typed read is params_of(Owner, x).<setting>."""
+    gc.params, ctx.gate, GateParams(...)): the typed read is params_of(Owner, x).<setting>. A name its function
+    annotates with another type (`params: CertifyParams`, whose futility_* fields share the gate settings' names) is
+    not a GateParams."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    other_typed: set[int] = set()  # ids of Attribute nodes whose base is an argument annotated as a non-GateParams type
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {a.arg for a in fn.args.args + fn.args.kwonlyargs
+                     if a.annotation is not None and "GateParams" not in ast.unparse(a.annotation)}
+            other_typed |= {id(n) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                            and n.value.id in names}
     hits = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in owned and isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Attribute) and node.attr in owned and isinstance(node.ctx, ast.Load) \
+                and id(node) not in other_typed:
             base = ast.unparse(node.value)
             if base in {"params", "gate_params", "gc.params", "ctx.gate", "self.params", "p", "gp", "GATE"} or \
                     base.startswith(("GateParams(", "GateParams.build(")):
@@ -95,3 +105,7 @@ def test_the_ast_check_sees_an_attribute_read(tmp_path: Path) -> None:
     bad = tmp_path / "probe.py"
     bad.write_text("def f(params, own):\n    return params.bet_low + own.bet_low\n", encoding="utf-8")
     assert _owned_attribute_reads(bad, {"bet_low"}) == ["probe.py:2: params.bet_low"]
+    typed = tmp_path / "typed.py"
+    typed.write_text("def f(params: CertifyParams, gp: 'GateParams'):\n    return params.bet_low + gp.bet_low\n",
+                     encoding="utf-8")
+    assert _owned_attribute_reads(typed, {"bet_low"}) == ["typed.py:2: gp.bet_low"]
