@@ -179,19 +179,11 @@ def _accept_all_outcome(prefix: str) -> ValidationOutcome:
     return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
 
 
-def _screen_accept_outcome(prefix: str, screened: ScreenResult) -> ValidationOutcome:
-    verdict = GateVerdict("accept", 0.0, 0.0, screened.wins, screened.losses, screened.ties, screened.n_pairs,
-                          f"{screened.reason}; accepted at the screen (gate.screen_accept)")
-    return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
-
-
-def _screen_decision(prefix: str, screened: Optional[ScreenResult]) -> ValidationOutcome:
-    """gate.step_gates: the step's gate budget went to candidates closer to the boundary; the screen decides this one."""
-    accept = screen_decides(screened)
+def _screen_outcome(prefix: str, screened: Optional[ScreenResult], accept: bool, how: str) -> ValidationOutcome:
+    """A decision the screen made without a gate (gate.screen_accept, gate.step_gates); `how` says which key."""
     w, l, t, n = (screened.wins, screened.losses, screened.ties, screened.n_pairs) if screened else (0, 0, 0, 0)
     why = screened.reason if screened else "no screen questions"
-    verdict = GateVerdict("accept" if accept else "reject", 0.0, 0.0, w, l, t, n,
-                          f"{why}; decided by the screen, install iff wins > losses (gate.step_gates budget spent)")
+    verdict = GateVerdict("accept" if accept else "reject", 0.0, 0.0, w, l, t, n, f"{why}; {how}")
     return ValidationOutcome(action=verdict.action, verdict=verdict, gate_run_id=prefix)
 
 
@@ -270,9 +262,10 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
         elif pre is not None and not pre[1]:
             fdr_fields["screen"] = "decided"
     if fdr_fields.get("screen") == "decided":  # the step's gate budget went to candidates nearer the boundary
-        outcome = _screen_decision(prefix, screened)
+        outcome = _screen_outcome(prefix, screened, screen_decides(screened),
+                                  "decided by the screen, install iff wins > losses (gate.step_gates budget spent)")
     elif fdr_fields.get("screen") == "accepted":  # a clear win on the step's questions: no gate (gate.screen_accept)
-        outcome = _screen_accept_outcome(prefix, screened)  # type: ignore[arg-type]
+        outcome = _screen_outcome(prefix, screened, True, "accepted at the screen (gate.screen_accept)")
     elif rule.questions == "none":  # decides without rollouts (accept_all)
         outcome = _accept_all_outcome(prefix)
     else:
