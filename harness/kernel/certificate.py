@@ -334,22 +334,22 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
     log_wealth = np.sum(np.log1p(np.outer(bets, z)), axis=1)  # log W_k per bet after the last pair
     threshold = math.log(1.0 / params.alpha)
     remaining = max(int(params.max_pairs) - len(pairs), 0)
-    best = reachable_log_e(tuple(log_wealth), BETS, 1.0 + float(params.margin), remaining)
+    view = FutilityView(bets=BETS, log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
+                        remaining=remaining, lambda_accept=threshold)
+    best = reachable_log_e(view.log_wealth, BETS, view.bound, remaining)
     if best < threshold:
         return (f"futility (bound): log E can reach at most {best:.2f} < {threshold:.2f} in the {remaining} pairs left "
                 "even if every one is a win")
     if not FUTILITY[params.futility][1] or len(pairs) < FUTILITY_MIN_N:
         return None
     if params.futility == "predictive" and len(pairs) >= params.futility_min_n:
-        why = _predictive_futility(z, tuple(log_wealth), threshold, remaining, params)
+        why = _predictive_futility(view, params)
         if why is not None:
             return why
     gain = gain_upper_bound(z.tolist(), float(params.futility_z))
     if gain <= 0:
         return (f"futility (estimate): the gain's mean + {params.futility_z:g} se so far is {gain - params.margin:+.4f} "
                 f"<= {-params.margin:+.4f}")
-    view = FutilityView(bets=tuple(bets), log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
-                        remaining=remaining, lambda_accept=threshold)
     power = conditional_power(view, gain)
     if power < FUTILITY_POWER:
         return (f"futility (estimate): P(certified in the {remaining} pairs left | gain {gain - params.margin:+.4f}, "
@@ -357,18 +357,16 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
     return None
 
 
-def _predictive_futility(z: np.ndarray, log_wealth: tuple[float, ...], threshold: float, remaining: int,
-                         params: CertifyParams) -> Optional[str]:
+def _predictive_futility(view: FutilityView, params: CertifyParams) -> Optional[str]:
     """`predictive`: refuse when the conditional power averaged over N(mean, se^2) of the gain so far (the predictive
     power; a gain <= 0 has power 0) is below `futility_power`. A hopeless +2-point candidate is refused once its
     estimate is precise enough, where the power at its upper bound (`estimate`) keeps it going. Like every futility
     rule it only ever refuses, so P(certified | Delta <= -margin) <= alpha does not depend on it."""
+    z = np.asarray(view.z, dtype=float)
     mean, se = float(z.mean()), float(z.std(ddof=1)) / math.sqrt(z.size)
-    view = FutilityView(bets=BETS, log_wealth=log_wealth, z=tuple(z), bound=1.0 + float(params.margin),
-                        remaining=remaining, lambda_accept=threshold)
     power = sum(float(w) * conditional_power(view, mean + se * float(x))
                 for x, w in zip(_PP_NODES, _PP_WEIGHTS) if mean + se * float(x) > 0)
     if power < params.futility_power:
-        return (f"futility (predictive): P(certified in the {remaining} pairs left), averaged over the gain's "
+        return (f"futility (predictive): P(certified in the {view.remaining} pairs left), averaged over the gain's "
                 f"N({mean - params.margin:+.4f}, {se:.4f}^2), is {power:.4f} < {params.futility_power:g}")
     return None
