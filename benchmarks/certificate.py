@@ -117,6 +117,7 @@ def run_one(job: dict) -> dict:
     from harness.loop.certify import Contender, rollback_tree, run_certificate
     from harness.loop.context import make_context
     from harness.loop.stages.certify import certify_params
+    from harness.sim.benchmark import SimBenchmark
     from harness.sim.oracle import Oracle
 
     label, n_types, per_type, pop = job["world"]
@@ -124,6 +125,8 @@ def run_one(job: dict) -> dict:
     root = Path(tempfile.mkdtemp(prefix="cert_bench_"))
     cfg = _config(n_types, per_type, seed, tuple(job.get("overrides", ())))
     bench = build_benchmark(cfg.benchmark, root)
+    if not isinstance(bench, SimBenchmark):  # the oracle's true gains need the simulated world
+        raise TypeError(f"benchmarks/certificate.py: benchmark.name must be 'sim', got {cfg.benchmark.name!r}")
     world = bench.world
     ctx = make_context(cfg, root, llm=build_provider(cfg.llm, world=world), bench=bench)
     rng = random.Random(f"{seed}|{kind}|{label}")
@@ -162,8 +165,8 @@ def run_one(job: dict) -> dict:
             "rollouts": a.rollouts, "crossed_at": a.crossed_at, "estimate": a.estimate, "lower_bound": a.lower_bound, "upper_bound": a.upper_bound,
             "worst_type_delta": worst_type, "types_worse_2pts": sorted(t for t, d in true_by_type.items() if d < -0.02),
             "flagged": sorted(flagged), "per_type": cert.per_type, "cert_rollouts": cert.rollouts,
-            "rollback": None if retry is None else {"decision": retry.decision, "task_types": retry.rollback["task_types"],
-                                                    "rollouts": retry.rollouts},
+            "rollback": None if retry is None or retry.rollback is None else {
+                "decision": retry.decision, "task_types": retry.rollback["task_types"], "rollouts": retry.rollouts},
             "delivered_delta": oracle.expected_accuracy(delivered, qids) - oracle.expected_accuracy(base, qids),
             "delivered_types_worse_2pts": sorted(t for t, d in delivered_by_type.items() if d < -0.02),
             "wall_s": time.monotonic() - started}

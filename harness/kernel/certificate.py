@@ -46,6 +46,7 @@ from typing import Optional
 import numpy as np
 
 from harness.kernel.futility import FutilityView, conditional_power, gain_upper_bound, reachable_log_e
+from harness.kernel.registry import is_int_at_least, is_number
 from harness.kernel.types import BlockItem, PairResult
 
 __all__ = [
@@ -118,41 +119,30 @@ class CertifyParams:
 
     def check(self) -> list[tuple[str, object, str]]:
         """(key, value, rule) of every broken rule; empty when valid."""
-        bad: list[tuple[str, object, str]] = []
-        if not (isinstance(self.alpha, float) and 0.0 < self.alpha < 0.5):
-            bad.append(("certify.alpha", self.alpha, "must be a float in (0, 0.5)"))
-        pairs_ok = not isinstance(self.max_pairs, bool) and isinstance(self.max_pairs, int) and self.max_pairs >= 1
-        if not pairs_ok:
-            bad.append(("certify.max_pairs", self.max_pairs, "must be an integer >= 1"))
-        if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
-            bad.append(("certify.block_size", self.block_size, "must be an integer >= 1"))
-        elif pairs_ok and self.block_size > self.max_pairs:
-            bad.append(("certify.block_size", self.block_size, f"must be <= certify.max_pairs = {self.max_pairs}"))
-        if not (isinstance(self.margin, (int, float)) and 0.0 <= self.margin < M_MAX):
-            bad.append(("certify.margin", self.margin, f"must be a number in [0, {M_MAX})"))
-        if not (isinstance(self.useful_fraction, (int, float)) and 0.0 <= self.useful_fraction < 1.0):
-            bad.append(("certify.useful_fraction", self.useful_fraction, "must be a number in [0, 1)"))
-        if not (isinstance(self.flag_drop, (int, float)) and self.flag_drop >= 0.0):
-            bad.append(("certify.flag_drop", self.flag_drop, "must be a number >= 0"))
-        if isinstance(self.min_type_pairs, bool) or not isinstance(self.min_type_pairs, int) or self.min_type_pairs < 1:
-            bad.append(("certify.min_type_pairs", self.min_type_pairs, "must be an integer >= 1"))
-        if isinstance(self.type_pairs, bool) or not isinstance(self.type_pairs, int) or not 0 <= self.type_pairs <= 1000:
-            bad.append(("certify.type_pairs", self.type_pairs, "must be an integer in [0, 1000] (0: no top-up)"))
-        pq = self.pairs_per_question
-        if isinstance(pq, bool) or not isinstance(pq, (int, float)) or not (0.0 <= pq <= 1000.0):
-            bad.append(("certify.pairs_per_question", pq, "must be a number in [0, 1000] (0: the budget is certify.max_pairs)"))
-        fz = self.futility_z
-        if isinstance(fz, bool) or not isinstance(fz, (int, float)) or not (0.0 <= fz <= 5.0):
-            bad.append(("certify.futility_z", fz, "must be a number in [0, 5] (0: conditional power at the point estimate)"))
-        fp = self.futility_power
-        if isinstance(fp, bool) or not isinstance(fp, (int, float)) or not (0.0 <= fp < 1.0):
-            bad.append(("certify.futility_power", fp, "must be a number in [0, 1) (0: the predictive step never refuses)"))
-        mn = self.futility_min_n
-        if isinstance(mn, bool) or not isinstance(mn, int) or mn < 2:
-            bad.append(("certify.futility_min_n", mn, "must be an integer >= 2"))
-        if self.futility not in FUTILITY:
-            bad.append(("certify.futility", self.futility, f"must be one of {list(FUTILITY)}"))
-        return bad
+        pairs_ok = is_int_at_least(self.max_pairs, 1)
+        block_ok = is_int_at_least(self.block_size, 1)
+        rules = [  # (key, holds, rule), in the order the problems are reported
+            ("alpha", isinstance(self.alpha, float) and 0.0 < self.alpha < 0.5, "must be a float in (0, 0.5)"),
+            ("max_pairs", pairs_ok, "must be an integer >= 1"),
+            ("block_size", block_ok, "must be an integer >= 1"),
+            ("block_size", not (pairs_ok and block_ok) or self.block_size <= self.max_pairs,
+             f"must be <= certify.max_pairs = {self.max_pairs}"),
+            ("margin", is_number(self.margin) and 0.0 <= self.margin < M_MAX, f"must be a number in [0, {M_MAX})"),
+            ("useful_fraction", is_number(self.useful_fraction) and 0.0 <= self.useful_fraction < 1.0, "must be a number in [0, 1)"),
+            ("flag_drop", is_number(self.flag_drop) and self.flag_drop >= 0.0, "must be a number >= 0"),
+            ("min_type_pairs", is_int_at_least(self.min_type_pairs, 1), "must be an integer >= 1"),
+            ("type_pairs", is_int_at_least(self.type_pairs, 0) and self.type_pairs <= 1000,
+             "must be an integer in [0, 1000] (0: no top-up)"),
+            ("pairs_per_question", is_number(self.pairs_per_question) and 0.0 <= self.pairs_per_question <= 1000.0,
+             "must be a number in [0, 1000] (0: the budget is certify.max_pairs)"),
+            ("futility_z", is_number(self.futility_z) and 0.0 <= self.futility_z <= 5.0,
+             "must be a number in [0, 5] (0: conditional power at the point estimate)"),
+            ("futility_power", is_number(self.futility_power) and 0.0 <= self.futility_power < 1.0,
+             "must be a number in [0, 1) (0: the predictive step never refuses)"),
+            ("futility_min_n", is_int_at_least(self.futility_min_n, 2), "must be an integer >= 2"),
+            ("futility", self.futility in FUTILITY, f"must be one of {list(FUTILITY)}"),
+        ]
+        return [(f"certify.{key}", getattr(self, key), rule) for key, holds, rule in rules if not holds]
 
 
 class UniformDraws:
@@ -334,22 +324,22 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
     log_wealth = np.sum(np.log1p(np.outer(bets, z)), axis=1)  # log W_k per bet after the last pair
     threshold = math.log(1.0 / params.alpha)
     remaining = max(int(params.max_pairs) - len(pairs), 0)
-    best = reachable_log_e(tuple(log_wealth), BETS, 1.0 + float(params.margin), remaining)
+    view = FutilityView(bets=BETS, log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
+                        remaining=remaining, lambda_accept=threshold)
+    best = reachable_log_e(view.log_wealth, BETS, view.bound, remaining)
     if best < threshold:
         return (f"futility (bound): log E can reach at most {best:.2f} < {threshold:.2f} in the {remaining} pairs left "
                 "even if every one is a win")
     if not FUTILITY[params.futility][1] or len(pairs) < FUTILITY_MIN_N:
         return None
     if params.futility == "predictive" and len(pairs) >= params.futility_min_n:
-        why = _predictive_futility(z, tuple(log_wealth), threshold, remaining, params)
+        why = _predictive_futility(view, params)
         if why is not None:
             return why
     gain = gain_upper_bound(z.tolist(), float(params.futility_z))
     if gain <= 0:
         return (f"futility (estimate): the gain's mean + {params.futility_z:g} se so far is {gain - params.margin:+.4f} "
                 f"<= {-params.margin:+.4f}")
-    view = FutilityView(bets=tuple(bets), log_wealth=tuple(log_wealth), z=tuple(z), bound=1.0 + float(params.margin),
-                        remaining=remaining, lambda_accept=threshold)
     power = conditional_power(view, gain)
     if power < FUTILITY_POWER:
         return (f"futility (estimate): P(certified in the {remaining} pairs left | gain {gain - params.margin:+.4f}, "
@@ -357,18 +347,16 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
     return None
 
 
-def _predictive_futility(z: np.ndarray, log_wealth: tuple[float, ...], threshold: float, remaining: int,
-                         params: CertifyParams) -> Optional[str]:
+def _predictive_futility(view: FutilityView, params: CertifyParams) -> Optional[str]:
     """`predictive`: refuse when the conditional power averaged over N(mean, se^2) of the gain so far (the predictive
     power; a gain <= 0 has power 0) is below `futility_power`. A hopeless +2-point candidate is refused once its
     estimate is precise enough, where the power at its upper bound (`estimate`) keeps it going. Like every futility
     rule it only ever refuses, so P(certified | Delta <= -margin) <= alpha does not depend on it."""
+    z = np.asarray(view.z, dtype=float)
     mean, se = float(z.mean()), float(z.std(ddof=1)) / math.sqrt(z.size)
-    view = FutilityView(bets=BETS, log_wealth=log_wealth, z=tuple(z), bound=1.0 + float(params.margin),
-                        remaining=remaining, lambda_accept=threshold)
     power = sum(float(w) * conditional_power(view, mean + se * float(x))
                 for x, w in zip(_PP_NODES, _PP_WEIGHTS) if mean + se * float(x) > 0)
     if power < params.futility_power:
-        return (f"futility (predictive): P(certified in the {remaining} pairs left), averaged over the gain's "
+        return (f"futility (predictive): P(certified in the {view.remaining} pairs left), averaged over the gain's "
                 f"N({mean - params.margin:+.4f}, {se:.4f}^2), is {power:.4f} < {params.futility_power:g}")
     return None

@@ -20,13 +20,13 @@ benchmarks rejected it); the betting rule's futility rules live in kernel/futili
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 from harness.kernel.registry import is_int_at_least
 
-__all__ = ["ScreenResult", "allot_gates", "screen_decides", "screen_verdict"]
+__all__ = ["ScreenResult", "screen_verdict"]
 
 
 @dataclass(frozen=True)
@@ -49,38 +49,12 @@ class ScreenParams:
 
     screen_margin: int = 0  # the screen passes when wins - losses >= this (0: not worse on the step's questions)
     screen_accept: int = 0  # install without a gate when wins - losses >= this (0: off; gate.fdr=none only)
-    step_gates: int = -1  # gates a step may run (closest to the screen's boundary first); the rest decided by the screen (-1: off)
 
     def check(self) -> list[tuple[str, str]]:
         bad = [] if is_int_at_least(self.screen_margin, 0) else [("screen_margin", "must be an integer >= 0")]
         if not is_int_at_least(self.screen_accept, 0):
             bad.append(("screen_accept", "must be an integer >= 0 (0: off)"))
-        if not is_int_at_least(self.step_gates, -1):
-            bad.append(("step_gates", "must be an integer >= -1 (-1: off, 0: the screen decides every candidate)"))
         return bad
-
-
-def screen_decides(result: Optional[ScreenResult]) -> bool:
-    """A candidate left without a gate by the step's budget: installed iff it won strictly more pairs than it lost
-    (GEPA's rule); no screen questions means no evidence, so no install."""
-    return result is not None and result.wins - result.losses >= 1
-
-
-def allot_gates(screens: Mapping[str, Optional[ScreenResult]], budget: int, *, accept_at: int = 0) -> set[str]:
-    """The keys of the `budget` candidates a step gates (gate.step_gates): among those that passed the screen (or had
-    no screen questions), the ones whose wins - losses is closest to the screen-only boundary between 0 (reject)
-    and 1 (accept), i.e. where a gate can change the decision; ties by fewer screen pairs, then by key. A candidate
-    gate.screen_accept installs (`accept_at` > 0, wins - losses >= it) needs no gate and takes no share."""
-    if budget < 0:
-        return set(screens)
-    open_ = [(k, r) for k, r in screens.items()
-             if r is None or (r.passed and not (accept_at > 0 and r.wins - r.losses >= accept_at))]
-
-    def distance(item: tuple[str, Optional[ScreenResult]]) -> tuple[int, int, str]:
-        k, r = item
-        return (0, 0, k) if r is None else (abs(2 * (r.wins - r.losses) - 1), r.n_pairs, k)
-
-    return {k for k, _ in sorted(open_, key=distance)[:budget]}
 
 
 def screen_verdict(baseline: Sequence[Optional[bool]], candidate: Sequence[Optional[bool]], *, margin: int = 1) -> ScreenResult:

@@ -46,7 +46,7 @@ from harness.kernel.registry import params_of
 from harness.kernel.rule_cap_evolve import CapEvolveParams
 from harness.kernel.rule_skillopt import SkillOptParams
 from harness.kernel.rules import rule_for
-from harness.kernel.screen import ScreenParams, ScreenResult, allot_gates, screen_decides, screen_verdict
+from harness.kernel.screen import ScreenParams, ScreenResult, screen_verdict
 from harness.kernel.types import BlockItem, EvolutionRecord, GateParams, GateVerdict, Probation, RejectedEdit
 from harness.loop.observation import step_report_row, write_gate_evidence, write_quadrant_pairs
 from harness.loop.validate import GateRequest, GateRolloutFn, ValidationOutcome, gate_outcomes, validate_skill_local
@@ -179,26 +179,11 @@ def _accept_all_outcome(prefix: str) -> ValidationOutcome:
     return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
 
 
-def _screen_outcome(prefix: str, screened: Optional[ScreenResult], accept: bool, how: str) -> ValidationOutcome:
-    """A decision the screen made without a gate (gate.screen_accept, gate.step_gates); `how` says which key."""
-    w, l, t, n = (screened.wins, screened.losses, screened.ties, screened.n_pairs) if screened else (0, 0, 0, 0)
-    why = screened.reason if screened else "no screen questions"
-    verdict = GateVerdict("accept" if accept else "reject", 0.0, 0.0, w, l, t, n, f"{why}; {how}")
-    return ValidationOutcome(action=verdict.action, verdict=verdict, gate_run_id=prefix)
-
-
-def _step_budget_screens(gc: GateContext, ordered: Sequence[Candidate]) -> Optional[dict[str, Optional[ScreenResult]]]:
-    """gate.step_gates >= 0: every candidate's screen run first (on the step's starting harness), so the budget goes
-    to the candidates closest to the boundary; None when the key is off or does not apply (no screen, strict mode)."""
-    if (params_of(ScreenParams, gc.params).step_gates < 0 or not gc.params.screen or not rule_for(gc.params).sequential
-            or FDR_PROCEDURES.get(gc.params.fdr).run_level):
-        return None
-    manifest = wsp.read_manifest(gc.workspace_dir)
-    skills_tree = read_version_tree(gc.workspace_dir / "skills", manifest.skills_version)
-    prompts_tree = read_version_tree(gc.workspace_dir / "prompts", manifest.prompts_version)
-    firsts = {c.key: c for c in reversed(ordered)}  # a later candidate for the same file takes the per-candidate path
-    return {c.key: _screen(gc, c, wsp.compose_view(skills_tree.with_files({c.skill_file: c.record.new_text}), prompts_tree),
-                           gate_run_prefix(gc.run_name, gc.epoch, gc.step, c.key)) for c in firsts.values()}
+def _screen_accept_outcome(prefix: str, screened: ScreenResult) -> ValidationOutcome:
+    """gate.screen_accept: a clear win on the step's questions, installed without a gate."""
+    verdict = GateVerdict("accept", 0.0, 0.0, screened.wins, screened.losses, screened.ties, screened.n_pairs,
+                          f"{screened.reason}; accepted at the screen (gate.screen_accept)")
+    return ValidationOutcome(action="accept", verdict=verdict, gate_run_id=prefix)
 
 
 def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidate], pools: GatePools) -> tuple[list[dict], list[str]]:
@@ -212,21 +197,13 @@ def gate_batch_skills(gc: GateContext, state: Any, candidates: Sequence[Candidat
     just_cooled: list[str] = []
     throttle = Throttle(5.0)
     ordered = sorted(candidates, key=lambda c: c.task_type)
-    screens = _step_budget_screens(gc, ordered)
-    sp = params_of(ScreenParams, gc.params)
-    gated = allot_gates(screens, sp.step_gates, accept_at=sp.screen_accept) if screens is not None else set()
     for n, cand in enumerate(ordered, 1):
-        pre = None
-        if screens is not None and cand.key in screens:  # the first candidate for its file (a later one: as before)
-            pre = (screens.pop(cand.key), cand.key in gated)
-        rows.append(_gate_one(gc, state, cand, pools, just_cooled, pre))
+        rows.append(_gate_one(gc, state, cand, pools, just_cooled))
         throttle.info("[gate@e%d.s%d] %d/%d candidates gated (%s: %s)", gc.epoch, gc.step, n, len(ordered), cand.key, rows[-1]["action"])
     return rows, just_cooled
 
 
-def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, just_cooled: list[str],
-              pre: Optional[tuple[Optional[ScreenResult], bool]] = None) -> dict:
-    """`pre` (gate.step_gates): the candidate's screen, run before the step's gates, and whether the budget gates it."""
+def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, just_cooled: list[str]) -> dict:
     rec = cand.record
     manifest = wsp.read_manifest(gc.workspace_dir)
     sv_before, pv = manifest.skills_version, manifest.prompts_version
@@ -244,8 +221,9 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
     warm = any(state.gate_epoch_observed.get(tt, False) for tt in cand.task_types)
     params, fdr_fields = _gate_level(gc, state)
     rule = rule_for(gc.params)
+    accepted_at_screen: Optional[ScreenResult] = None
     if gc.params.screen and rule.sequential:
-        screened = _screen(gc, cand, candidate_view, prefix) if pre is None else pre[0]
+        screened = _screen(gc, cand, candidate_view, prefix)
         if screened is not None and not screened.passed:
             state.rejected_buffer.setdefault(cand.key, []).append(RejectedEdit(
                 task_type=cand.key, skill_file=cand.skill_file, summary=rejected_summary(rec), epoch=gc.epoch, step=gc.step,
@@ -259,13 +237,9 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
         if (accept_at > 0 and screened is not None and screened.wins - screened.losses >= accept_at
                 and not FDR_PROCEDURES.get(gc.params.fdr).run_level):  # strict mode: only e-process crossings install
             fdr_fields["screen"] = "accepted"
-        elif pre is not None and not pre[1]:
-            fdr_fields["screen"] = "decided"
-    if fdr_fields.get("screen") == "decided":  # the step's gate budget went to candidates nearer the boundary
-        outcome = _screen_outcome(prefix, screened, screen_decides(screened),
-                                  "decided by the screen, install iff wins > losses (gate.step_gates budget spent)")
-    elif fdr_fields.get("screen") == "accepted":  # a clear win on the step's questions: no gate (gate.screen_accept)
-        outcome = _screen_outcome(prefix, screened, True, "accepted at the screen (gate.screen_accept)")
+            accepted_at_screen = screened
+    if accepted_at_screen is not None:  # a clear win on the step's questions: no gate (gate.screen_accept)
+        outcome = _screen_accept_outcome(prefix, accepted_at_screen)
     elif rule.questions == "none":  # decides without rollouts (accept_all)
         outcome = _accept_all_outcome(prefix)
     else:
@@ -298,7 +272,7 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
         procedure = FDR_PROCEDURES.get(gc.params.fdr)
         state.gate_fdr = procedure.record(state.gate_fdr, gc.params, discovered=outcome.action == "accept")
         fdr_fields.update(procedure.report(state.gate_fdr))
-    screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") in ("passed", "accepted", "decided") else 0
+    screen_rollouts = len(screened_qids(gc, cand)) if fdr_fields.get("screen") in ("passed", "accepted") else 0
     gate_fields = dict(gate_run_id=prefix, log_e=v.log_e, log_lr_dir=v.log_lr_dir, wins=v.wins, losses=v.losses, ties=v.ties,
                        n_pairs=v.n_pairs, rollouts=outcome.rollouts + screen_rollouts, reason=v.reason, **fdr_fields)
     action = outcome.action

@@ -259,6 +259,9 @@ def test_params_check_names_each_bad_key():
     assert CertifyParams().check() == []
     for bad_pairs in (-1, True, 1.5, 1001):
         assert [k for k, _, _ in CertifyParams(type_pairs=bad_pairs).check()] == ["certify.type_pairs"]
+    for key in ("margin", "useful_fraction", "flag_drop"):  # a bool is no number, as for the other numeric keys
+        assert [k for k, _, _ in CertifyParams(**{key: False}).check()] == [f"certify.{key}"]
+    assert [k for k, _, _ in CertifyParams(flag_drop=math.inf).check()] == ["certify.flag_drop"]  # would flag nothing
 
 
 def test_pool_budget_scales_with_the_population_and_is_checked():

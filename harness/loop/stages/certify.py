@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from harness import workspace as wsp
 from harness.contracts.certificate import Attempt, Certificate, write_certificate
@@ -34,13 +34,11 @@ BASE = "base"
 
 
 def certify_params(cfg: Any) -> CertifyParams:
-    """CertifyParams from the `certify` config group (checked at config load, harness/config/validate.py)."""
+    """CertifyParams from the `certify` config group, each key cast to its field's type (float, int or str; checked at
+    config load, harness/config/validate.py), so a new CertifyParams field needs no edit here."""
     c = cfg.certify
-    return CertifyParams(alpha=float(c.alpha), max_pairs=int(c.max_pairs), block_size=int(c.block_size), margin=float(c.margin),
-                         useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs),
-                         futility=str(c.futility), pairs_per_question=float(c.pairs_per_question),
-                         type_pairs=int(c.type_pairs), futility_z=float(c.futility_z),
-                         futility_power=float(c.futility_power), futility_min_n=int(c.futility_min_n))
+    cast = get_type_hints(CertifyParams)
+    return CertifyParams(**{k: cast[k](getattr(c, k)) for k in CertifyParams.keys()})
 
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
