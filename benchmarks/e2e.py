@@ -297,7 +297,7 @@ def bayes_gate(world: Any, pairs: int, *, sequential: bool = False, start: Seque
         if sequential:
             wins = losses = n = 0
             for z in rng.choice(3, size=pairs, p=law):  # 0 = win, 1 = loss, 2 = tie
-                n, wins, losses = n + 1, wins + (z == 0), losses + (z == 1)
+                n, wins, losses = n + 1, wins + int(z == 0), losses + int(z == 1)
                 mean, p_pos = posterior(wins, losses)
                 if not STOP_BAND[0] < p_pos < STOP_BAND[1]:
                     break
