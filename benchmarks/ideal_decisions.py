@@ -45,11 +45,63 @@ def decision_shares(runs: list[dict]) -> dict:
     return out
 
 
+def decision_value(runs: list[dict]) -> dict:
+    """Over every candidate the runs gated: the true effect installed per gate (pts) by the row's decisions, by "more
+    wins than losses" on the same pairs, by the best rule of (wins, losses) in hindsight (install the cells whose
+    candidates' summed effect is > 0: in-sample, so optimistic for any rule of the pair counts), and by the oracle."""
+    rows = [g for r in runs for g in (r.get("ideal_gates") or [])]
+    if not rows:
+        return {}
+    cells: dict[tuple[int, int], float] = {}
+    for g in rows:
+        cells[(g["wins"], g["losses"])] = cells.get((g["wins"], g["losses"]), 0.0) + g["effect"]
+    per_gate = 100 / len(rows)
+    return {"rule": per_gate * sum(g["effect"] for g in rows if g["action"] == "accept"),
+            "sign": per_gate * sum(g["effect"] for g in rows if g["wins"] > g["losses"]),
+            "hindsight": per_gate * sum(v for v in cells.values() if v > 0),
+            "perfect": per_gate * sum(g["effect"] for g in rows if g["effect"] > HELPED),
+            "accepted_true": 100 * statistics.mean([g["effect"] for g in rows if g["action"] == "accept"] or [0.0]),
+            "accepted_posterior": 100 * statistics.mean([g["posterior_mean"] for g in rows if g["action"] == "accept"] or [0.0])}
+
+
 def epoch_curve(runs: list[dict]) -> list[tuple[int, float, float]]:
     """(epoch, mean cumulative training rollouts, mean best-pointer gain in pts) at each epoch end all runs reached."""
     depth = min(len(r["curve"]) for r in runs)
     return [(e + 1, statistics.mean(r["curve"][e]["rollouts"] for r in runs),
              100 * statistics.mean(r["curve"][e]["best_test"] - r["base_test"] for r in runs)) for e in range(depth)]
+
+
+def perfect_at_cost(runs: list[dict], pairs: int) -> list[dict]:
+    """The free ideal gate's runs (`oracle`) with `pairs` rollouts charged per gated candidate: its exact decisions
+    (every helped edit, nothing else) at that cost, a bound for every rule that pays `pairs` a gate."""
+    out = []
+    for r in runs:
+        if r["rule"] != e2e.ORACLE or r["tradeoff"]:
+            continue
+        curve = [dict(c) for c in r["curve"]]
+        e2e.charge_ideal_pairs(curve, [{**g, "pairs": pairs} for g in r["ideal_gates"]])
+        out.append({**r, "rule": f"oracle_perfect{pairs}", "curve": curve})
+    return out
+
+
+def perfect_lines(runs: list[dict], costs: tuple[int, ...] = (1, 3, 6, 12, 24, 48)) -> list[str]:
+    """Reach of GEPA's budget-matched accuracy by the ideal gate's exact decisions, charged `costs` rollouts a gate."""
+    by = {(r["seed"], r["rule"]): r for r in runs if not r["tradeoff"]}
+    seeds = sorted({s for s, rule in by if rule == e2e.ORACLE})
+    L = ["| perfect decisions at | reached <= 1.0x | reached (any) | median ratio | epoch ends (mean cum. rollouts, gain) |", "|---|---|---|---|---|"]
+    for k in costs:
+        charged = {r["seed"]: r for r in perfect_at_cost(runs, k)}
+        ratios = []
+        for seed in seeds:
+            gepa, ours = by[(seed, "gepa")], by[(seed, e2e.OURS)]
+            target = e2e.at_budget(gepa, ours["curve"][-1]["rollouts"])["best_test"]
+            got, own = e2e.rollouts_to_reach(charged[seed], target), e2e.rollouts_to_reach(gepa, target)
+            ratios.append(got / own if got is not None and own else None)
+        med = median_ratio(ratios)
+        pts = " ".join(f"({x:,.0f}, {g:+.1f})" for _, x, g in epoch_curve(list(charged.values()))[:4])
+        L.append(f"| {k} rollouts a gate | {sum(r is not None and r <= 1.0 + 1e-9 for r in ratios)}/{len(ratios)} | "
+                 f"{sum(r is not None for r in ratios)}/{len(ratios)} | {'n/a' if med is None else f'{med:.2f}x'} | {pts} |")
+    return L
 
 
 def tables(saved: dict) -> str:
@@ -82,6 +134,19 @@ def tables(saved: dict) -> str:
           "|---|" + "---|" * len(summary["reach_gepa"].get("gepa", []))]
     for rule in summary["rules"]:
         L.append(f"| {rule} | " + " | ".join("n/a" if row["ratio"] is None else f"{row['ratio']:.2f}" for row in summary["reach_gepa"][rule]) + " |")
+    L += ["", "True effect installed per gated candidate (pts, all gates of the whole runs): the row's decisions, wins > losses on the "
+          "same pairs, the best rule of (wins, losses) in hindsight, perfect decisions; and the mean true vs posterior-mean effect "
+          "of the candidates it installed:", "",
+          "| rule | its decisions | wins > losses | best (wins, losses) rule in hindsight | perfect | installed: true / posterior mean |",
+          "|---|---|---|---|---|---|"]
+    for rule in summary["rules"]:
+        if rule.startswith("oracle_"):
+            v = decision_value([r for r in runs if r["rule"] == rule])
+            L.append(f"| {rule} | {v['rule']:+.2f} | {v['sign']:+.2f} | {v['hindsight']:+.2f} | {v['perfect']:+.2f} | "
+                     f"{v['accepted_true']:+.2f} / {v['accepted_posterior']:+.2f} |")
+    if any(r["rule"] == e2e.ORACLE and r.get("ideal_gates") for r in runs):
+        L += ["", "The free ideal gate's exact decisions charged K rollouts a gated candidate (its runs re-priced, same decisions):", ""]
+        L += perfect_lines(runs)
     return "\n".join(L) + "\n"
 
 
