@@ -144,6 +144,12 @@ def tables(saved: dict) -> str:
             v = decision_value([r for r in runs if r["rule"] == rule])
             L.append(f"| {rule} | {v['rule']:+.2f} | {v['sign']:+.2f} | {v['hindsight']:+.2f} | {v['perfect']:+.2f} | "
                      f"{v['accepted_true']:+.2f} / {v['accepted_posterior']:+.2f} |")
+    L += ["", "Mean true effect (pts) of the candidates gated in each epoch (the prior's population drifts down over a run):", ""]
+    for rule in summary["rules"]:
+        rows = [g for r in runs if r["rule"] == rule for g in (r.get("ideal_gates") or [])]
+        if rows:
+            L.append(f"- {rule}: " + " ".join(f"e{e} {100 * statistics.mean(g['effect'] for g in rows if g['epoch'] == e):+.2f}"
+                                              for e in sorted({g["epoch"] for g in rows})))
     if any(r["rule"] == e2e.ORACLE and r.get("ideal_gates") for r in runs):
         L += ["", "The free ideal gate's exact decisions charged K rollouts a gated candidate (its runs re-priced, same decisions):", ""]
         L += perfect_lines(runs)
