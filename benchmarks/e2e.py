@@ -10,7 +10,8 @@ For every world seed:
    observation excluded) define the budget B;
 2. `accept_all`, `gepa`, `mcnemar`, `skillopt`, `cap_evolve`, `sequential` (the sign e-process on the
    static ladder, the default before issue 13) and `oracle` (the ideal gate, free: `oracle_gate`, a
-   bound for every gate, not a rule) run in the same loop on the same world
+   bound for every gate, not a rule; `oracle_n<K>` / `oracle_seq<K>` on request: the Bayes-optimal decision
+   from K pairs, K rollouts charged a gate, `bayes_gate`) run in the same loop on the same world
    for up to `--max-epochs` epochs (early stop out of the way); each is cut at
    the last epoch end whose cumulative training rollouts are <= B, and the
    best pointer of that epoch is what it delivers (same rollout budget);
