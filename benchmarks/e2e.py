@@ -10,7 +10,8 @@ For every world seed:
    observation excluded) define the budget B;
 2. `accept_all`, `gepa`, `mcnemar`, `skillopt`, `cap_evolve`, `sequential` (the sign e-process on the
    static ladder, the default before issue 13) and `oracle` (the ideal gate, free: `oracle_gate`, a
-   bound for every gate, not a rule) run in the same loop on the same world
+   bound for every gate, not a rule; `oracle_n<K>` / `oracle_seq<K>` on request: the Bayes-optimal decision
+   from K pairs, K rollouts charged a gate, `bayes_gate`) run in the same loop on the same world
    for up to `--max-epochs` epochs (early stop out of the way); each is cut at
    the last epoch end whose cumulative training rollouts are <= B, and the
    best pointer of that epoch is what it delivers (same rollout budget);
@@ -179,34 +180,157 @@ def tradeoff_rates(p: Sequence[float], a: float) -> tuple[float, float]:
 # ---------------------------------------------------------------- the ideal gate (benchmark only)
 
 
-def oracle_gate(world: Any) -> Any:
+HELPED = 0.001  # an edit whose true effect is above +0.1 pt "helped" (the oracle's classification in this benchmark)
+IDEAL_RULE = re.compile(r"oracle_(n|seq)(\d+)$")  # the ideal decision at K pairs (bayes_gate); runs with CONFIG_GROUP[ORACLE]
+PRIOR_START = ROOT / "benchmarks" / "ideal_prior_start.json"  # true effects of epoch-1 candidates (free oracle, dev seeds)
+START_WEIGHT = 10  # the start pool counts as this many candidates, fading out as the run's own candidates come in
+PRIOR_BANDWIDTH = 0.005  # Gaussian kernel (0.5 pt) on each prior effect: the posterior can sit between them at large K
+GRID = 2001  # effect grid points on (-discordance, +discordance)
+STOP_BAND = (0.2, 0.8)  # oracle_seq<K> draws on while P(effect > 0) is inside this band
+
+
+def config_group(rule: str) -> str:
+    """The conf/gate group a benchmark row runs with: the ideal rules run the ideal gate's group."""
+    return CONFIG_GROUP.get(ORACLE if IDEAL_RULE.match(rule) else rule, rule)
+
+
+def _reading_qids(world: Any, request: Any) -> list[str]:
+    """The world's questions that read the edited skill file (the ones an edit of it can change)."""
+    from harness.contracts.solver import resolve_skill_file
+
+    return [q.qid for q in world.questions if resolve_skill_file(request.baseline_tree, q.task_type) == request.skill_file]
+
+
+def _patch_gate(decide: Any) -> Any:
+    """Put `decide` (request -> ValidationOutcome) in place of the loop's gate in this worker process; returns the
+    function that puts the loop's gate back (a pool worker runs the next job next: the patch must not outlive this one)."""
+    import harness.loop.gating as gating
+
+    real = gating.validate_skill_local
+
+    async def patched(request: Any) -> Any:
+        return decide(request)
+
+    gating.validate_skill_local = patched
+
+    def restore() -> None:
+        gating.validate_skill_local = real
+
+    return restore
+
+
+def oracle_gate(world: Any, log: Optional[list] = None) -> Any:
     """Replace the loop's gate by the ideal one in this worker process: accept exactly the edits whose true effect on
     the questions that read the edited file is above +0.1 point (what this benchmark counts as "helped"), with no
     rollouts. It is no gate anyone can run: it measures what a perfect, free gate would deliver for the step and slow
-    rollouts alone, i.e. how far any gate could get on this budget comparison. Returns the function that puts the
-    loop's gate back."""
-    import harness.loop.gating as gating
-    from harness.contracts.solver import resolve_skill_file
-    from harness.kernel.types import GateVerdict
+    rollouts alone, i.e. how far any gate could get on this budget comparison. `log` (optional) gets one row per gated
+    candidate (epoch, true effect). Returns the function that puts the loop's gate back."""
+    from harness.kernel.types import GateAction, GateVerdict
     from harness.loop.validate import ValidationOutcome
     from harness.sim.oracle import Oracle
 
     oracle = Oracle(world)
 
-    async def ideal(request: Any) -> Any:
-        qids = [q.qid for q in world.questions if resolve_skill_file(request.baseline_tree, q.task_type) == request.skill_file]
-        effect = oracle.edit_effect(request.baseline_tree, request.candidate_tree, qids)
-        action = "accept" if effect > 0.001 else "reject"
+    def ideal(request: Any) -> Any:
+        effect = oracle.edit_effect(request.baseline_tree, request.candidate_tree, _reading_qids(world, request))
+        action: GateAction = "accept" if effect > HELPED else "reject"
+        if log is not None:
+            log.append({"epoch": request.epoch, "effect": effect, "pairs": 0, "action": action})
         verdict = GateVerdict(action, 0.0, 0.0, 0, 0, 0, 0, f"oracle gate: true effect {100 * effect:+.2f} pts")
         return ValidationOutcome(action=action, verdict=verdict, gate_run_id=request.gate_run_prefix)
 
-    real = gating.validate_skill_local
-    gating.validate_skill_local = ideal
+    return _patch_gate(ideal)
 
-    def restore() -> None:  # a pool worker runs the next job next: the patch must not outlive this one
-        gating.validate_skill_local = real
 
-    return restore
+def ideal_posterior(discordance: float, effects: Sequence[float], weights: Sequence[float]) -> Any:
+    """The posterior of an edit's effect from its pairs, for an edit of known discordance D = P(pair differs).
+
+    Pairs on questions drawn uniformly, arms independent: each pair difference is +1 / -1 / 0 with probability
+    (D + effect) / 2, (D - effect) / 2, 1 - D, exactly (the law of one pair, the question integrated out), so the
+    likelihood of `wins` and `losses` is trinomial (ties carry no information once D is known). Prior: the `effects`
+    with their `weights`, each smoothed by a PRIOR_BANDWIDTH Gaussian, on the grid of effects in (-D, D) (uniform
+    when no prior mass falls there). Returns (wins, losses) -> (posterior mean effect, P(effect > 0))."""
+    grid = np.linspace(-discordance, discordance, GRID + 2)[1:-1]
+    e, w = np.asarray(effects, float), np.asarray(weights, float)
+    prior = (w[None, :] * np.exp(-0.5 * ((grid[:, None] - e[None, :]) / PRIOR_BANDWIDTH) ** 2)).sum(axis=1) if e.size else grid * 0
+    if not prior.sum() > 0:
+        prior = np.ones_like(grid)
+    log_up, log_down = np.log((discordance + grid) / 2), np.log((discordance - grid) / 2)
+
+    def posterior(wins: int, losses: int) -> tuple[float, float]:
+        log_post = np.log(prior + 1e-300) + wins * log_up + losses * log_down
+        post = np.exp(log_post - log_post.max())
+        post /= post.sum()
+        return float(post @ grid), float(post[grid > 0].sum())
+
+    return posterior
+
+
+def bayes_gate(world: Any, pairs: int, *, sequential: bool = False, start: Sequence[float] = (), log: Optional[list] = None) -> Any:
+    """Replace the loop's gate by the Bayes-optimal decision from `pairs` pairs of evidence (benchmark only).
+
+    Per gated candidate: the questions that read the edited file; `pairs` pairs, each a question drawn uniformly from
+    them with a baseline outcome ~ Bern(p) and a candidate outcome ~ Bern(q) (true p, q; arms independent), drawn from
+    an RNG seeded by the world seed and the gate's run id; install iff the posterior mean effect (`ideal_posterior`)
+    is > +0.1 pt. Prior: the true effects of the candidates this run gated before (weight 1 each) and the `start` pool
+    (total weight START_WEIGHT minus the run's count, so it is gone after START_WEIGHT candidates). `sequential`: draw
+    pairs one at a time and stop once P(effect > 0) leaves STOP_BAND, or at `pairs`. The outcome charges one rollout a
+    pair (the baseline arm free); nothing is written to the predictions databases, so run_one adds the pairs of `log`
+    (one row per gated candidate) to the run's rollouts. Returns the function that puts the loop's gate back."""
+    from harness.kernel.types import GateAction, GateVerdict
+    from harness.loop.validate import ValidationOutcome
+    from harness.sim.oracle import Oracle
+
+    oracle = Oracle(world)
+    seen: list[float] = []  # true effects of the candidates gated so far in this run
+    rows = log if log is not None else []
+
+    def decide(request: Any) -> Any:
+        qids = _reading_qids(world, request)
+        p = np.array(oracle.p_correct_each(request.baseline_tree, qids))
+        q = np.array(oracle.p_correct_each(request.candidate_tree, qids))
+        effect = float(q.mean() - p.mean())
+        up, down = float(np.mean(q * (1 - p))), float(np.mean(p * (1 - q)))
+        law = [up, down, max(0.0, 1.0 - up - down)]
+        rng = np.random.default_rng(int(hashlib.sha1(f"{world.seed}|{request.gate_run_prefix}".encode()).hexdigest()[:16], 16))
+        fade = max(0, START_WEIGHT - len(seen)) / len(start) if start else 0.0
+        posterior = ideal_posterior(up + down, [*seen, *start], [1.0] * len(seen) + [fade] * len(start))
+        if sequential:
+            wins = losses = n = 0
+            for z in rng.choice(3, size=pairs, p=law):  # 0 = win, 1 = loss, 2 = tie
+                n, wins, losses = n + 1, wins + int(z == 0), losses + int(z == 1)
+                mean, p_pos = posterior(wins, losses)
+                if not STOP_BAND[0] < p_pos < STOP_BAND[1]:
+                    break
+        else:  # the counts of `pairs` independent pairs, each of the law above
+            wins, losses, _ = (int(x) for x in rng.multinomial(pairs, law))
+            n = pairs
+            mean, p_pos = posterior(wins, losses)
+        action: GateAction = "accept" if mean > HELPED else "reject"
+        seen.append(effect)
+        rows.append({"epoch": request.epoch, "effect": effect, "discordance": up + down, "pairs": n, "wins": wins,
+                     "losses": losses, "posterior_mean": mean, "p_positive": p_pos, "action": action})
+        verdict = GateVerdict(action, 0.0, 0.0, wins, losses, n - wins - losses, n,
+                              f"ideal decision at {n} pairs: posterior mean {100 * mean:+.2f} pts (true {100 * effect:+.2f})")
+        return ValidationOutcome(action=action, verdict=verdict, gate_run_id=request.gate_run_prefix, rollouts=n)
+
+    return _patch_gate(decide)
+
+
+def ideal_gate_for(rule: str, world: Any, start: Sequence[float], log: list) -> Any:
+    """The patched gate of an ideal row (`oracle`, `oracle_n<K>`, `oracle_seq<K>`); None for a real rule."""
+    if rule == ORACLE:
+        return oracle_gate(world, log)
+    m = IDEAL_RULE.match(rule)
+    return bayes_gate(world, int(m.group(2)), sequential=m.group(1) == "seq", start=start, log=log) if m else None
+
+
+def charge_ideal_pairs(curve: list[dict], log: Sequence[dict]) -> None:
+    """Add the pairs an ideal rule charged (1 rollout each, no predictions written) to each epoch end's cumulative
+    rollouts, in place; `charged` keeps the amount added."""
+    for point in curve:
+        point["charged"] = sum(row["pairs"] for row in log if row["epoch"] <= point["epoch"])
+        point["rollouts"] += point["charged"]
 
 
 # ---------------------------------------------------------------- world variant: coupled arms (benchmark only)
@@ -382,8 +506,8 @@ def run_one(job: dict) -> dict:
         bench = build_benchmark(cfg.benchmark, root)
         world = bench.world
         provider = build_provider(cfg.llm, world=world)
-        if rule == ORACLE:
-            restore_gate = oracle_gate(world)
+        ideal_log: list[dict] = []  # one row per gated candidate of an ideal row (oracle, oracle_n<K>, oracle_seq<K>)
+        restore_gate = ideal_gate_for(rule, world, job.get("ideal_start", ()), ideal_log)
         if job.get("tradeoff"):
             provider = TradeoffProvider(provider, world)
         result = Runner(cfg, root, llm=provider, bench=bench).train()
@@ -414,6 +538,7 @@ def run_one(job: dict) -> dict:
                 "current_test": oracle.expected_accuracy(wsp.harness_view(slow / "workspace", m.skills_version, m.prompts_version), test),
                 "rollbacks": len(report["rollbacks"]),
             })
+        charge_ideal_pairs(curve, ideal_log)  # the ideal rows' pairs are in no predictions database
         # every edit a gate installed, judged by the oracle on the questions that read the edited file
         edits = []
         gates = gate_rollouts = screened_out = 0
@@ -475,7 +600,7 @@ def run_one(job: dict) -> dict:
             "certificate": cert, "flag_mode": flag_mode,
             "sampled_test": result["test"], "delivered": result["delivered"], "stopped_early": result["stopped_early"],
             "curve": curve, "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts, "screened_out": screened_out,
-            "fdr_tests": fdr_tests, "fdr_spent": fdr_spent, "fdr_levels": fdr_levels,
+            "fdr_tests": fdr_tests, "fdr_spent": fdr_spent, "fdr_levels": fdr_levels, "ideal_gates": ideal_log or None,
             "gate_settings": {k: job["cfg"]["gate"].get(k) for k in ("rule", "fdr", "max_pairs", "lambda")},
             "tradeoff_in_delivered": sum(text.count(TRADEOFF_TAG) for text in delivered.values()),
             "tradeoff_in_final_current": sum(t.count(TRADEOFF_TAG) for t in wsp.harness_view(ws_final).values()) if ws_final.exists() else None,
@@ -646,12 +771,18 @@ def _shares(installed: list[dict]) -> dict:
             "hurt_share": hurt / n if n else 0.0, "bad_share": (hurt + null) / n if n else 0.0}
 
 
+def ideal_rules(runs: list[dict]) -> list[str]:
+    """The ideal rows at K pairs present in `runs`, fixed K before sequential, by K."""
+    found = {r["rule"] for r in runs if IDEAL_RULE.match(r["rule"])}
+    return sorted(found, key=lambda rule: (rule.startswith("oracle_seq"), int(IDEAL_RULE.match(rule).group(2))))  # type: ignore[union-attr]
+
+
 def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: str | None = None) -> tuple[str, dict]:
     """The report page and its summary; `measured`: when the runs were measured (default: now)."""
     measured = measured or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
     seeds = sorted({r["seed"] for r in runs})
     by = {(r["seed"], r["rule"], r["tradeoff"]): r for r in runs}
-    rules = [rule for rule in RULES if any((s, rule, False) in by for s in seeds)]
+    rules = [rule for rule in RULES if any((s, rule, False) in by for s in seeds)] + ideal_rules(runs)
     summary: dict[str, Any] = {"rules": rules}
     for rule in rules:
         gains, accs, spent, installed, deliveries = [], [], [], [], []
@@ -938,7 +1069,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     seeds = args.seeds or ([7] if args.quick else [7, 8, 9, 10, 11])
     overrides = (QUICK_OVERRIDES if args.quick else []) + list(args.override)
-    others = [r for r in RULES[1:] if args.rules is None or r in args.rules]
+    unknown = [r for r in args.rules or [] if r not in RULES and not IDEAL_RULE.match(r)]
+    if unknown:
+        raise SystemExit(f"--rules {unknown}: expected names in {list(RULES)} or oracle_n<K> / oracle_seq<K>")
+    others = [r for r in RULES[1:] if args.rules is None or r in args.rules] + [r for r in args.rules or [] if IDEAL_RULE.match(r)]
+    start = json.loads(PRIOR_START.read_text(encoding="utf-8"))["effects"] if PRIOR_START.exists() else []
     epochs = args.epochs or (2 if args.quick else 3)
     max_epochs = args.max_epochs or (4 if args.quick else 6)
     jobs = []
@@ -948,7 +1083,8 @@ def main(argv: list[str] | None = None) -> int:
             if rule in OWN_BUDGET:  # the strict row: its own 3-epoch run, as the product ran it
                 jobs.append({"seed": seed, "rule": rule, "epochs": epochs, "overrides": overrides, "tradeoff": False})
                 continue
-            jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs})
+            jobs.append({"seed": seed, "rule": rule, "epochs": max_epochs, "overrides": overrides, "patience": max_epochs,
+                         **({"ideal_start": start} if IDEAL_RULE.match(rule) else {})})
         if not args.no_tradeoff:
             jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": True})
     from omegaconf import OmegaConf
@@ -961,7 +1097,7 @@ def main(argv: list[str] | None = None) -> int:
         job["skip_epoch_holdout"] = not args.epoch_holdout
         job["arm_coupling"] = args.arm_coupling
         job["type_trace"] = args.type_trace and job["rule"] == OURS
-        overrides = [f"benchmark.seed={job['seed']}", f"gate={CONFIG_GROUP.get(job['rule'], job['rule'])}", f"train.epochs={job['epochs']}", "tracking=none",
+        overrides = [f"benchmark.seed={job['seed']}", f"gate={config_group(job['rule'])}", f"train.epochs={job['epochs']}", "tracking=none",
                      "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"], *ROW_OVERRIDES.get(job["rule"], [])]
         if job.get("patience"):
             overrides.append(f"train.early_stop_patience={job['patience']}")

@@ -142,6 +142,53 @@ def test_the_ideal_gate_accepts_exactly_the_helpful_edits_and_is_put_back():
     assert gating.validate_skill_local is real
 
 
+def test_the_ideal_decision_at_many_pairs_installs_a_good_edit_rejects_a_bad_one_and_charges_its_pairs():
+    """e2e.bayes_gate (oracle_n<K>): at K = 4000 pairs the posterior mean sits on the true effect, so a clearly helpful
+    rule is installed and a clearly harmful one rejected, each charged K rollouts; charge_ideal_pairs adds the pairs of
+    the epochs up to each epoch end to its cumulative rollouts (the gate writes no predictions to count)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import harness.loop.gating as gating
+    from harness.sim.oracle import Oracle
+    from harness.sim.world import World
+
+    world = World.generate(7)
+    base = world.base_harness()
+    tt = "temporal_reasoning"
+    path = f"skills/{tt}/SKILL.md"
+    oracle = Oracle(world)
+    qids = [q.qid for q in world.questions if q.task_type == tt]
+    effects = {rule.text: oracle.edit_effect(base, base.with_files({path: base[path] + f"- {rule.text}\n"}), qids)
+               for rule in world.spec_by_name[tt].rules}
+    good, bad = max(effects, key=effects.__getitem__), min(effects, key=effects.__getitem__)
+    assert effects[good] > 0.02 and effects[bad] < -0.02
+    log: list[dict] = []
+    real = gating.validate_skill_local
+    restore = e2e.bayes_gate(world, 4000, start=[0.0, 0.05, -0.05], log=log)
+    try:
+        for epoch, text in ((1, good), (2, bad)):
+            cand = base.with_files({path: base[path] + f"- {text}\n"})
+            request = SimpleNamespace(baseline_tree=base, candidate_tree=cand, skill_file=path, gate_run_prefix=f"p_gate_{epoch}", epoch=epoch)
+            outcome = asyncio.run(gating.validate_skill_local(request))
+            assert outcome.rollouts == 4000 and outcome.verdict.n_pairs == 4000
+            assert outcome.action == ("accept" if text == good else "reject"), (text, effects[text], log[-1])
+    finally:
+        restore()
+    assert gating.validate_skill_local is real
+    assert [row["effect"] for row in log] == pytest.approx([effects[good], effects[bad]])
+    curve = [{"epoch": 1, "rollouts": 100}, {"epoch": 2, "rollouts": 250}, {"epoch": 3, "rollouts": 400}]
+    e2e.charge_ideal_pairs(curve, log)
+    assert [c["rollouts"] for c in curve] == [4100, 8250, 8400] and curve[2]["charged"] == 8000
+
+
+def test_ideal_rows_run_in_the_ideal_gates_group_and_sort_by_pairs():
+    assert e2e.config_group("oracle_n12") == e2e.config_group(e2e.ORACLE) == e2e.CONFIG_GROUP[e2e.ORACLE]
+    assert e2e.config_group("gepa") == "gepa"
+    runs = [{"rule": r} for r in ("oracle_seq12", "oracle_n24", "oracle_n3", "gepa")]
+    assert e2e.ideal_rules(runs) == ["oracle_n3", "oracle_n24", "oracle_seq12"]
+
+
 def test_soft_gate_populations_have_their_stated_gain_and_statistics_their_means():
     """benchmarks/soft_gate.py: the shift hits the pool gain; hard estimates the accuracy gain, both soft statistics the
     soft-score gain (equal when calibrated, larger for the inflated candidate)."""
