@@ -40,7 +40,8 @@ def certify_params(cfg: Any) -> CertifyParams:
                          useful_fraction=float(c.useful_fraction), flag_drop=float(c.flag_drop), min_type_pairs=int(c.min_type_pairs),
                          futility=str(c.futility), pairs_per_question=float(c.pairs_per_question),
                          type_pairs=int(c.type_pairs), futility_z=float(c.futility_z),
-                         futility_power=float(c.futility_power), futility_min_n=int(c.futility_min_n))
+                         futility_power=float(c.futility_power), futility_min_n=int(c.futility_min_n),
+                         skip_identical=bool(c.skip_identical))
 
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
