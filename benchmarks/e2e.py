@@ -317,6 +317,10 @@ def _certificate(state: Path) -> dict | None:
             "discordance": (shown.wins + shown.losses + shown.infra) / shown.pairs if shown and shown.pairs else None,
             "estimate": shown.estimate if shown else None, "lower_bound": shown.lower_bound if shown else None,
             "width": shown.width if shown else None, "delivered": cert.delivered,
+            # certify.skip_identical: the questions the first attempts asked, their share of the test pool, and the task
+            # types that read identical input (None / [] in certificates without the fields)
+            "asked_questions": cert.population.get("asked_questions"), "asked_share": cert.population.get("asked_share"),
+            "identical_types": list(cert.population.get("identical_task_types") or []),
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
             "rollback": None if retry is None else {"decision": retry.decision, "rollouts": retry.rollouts,
                                                     "task_types": list(retry.rollback["task_types"]),

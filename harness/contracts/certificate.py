@@ -109,7 +109,8 @@ class Certificate:
         n = self.population.get("n_questions")
         if a is None or a.asked_questions is None or not isinstance(n, int) or a.asked_questions >= n:
             return None
-        return (f"asked {a.asked_questions} of {n} {self.population.get('pool')} questions "
+        pool = self.population.get("pool")
+        return (f"asked {a.asked_questions} of {n} {'' if pool in (None, 'all') else f'{pool} '}questions "
                 f"(the other {n - a.asked_questions} read identical input)")
 
     def to_json(self) -> dict[str, Any]:

@@ -379,6 +379,10 @@ async def run_certificate(
                   "skip_identical": params.skip_identical, "asked_questions": len(first_asked),
                   "asked_share": len(first_asked) / n_population,
                   "identical_task_types": sorted(set(every_type) - set(union)) if params.skip_identical else []}
+    if len(first_asked) < n_population:
+        population["sampling"] = ("uniform with replacement over the questions whose input changed (asked_questions; the "
+                                  "others read identical input under both harnesses: difference exactly 0), a fresh sample "
+                                  "index per pair, both arms")
     certificate = Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
                               kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population,
                               baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
@@ -394,6 +398,7 @@ def certificate_metrics(certificate: Certificate) -> dict[str, float | None]:
         "certify_certified": float(certificate.certified), "certify_alpha": certificate.alpha,
         "certify_rollouts": float(certificate.rollouts), "certify_attempts": float(len(certificate.attempts)),
         "certify_flagged_task_types": float(len(certificate.flagged_task_types)),
+        "certify_asked_share": certificate.population.get("asked_share"),
     }
     if chosen is not None:
         out.update({"certify_pairs": float(chosen.pairs), "certify_estimate": chosen.estimate,
