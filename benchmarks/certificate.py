@@ -166,6 +166,7 @@ def run_one(job: dict) -> dict:
                                                     "rollouts": retry.rollouts},
             "delivered_delta": oracle.expected_accuracy(delivered, qids) - oracle.expected_accuracy(base, qids),
             "delivered_types_worse_2pts": sorted(t for t, d in delivered_by_type.items() if d < -0.02),
+            "asked_share": a.share, "identical_types": list(a.identical_task_types),
             "wall_s": time.monotonic() - started}
 
 
@@ -243,6 +244,10 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
               f"{_rate(all_row['certified_delivered_not_better'], all_row['runs'])} (target <= alpha)",
               f"- mean width of certified bounds (estimate - lower bound): {all_row['mean_width_pts']} pts; "
               f"lower bound / true gain: {all_row['mean_lcb_over_delta']}"]
+    shares = [r["asked_share"] for r in runs if r.get("asked_share") is not None]
+    if shares:  # certify.skip_identical: the first attempt asks only the questions whose input changed
+        lines.append(f"- questions asked (`certify.skip_identical`): {sum(s < 1 for s in shares)}/{len(shares)} first attempts asked "
+                     f"fewer than the whole population (the rest read identical input), mean share asked {statistics.mean(shares):.2f}")
     return "\n".join(lines) + "\n", summary
 
 

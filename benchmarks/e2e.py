@@ -536,6 +536,7 @@ def _delivery_summary(deliveries: list[dict]) -> dict:
             "fallback": sum(c.get("delivered") is not None and not str(c["delivered"]).startswith("final") for c, _ in certs),
             "rolled_back": sum(bool((c.get("rollback") or {}).get("delivered")) for c, _ in certs),
             "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs),
+            "asked_share": nums("asked_share"),
             "spend": {k: statistics.mean(int((c.get("spend") or {}).get(k, 0)) for c, _ in certs)
                       for k in ("to_crossing", "after_crossing", "refused_budget", "refused_futility", "refused_ucb", "recertify")}
             if all(c.get("spend") for c, _ in certs) else None}
@@ -577,6 +578,12 @@ def delivery_lines(summary: dict) -> list[str]:
             for rule, sp in spends:
                 L.append(f"| {rule} | " + " | ".join(f"{sp[k]:.0f}" for k in ("to_crossing", "after_crossing", "refused_budget",
                                                                              "refused_futility", "refused_ucb", "recertify")) + " |")
+        for rule, c in certs:
+            shares = c.get("asked_share") or []
+            if shares:  # certify.skip_identical (docs/certificate.md "Only the questions whose input changed")
+                L += ["", f"Questions the certificate asked ({rule}, `certify.skip_identical`): the first attempt asked fewer than "
+                          f"the whole test pool in {sum(s < 1 for s in shares)}/{len(shares)} runs (the other questions read "
+                          f"identical input), mean share asked {statistics.mean(shares):.2f}."]
     return L
 
 
