@@ -302,14 +302,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-per-cell", type=int, default=12, help="seeds per (world, candidate kind)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "certificate.md")
+    ap.add_argument("--worlds", nargs="+", default=None, metavar="PREFIX",
+                    help="only the world shapes whose label starts with one of these (e.g. quick '3 types x40, pop 40')")
+    ap.add_argument("--kinds", nargs="+", default=None, choices=KINDS, help="only these candidate kinds")
+    ap.add_argument("--first-seed", type=int, default=100, help="seeds first-seed .. first-seed + runs-per-cell - 1")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for every certificate (e.g. certify.futility=predictive)")
     args = ap.parse_args(argv)
     if args.wald:
         print("\n".join(wald_report(p) for p in args.wald))
         return 0
-    jobs = [{"world": w, "seed": 100 + s, "kind": k, "overrides": list(args.override)}
-            for w in WORLDS for k in KINDS for s in range(args.runs_per_cell)]
+    worlds = [w for w in WORLDS if args.worlds is None or w[0].startswith(tuple(args.worlds))]
+    jobs = [{"world": w, "seed": args.first_seed + s, "kind": k, "overrides": list(args.override)}
+            for w in worlds for k in (args.kinds or KINDS) for s in range(args.runs_per_cell)]
     started = time.monotonic()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         runs = []
@@ -319,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[certificate] {i}/{len(jobs)} runs, {time.monotonic() - started:.0f} s", flush=True)
     runs.sort(key=lambda r: (r["world"], r["kind"], r["seed"]))
     cmd = ("python benchmarks/certificate.py" + (f" --runs-per-cell {args.runs_per_cell}" if args.runs_per_cell != 12 else "")
+           + (" --worlds " + " ".join(repr(w) for w in args.worlds) if args.worlds else "")
+           + (" --kinds " + " ".join(args.kinds) if args.kinds else "")
+           + (f" --first-seed {args.first_seed}" if args.first_seed != 100 else "")
            + "".join(f" --override {o}" for o in args.override))
     text, summary = summarize(runs, 0.05, cmd, time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
