@@ -169,6 +169,7 @@ def run_one(job: dict) -> dict:
                 "decision": retry.decision, "task_types": retry.rollback["task_types"], "rollouts": retry.rollouts},
             "delivered_delta": oracle.expected_accuracy(delivered, qids) - oracle.expected_accuracy(base, qids),
             "delivered_types_worse_2pts": sorted(t for t, d in delivered_by_type.items() if d < -0.02),
+            "asked_share": a.share, "identical_types": list(a.identical_task_types),
             "wall_s": time.monotonic() - started}
 
 
@@ -246,6 +247,10 @@ def summarize(runs: list[dict], alpha: float, cmd: str, wall: float) -> tuple[st
               f"{_rate(all_row['certified_delivered_not_better'], all_row['runs'])} (target <= alpha)",
               f"- mean width of certified bounds (estimate - lower bound): {all_row['mean_width_pts']} pts; "
               f"lower bound / true gain: {all_row['mean_lcb_over_delta']}"]
+    shares = [r["asked_share"] for r in runs if r.get("asked_share") is not None]
+    if shares:  # certify.skip_identical: the first attempt asks only the questions whose input changed
+        lines.append(f"- questions asked (`certify.skip_identical`): {sum(s < 1 for s in shares)}/{len(shares)} first attempts asked "
+                     f"fewer than the whole population (the rest read identical input), mean share asked {statistics.mean(shares):.2f}")
     return "\n".join(lines) + "\n", summary
 
 
@@ -300,14 +305,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-per-cell", type=int, default=12, help="seeds per (world, candidate kind)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks" / "certificate.md")
+    ap.add_argument("--worlds", nargs="+", default=None, metavar="PREFIX",
+                    help="only the world shapes whose label starts with one of these (e.g. quick '3 types x40, pop 40')")
+    ap.add_argument("--kinds", nargs="+", default=None, choices=KINDS, help="only these candidate kinds")
+    ap.add_argument("--first-seed", type=int, default=100, help="seeds first-seed .. first-seed + runs-per-cell - 1")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for every certificate (e.g. certify.futility=predictive)")
     args = ap.parse_args(argv)
     if args.wald:
         print("\n".join(wald_report(p) for p in args.wald))
         return 0
-    jobs = [{"world": w, "seed": 100 + s, "kind": k, "overrides": list(args.override)}
-            for w in WORLDS for k in KINDS for s in range(args.runs_per_cell)]
+    worlds = [w for w in WORLDS if args.worlds is None or w[0].startswith(tuple(args.worlds))]
+    jobs = [{"world": w, "seed": args.first_seed + s, "kind": k, "overrides": list(args.override)}
+            for w in worlds for k in (args.kinds or KINDS) for s in range(args.runs_per_cell)]
     started = time.monotonic()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         runs = []
@@ -317,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[certificate] {i}/{len(jobs)} runs, {time.monotonic() - started:.0f} s", flush=True)
     runs.sort(key=lambda r: (r["world"], r["kind"], r["seed"]))
     cmd = ("python benchmarks/certificate.py" + (f" --runs-per-cell {args.runs_per_cell}" if args.runs_per_cell != 12 else "")
+           + (" --worlds " + " ".join(repr(w) for w in args.worlds) if args.worlds else "")
+           + (" --kinds " + " ".join(args.kinds) if args.kinds else "")
+           + (f" --first-seed {args.first_seed}" if args.first_seed != 100 else "")
            + "".join(f" --override {o}" for o in args.override))
     text, summary = summarize(runs, 0.05, cmd, time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)

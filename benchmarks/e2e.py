@@ -441,6 +441,10 @@ def _certificate(state: Path) -> dict | None:
             "discordance": (shown.wins + shown.losses + shown.infra) / shown.pairs if shown and shown.pairs else None,
             "estimate": shown.estimate if shown else None, "lower_bound": shown.lower_bound if shown else None,
             "width": shown.width if shown else None, "delivered": cert.delivered,
+            # certify.skip_identical: the questions the first attempts asked, their share of the test pool, and the task
+            # types that read identical input (None / [] in certificates without the fields)
+            "asked_questions": cert.population.get("asked_questions"), "asked_share": cert.population.get("asked_share"),
+            "identical_types": list(cert.population.get("identical_task_types") or []),
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
             "rollback": None if retry is None else {"decision": retry.decision, "rollouts": retry.rollouts,
                                                     "task_types": list(retry.rollback["task_types"]),
@@ -657,6 +661,7 @@ def _delivery_summary(deliveries: list[dict]) -> dict:
             "fallback": sum(c.get("delivered") is not None and not str(c["delivered"]).startswith("final") for c, _ in certs),
             "rolled_back": sum(bool((c.get("rollback") or {}).get("delivered")) for c, _ in certs),
             "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs),
+            "asked_share": nums("asked_share"),
             "spend": {k: statistics.mean(int((c.get("spend") or {}).get(k, 0)) for c, _ in certs)
                       for k in ("to_crossing", "after_crossing", "refused_budget", "refused_futility", "refused_ucb", "recertify")}
             if all(c.get("spend") for c, _ in certs) else None}
@@ -698,6 +703,12 @@ def delivery_lines(summary: dict) -> list[str]:
             for rule, sp in spends:
                 L.append(f"| {rule} | " + " | ".join(f"{sp[k]:.0f}" for k in ("to_crossing", "after_crossing", "refused_budget",
                                                                              "refused_futility", "refused_ucb", "recertify")) + " |")
+        for rule, c in certs:
+            shares = c.get("asked_share") or []
+            if shares:  # certify.skip_identical (docs/certificate.md "Only the questions whose input changed")
+                L += ["", f"Questions the certificate asked ({rule}, `certify.skip_identical`): the first attempt asked fewer than "
+                          f"the whole test pool in {sum(s < 1 for s in shares)}/{len(shares)} runs (the other questions read "
+                          f"identical input), mean share asked {statistics.mean(shares):.2f}."]
     return L
 
 

@@ -30,6 +30,9 @@ class TypeRow:
     ci_low: float
     ci_high: float
     flagged: bool  # estimate below -flag_drop with at least min_type_pairs pairs
+    # the type reads byte-identical input under both harnesses (certify.skip_identical): estimate exactly 0, no pairs,
+    # never flagged; False in files written before it existed
+    identical_input: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,12 @@ class Attempt:
     # file was not rolled back}), "first_index" (its fresh sample indices), "level" (why its alpha is the parent's);
     # None for every other attempt (and in files written before it existed)
     rollback: Optional[dict[str, Any]] = None
+    # the questions this attempt drew from (certify.skip_identical): those of the population whose input changed, their
+    # number and share of the population (estimate and bounds above are in population units), and the task types that
+    # read identical input; None / [] in files written before it existed (every question was asked)
+    asked_questions: Optional[int] = None
+    share: Optional[float] = None
+    identical_task_types: list[str] = field(default_factory=list)
 
     @property
     def width(self) -> Optional[float]:
@@ -93,6 +102,17 @@ class Certificate:
         """The certified attempt that is delivered (None when the baseline is delivered)."""
         return next((a for a in self.attempts if a.label == self.delivered and a.decision == "certified"), None)
 
+    def asked_line(self, attempt: Optional[Attempt] = None) -> Optional[str]:
+        """'asked 124 of 300 test questions (the other 176 read identical input)' for `attempt` (default: the delivered
+        one, else the first tried); None when it asked every question (or the file predates certify.skip_identical)."""
+        a = attempt or self.chosen or next((x for x in self.attempts if x.asked_questions is not None), None)
+        n = self.population.get("n_questions")
+        if a is None or a.asked_questions is None or not isinstance(n, int) or a.asked_questions >= n:
+            return None
+        pool = self.population.get("pool")
+        return (f"asked {a.asked_questions} of {n} {'' if pool in (None, 'all') else f'{pool} '}questions "
+                f"(the other {n - a.asked_questions} read identical input)")
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         for attempt, raw in zip(self.attempts, out["attempts"]):
@@ -109,7 +129,8 @@ def write_certificate(path: Path, certificate: Certificate) -> Path:
     return path
 
 
-_OPTIONAL = ("format", "per_task_type", "rollback", "per_type", "levels")  # keys with a default: absent in older files
+_OPTIONAL = ("format", "per_task_type", "rollback", "per_type", "levels", "identical_input", "asked_questions", "share",
+             "identical_task_types")  # keys with a default: absent in older files
 
 
 def _take(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:

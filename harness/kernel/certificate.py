@@ -29,6 +29,16 @@ stopping rule). Hence, at level alpha:
   certified outcomes with futility are a subset of those without it, so P(certified | Delta <= -margin) <= alpha
   still holds; what futility can cost is a certificate that would have come late.
 
+**Only the questions whose input changed** (`share` < 1, harness/loop/certify.py `changed_types`): a question whose
+task type reads nothing the candidate changed gets byte-identical input under both harnesses, so its paired
+difference has mean exactly 0 (a structural fact, no statistical assumption). With S those of the population whose
+input changed and pi = |S| / |population| (known exactly), Delta = pi Delta_S. The slots then draw from S only and
+the same e-process tests Delta_S > -margin / pi (`on_changed_questions`): by Ville on S, P(certified | Delta_S <=
+-margin / pi) <= alpha, and Delta <= -margin <=> Delta_S <= -margin / pi, so P(certified | Delta <= -margin) <= alpha;
+the bounds on Delta_S times pi bound Delta at every t with the same probability, and pi x mean Z is unbiased for
+Delta. Estimate, bounds and width are reported in population units (`in_population_units`); a null mean beyond the
+grid (margin / pi > M_MAX) is tested at -M_MAX, a stronger claim.
+
 L_t is found on a grid of m (step GRID_STEP) and rounded DOWN to it (the UCB up): the reported bounds are never
 tighter than the exact ones. Per-task-type estimates are fixed-n means with a normal interval: indicative, not
 anytime-valid; a type whose estimate is below -flag_drop is flagged. With `type_pairs` > 0 a certified attempt adds
@@ -58,6 +68,8 @@ __all__ = [
     "certify_decision",
     "certify_look",
     "confidence_bounds",
+    "in_population_units",
+    "on_changed_questions",
     "per_type_estimates",
 ]
 
@@ -98,6 +110,7 @@ class CertifyParams:
     futility_z: float = FUTILITY_Z  # estimate: conditional power at mean + this x se of the gain (0: the point estimate)
     futility_power: float = 0.2  # predictive: refuse below this predictive P(certified in the pairs left)
     futility_min_n: int = 200  # predictive: pairs before the predictive power may refuse (early luck is not evidence)
+    skip_identical: bool = True  # ask only the questions whose input changed (share < 1: module doc); read by the loop
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -140,6 +153,7 @@ class CertifyParams:
             ("futility_power", is_number(self.futility_power) and 0.0 <= self.futility_power < 1.0,
              "must be a number in [0, 1) (0: the predictive step never refuses)"),
             ("futility_min_n", is_int_at_least(self.futility_min_n, 2), "must be an integer >= 2"),
+            ("skip_identical", isinstance(self.skip_identical, bool), "must be true or false"),
             ("futility", self.futility in FUTILITY, f"must be one of {list(FUTILITY)}"),
         ]
         return [(f"certify.{key}", getattr(self, key), rule) for key, holds, rule in rules if not holds]
@@ -273,6 +287,27 @@ def certify_look(pairs: Sequence[PairResult], params: CertifyParams) -> CertifyL
     )
 
 
+def on_changed_questions(params: CertifyParams, share: float) -> CertifyParams:
+    """The test's settings on S, the share `share` of the population whose input changed (module doc): the null mean
+    -margin becomes -margin / share (Delta = share x Delta_S), clamped to the grid's -M_MAX, where every
+    1 + lam (z - m) stays > 0 (testing Delta_S <= -M_MAX is then the stronger claim). The pair budget is the caller's
+    (sized on |S|). `share` 1: the settings unchanged."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"certificate: share of the population whose input changed must be in (0, 1], got {share}")
+    if share == 1.0:
+        return params
+    return replace(params, margin=min(float(params.margin) / share, M_MAX))
+
+
+def in_population_units(look: CertifyLook, share: float) -> CertifyLook:
+    """A look of the test on S with its estimate and bounds times `share`: the gain on the whole population (the
+    questions outside S contribute exactly 0). The e-process, its threshold and the counts are S's own."""
+    if share == 1.0:
+        return look
+    return replace(look, estimate=share * look.estimate, lower_bound=share * look.lower_bound,
+                   upper_bound=share * look.upper_bound)
+
+
 @dataclass(frozen=True)
 class CertifyDecision:
     """`action`: continue | certified | not_certified; `reason` says why it stopped."""
@@ -282,28 +317,35 @@ class CertifyDecision:
     look: CertifyLook = field(repr=False)
 
 
-def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, final: bool) -> CertifyDecision:
+def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, final: bool, share: float = 1.0) -> CertifyDecision:
     """The certificate's stop rule at a look (every rule only decides when to stop; validity is Ville's).
 
     - certified and LCB >= useful_fraction x estimate (the bound is useful) -> certified;
     - UCB <= -margin (the candidate cannot be certified at this level) -> not_certified;
     - futility (`params.futility`, module doc): certifying is out of reach / hopeless in the pairs left -> not_certified;
     - the pair budget is spent (`final`, or max_pairs reached) -> certified iff the e-process crossed.
+
+    `share` < 1: the pairs are drawn from the share of the population whose input changed; the test runs on them
+    (`on_changed_questions`) and the look is returned in population units (`in_population_units`); the futility
+    lines give gains per changed question.
     """
-    look = certify_look(pairs, params)
+    test = on_changed_questions(params, share)
+    on_s = certify_look(pairs, test)  # the decision's statistics, on S
+    look = in_population_units(on_s, share)
     final = final or look.pairs >= params.max_pairs
     what = "not worse by more than %.3f" % params.margin if params.margin > 0 else "better"
-    if look.certified and look.lower_bound >= params.useful_fraction * look.estimate:
+    if on_s.certified and on_s.lower_bound >= params.useful_fraction * on_s.estimate:
         return CertifyDecision("certified", f"certified {what}: log E reached {look.log_e_max:.2f} >= {look.threshold:.2f} "
                                             f"after {look.crossed_at} pairs; lower bound {look.lower_bound:+.4f} is "
                                             f">= {params.useful_fraction:g} x estimate {look.estimate:+.4f}", look)
-    if not look.certified and look.upper_bound <= -params.margin:
+    if not on_s.certified and on_s.upper_bound <= -test.margin:
         return CertifyDecision("not_certified", f"not certified: the upper bound {look.upper_bound:+.4f} on the gain is "
-                                                f"<= {-params.margin:+.4f} after {look.pairs} pairs", look)
-    if not look.certified and not final and FUTILITY[params.futility][0]:
-        why = _futility(pairs, params)
+                                                f"<= {-share * test.margin:+.4f} after {look.pairs} pairs", look)
+    if not on_s.certified and not final and FUTILITY[params.futility][0]:
+        why = _futility(pairs, test)
         if why is not None:
-            return CertifyDecision("not_certified", f"not certified: {why} (estimate {look.estimate:+.4f}, bounds "
+            where = f" (gains per changed question; x {share:.3f} in the population)" if share < 1.0 else ""
+            return CertifyDecision("not_certified", f"not certified: {why}{where} (estimate {look.estimate:+.4f}, bounds "
                                                     f"[{look.lower_bound:+.4f}, {look.upper_bound:+.4f}])", look)
     if final:
         if look.certified:

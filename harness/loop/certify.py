@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from harness.contracts.certificate import Attempt, Certificate, TypeRow
-from harness.contracts.solver import resolve_skill_file
+from harness.contracts.solver import render_system_message, resolve_skill_file
 from harness.kernel.certificate import CertifyDecision, CertifyParams, UniformDraws, certify_decision, per_type_estimates
 from harness.kernel.engine import run_gate
 from harness.kernel.gate import pair_block
@@ -39,6 +39,9 @@ PER_TYPE = ("flag", "rollback", "rollback_shared")  # certify.per_type
 SKILLS_PREFIX = "skills/"
 RECERTIFY_OFFSET = 500_000  # a rollback re-certification's sample indices: first_index + this + pair number (fresh)
 TOPUP_OFFSET = 250_000  # an attempt's per-type top-up sample indices: its first index + this + pair number (fresh)
+
+
+IDENTICAL_INPUT = "the candidate's input is identical to the baseline's on every question"
 
 
 class CertifyInfraError(InfraFailureError):
@@ -115,12 +118,34 @@ def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequen
 
 
 def changed_types(tree: HarnessTree, baseline: HarnessTree, task_types: Sequence[str]) -> list[str]:
-    """The task types that read something `tree` changed: all when a shared file (outside skills/) differs, else
-    those whose resolved skill file's text differs from the one they read in `baseline`."""
+    """The task types whose solver input may differ between `tree` and `baseline`; every other type reads
+    byte-identical input under both, so its paired difference is exactly 0 in distribution (certify.skip_identical).
+
+    Conservative: t is unchanged only when (1) every file outside skills/ is equal in both trees (the system prompt,
+    the tool guides, and any other file, read or not), (2) the skill file t resolves to (`resolve_skill_file`) is the
+    same path with the same text in both, and (3) `render_system_message` for t is equal in both. The rendered system
+    message is the native solver's whole harness-dependent input (harness/agent/loop.py reads the tree only through it;
+    the user message is the question's, tools and scorer the benchmark's), so (3) follows from (1) and (2) today and
+    guards the rule against a reader of the tree it does not cover: if they ever disagree, t counts as changed. The
+    certificate's trees are native (the certify stage's workspace views; stages.compare converts other surfaces); an
+    agent that reads the harness some other way sets certify.skip_identical false (every type counts as changed)."""
+    every = sorted(set(task_types))
     if any(tree.get(p) != baseline.get(p) for p in set(tree) | set(baseline) if not p.startswith(SKILLS_PREFIX)):
-        return sorted(set(task_types))
-    return sorted(t for t in set(task_types)
-                  if tree.get(resolve_skill_file(tree, t)) != baseline.get(resolve_skill_file(baseline, t)))
+        return every
+
+    def same_input(task_type: str) -> bool:
+        path = resolve_skill_file(tree, task_type)
+        return (path == resolve_skill_file(baseline, task_type) and tree.get(path) == baseline.get(path)
+                and render_system_message(tree, task_type) == render_system_message(baseline, task_type))
+
+    return [t for t in every if not same_input(t)]
+
+
+def asked_qids(qids: Sequence[str], task_type_of: Mapping[str, str], changed: Sequence[str]) -> list[str]:
+    """The questions of `qids` whose task type is in `changed`: the ones a certificate asks (the others read
+    identical input under both harnesses)."""
+    keep = set(changed)
+    return sorted(q for q in set(qids) if task_type_of[q] in keep)
 
 
 def topup_items(pairs: Sequence[PairResult], qids_of_type: Mapping[str, Sequence[str]], want: int, *, seed: int,
@@ -139,6 +164,17 @@ def topup_items(pairs: Sequence[PairResult], qids_of_type: Mapping[str, Sequence
         for _ in range(max(0, want - have.get(task_type, 0))):
             items.append(BlockItem(rng.choice(pool), start + TOPUP_OFFSET + len(items)))
     return items
+
+
+def type_rows(pairs: Sequence[PairResult], task_type_of: Mapping[str, str], params: CertifyParams,
+              identical: Sequence[str]) -> list[TypeRow]:
+    """The per-type rows: the kernel's estimate for each type with pairs, and for each type in `identical` (byte-identical
+    input under both harnesses) estimate 0, no pairs, never flagged, `identical_input` — exact, not estimated. A type
+    of `identical` that got pairs (the first attempts share the union of their changed types) is shown as identical."""
+    rows = {t.task_type: TypeRow(t.task_type, t.pairs, t.estimate, t.ci_low, t.ci_high, t.flagged)
+            for t in per_type_estimates(pairs, task_type_of, params)}
+    rows.update({t: TypeRow(t, 0, 0.0, 0.0, 0.0, False, identical_input=True) for t in identical})
+    return [rows[t] for t in sorted(rows)]
 
 
 def _skipped(contender: Contender, alpha: float, reason: str, rollback: Optional[dict[str, Any]] = None) -> Attempt:
@@ -173,7 +209,15 @@ async def run_certificate(
     "Levels"). Certified -> it is delivered; else the parent is, with its flags.
 
     params.type_pairs > 0: a certified attempt's per-type rows get top-up pairs (`topup_items`) for each task type it
-    changed (`changed_types`) that has fewer; they are rolled out after the decision and never enter the e-process."""
+    changed (`changed_types`) that has fewer; they are rolled out after the decision and never enter the e-process.
+
+    params.skip_identical: each attempt asks only the questions whose input changed (S: the types `changed_types`
+    returns; the first attempts share one S, the union of their changed types, so their slots stay shared; a rollback
+    re-certification has its own) and tests Delta_S > -margin / pi, pi = |S| / |population| (harness/kernel/
+    certificate.py, "Only the questions whose input changed"); estimate and bounds are in population units, the pair
+    budget is sized on |S|, an unchanged type's row reads estimate 0 with `identical_input`. A question of the union
+    that is unchanged for one attempt has mean-0 differences under it, so its test stays valid with the same pi.
+    S empty (nothing the questions read changed): the attempt is skipped, no pairs, not certified."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
@@ -187,17 +231,26 @@ async def run_certificate(
     unknown = sorted(set(qids) - set(questions))
     if unknown:
         raise KeyError(f"{what}: population names unknown qids {unknown[:5]}")
-    params = params.for_population(len(set(qids)))  # the pair budget, fixed before any pair is drawn
     levels = attempt_levels(params.alpha, len(candidates), fallback_share)
     task_type_of = {q: questions[q].task_type for q in set(qids)}
+    every_type = sorted(set(task_type_of.values()))
+    n_population = len(task_type_of)
     attempts: list[Attempt] = []
     total = 0
 
+    def asked_of(changed: Sequence[str]) -> list[str]:
+        """The questions an attempt draws from: those whose input changed (every one with skip_identical off)."""
+        return asked_qids(qids, task_type_of, changed if params.skip_identical else every_type)
+
     async def attempt(contender: Contender, alpha: float, base_outcomes: dict[tuple[str, int], Optional[bool]],
-                      start: int, rollback: Optional[dict[str, Any]] = None) -> Attempt:
-        """One sequential test of `contender` against the baseline at `alpha`, slots from `start`."""
+                      start: int, asked: Sequence[str], rollback: Optional[dict[str, Any]] = None) -> Attempt:
+        """One sequential test of `contender` against the baseline at `alpha` on the questions `asked`, slots from
+        `start`."""
         nonlocal total
-        level = replace(params, alpha=alpha)
+        share = len(asked) / n_population
+        sized = params.for_population(len(asked))  # the pair budget, fixed before any pair is drawn
+        level = replace(sized, alpha=alpha)
+        own = changed_types(contender.tree, baseline.tree, every_type)
         spent = 0
 
         async def sample_block(block: list[BlockItem], b: int) -> list[PairResult]:
@@ -217,12 +270,12 @@ async def run_certificate(
             if len(pairs) >= INFRA_MIN_PAIRS and n_infra / len(pairs) > INFRA_MAX_SHARE:
                 raise CertifyInfraError(f"{what}: {n_infra} of {len(pairs)} pairs had an infrastructure failure "
                                         f"(> {INFRA_MAX_SHARE:.0%}); no certificate is written — fix the model server and re-run")
-            return certify_decision(pairs, level, final=final)
+            return certify_decision(pairs, level, final=final, share=share)
 
         def on_block(b: int, block_pairs: Sequence[PairResult], decision: CertifyDecision) -> None:
-            progress.info("%s", _look_line(f"{what} {contender.label}", decision, spent, params, alpha))
+            progress.info("%s", _look_line(f"{what} {contender.label}", decision, spent, sized, alpha))
 
-        plan = UniformDraws(qids, max_pairs=params.max_pairs, block_size=params.block_size, seed=seed, first_index=start)
+        plan = UniformDraws(asked, max_pairs=sized.max_pairs, block_size=sized.block_size, seed=seed, first_index=start)
         run = await run_gate(plan, sample_block, decide, on_block=on_block, label=f"{what} {contender.label}")
         look = run.decision.look
         reason = run.decision.reason
@@ -230,29 +283,42 @@ async def run_certificate(
         if run.decision.action == "certified" and params.type_pairs > 0:
             # the flags need pairs on every type the harness changed; drawn within a type, these pairs are i.i.d. for
             # that type's gain only, so they feed its row and never the e-process (the certificate is already decided)
-            changed = set(changed_types(contender.tree, baseline.tree, sorted(set(task_type_of.values()))))
-            of_type = {t: [q for q, tt in task_type_of.items() if tt == t] for t in changed}
+            of_type = {t: [q for q, tt in task_type_of.items() if tt == t] for t in own}
             items = topup_items(run.pairs, of_type, params.type_pairs, seed=seed, start=start)
             if items:
                 typed += await sample_block(items, -1)
                 reason += f"; per-type rows include {len(items)} top-up pairs (changed types to {params.type_pairs} pairs each)"
                 progress.info("[%s %s] per-type top-up: %d pairs", what, contender.label, len(items))
-        types = [TypeRow(t.task_type, t.pairs, t.estimate, t.ci_low, t.ci_high, t.flagged)
-                 for t in per_type_estimates(typed, task_type_of, level)]
+        identical = sorted(set(every_type) - set(own)) if params.skip_identical else []
+        types = type_rows(typed, task_type_of, level, identical)
         total += spent
         return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
                        alpha, run.decision.action, reason, look.pairs, look.wins, look.losses, look.ties,
                        look.infra, spent, look.estimate, look.lower_bound, look.upper_bound, look.log_e_max,
-                       look.threshold, look.crossed_at, types, rollback=rollback)
+                       look.threshold, look.crossed_at, types, rollback=rollback, asked_questions=len(asked),
+                       share=share, identical_task_types=identical)
+
+    def identical_input(contender: Contender, alpha: float, rollback: Optional[dict[str, Any]] = None) -> Attempt:
+        """An attempt with nothing to ask: no question's input changed (S empty)."""
+        return replace(_skipped(contender, alpha, f"not certified: {IDENTICAL_INPUT}", rollback=rollback),
+                       asked_questions=0, share=0.0, identical_task_types=every_type,
+                       per_task_type=type_rows([], task_type_of, params, every_type))
 
     shared: dict[tuple[str, int], Optional[bool]] = {}  # the first attempts draw the same slots: baseline run once
     tried: dict[str, Contender] = {}
+    differ = [c for c in candidates if c.tree.fingerprint != baseline.tree.fingerprint]
+    # one S for the first attempts (the union of their changed types), fixed before any pair: their slots stay shared
+    union = sorted({t for c in differ for t in changed_types(c.tree, baseline.tree, every_type)})
+    first_asked = asked_of(union)
     for contender, alpha in zip(candidates, levels):
         if contender.tree.fingerprint == baseline.tree.fingerprint:
             attempts.append(_skipped(contender, alpha, "identical to the baseline: nothing to certify"))
             continue
+        if not first_asked:
+            attempts.append(identical_input(contender, alpha))
+            continue
         tried[contender.label] = contender
-        attempts.append(await attempt(contender, alpha, shared, first_index))
+        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked))
         if attempts[-1].decision == "certified":
             break
     chosen = next((a for a in attempts if a.decision == "certified"), None)
@@ -269,11 +335,14 @@ async def run_certificate(
                 "why": "flagged: " + ", ".join(f"{t.task_type} {100 * t.estimate:+.1f} pts on {t.pairs} pairs"
                                                for t in chosen.per_task_type if t.flagged)}
         child = Contender(f"{chosen.label} rolled back", tree, parent.skills_version, parent.prompts_version)
+        child_asked = asked_of(changed_types(tree, baseline.tree, every_type))
         if not files:
             rolled_back = _skipped(child, chosen.alpha, "no file the flagged task types read differs from the baseline's "
                                                         "and may be rolled back: nothing to roll back", rollback=info)
+        elif not child_asked:
+            rolled_back = identical_input(child, chosen.alpha, rollback=info)
         else:
-            rolled_back = await attempt(child, chosen.alpha, {}, start, rollback=info)
+            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, rollback=info)
         attempts.append(rolled_back)
         if rolled_back.decision == "certified":
             chosen = rolled_back
@@ -289,6 +358,9 @@ async def run_certificate(
         elif rolled_back is not None and rolled_back.rollback and rolled_back.rollback["files"]:
             summary += (f"; the rollback of {', '.join(rolled_back.rollback['task_types'])} was not certified "
                         f"({rolled_back.decision}): delivered with its flags")
+    elif all(a.decision == "skipped" for a in attempts) and any(a.asked_questions == 0 for a in attempts):
+        summary = (f"not certified: {IDENTICAL_INPUT} ({len(task_type_of)} questions of the {pool} pool; no pairs); "
+                   f"delivering {fallback}")
     elif all(a.decision == "skipped" for a in attempts):
         summary = f"not certified: nothing to certify (no candidate differs from {baseline.label}); delivering {fallback}"
     else:
@@ -303,11 +375,20 @@ async def run_certificate(
         "rule": "Bonferroni over the attempts (levels fixed before any certification sample, summing to alpha)"
                 + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
         "total": params.alpha}
-    return Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
-                       kind=kind, margin=float(params.margin), alpha=float(params.alpha),
-                       population={**population_of(pool, qids), "pair_budget": params.max_pairs},
-                       baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
-                       attempts=attempts, rollouts=total, flagged_task_types=flagged, per_type=per_type, levels=level_doc)
+    population = {**population_of(pool, qids), "pair_budget": params.for_population(len(first_asked) or n_population).max_pairs,
+                  "skip_identical": params.skip_identical, "asked_questions": len(first_asked),
+                  "asked_share": len(first_asked) / n_population,
+                  "identical_task_types": sorted(set(every_type) - set(union)) if params.skip_identical else []}
+    if len(first_asked) < n_population:
+        population["sampling"] = ("uniform with replacement over the questions whose input changed (asked_questions; the "
+                                  "others read identical input under both harnesses: difference exactly 0), a fresh sample "
+                                  "index per pair, both arms")
+    certificate = Certificate(certified=chosen is not None, delivered=chosen.label if chosen else fallback, summary=summary,
+                              kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population,
+                              baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
+                              attempts=attempts, rollouts=total, flagged_task_types=flagged, per_type=per_type, levels=level_doc)
+    asked = certificate.asked_line() if first_asked else None  # S empty: the summary says so already
+    return replace(certificate, summary=f"{summary}; {asked}") if asked else certificate
 
 
 def certificate_metrics(certificate: Certificate) -> dict[str, float | None]:
@@ -317,6 +398,7 @@ def certificate_metrics(certificate: Certificate) -> dict[str, float | None]:
         "certify_certified": float(certificate.certified), "certify_alpha": certificate.alpha,
         "certify_rollouts": float(certificate.rollouts), "certify_attempts": float(len(certificate.attempts)),
         "certify_flagged_task_types": float(len(certificate.flagged_task_types)),
+        "certify_asked_share": certificate.population.get("asked_share"),
     }
     if chosen is not None:
         out.update({"certify_pairs": float(chosen.pairs), "certify_estimate": chosen.estimate,

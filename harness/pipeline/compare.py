@@ -98,7 +98,7 @@ def log_compare(cfg: Any, certificate: Certificate, path: Path, root: Path, requ
     if commit:
         tags["mlflow.source.git.commit"] = commit
     rows = [{"task_type": r.task_type, "pairs": r.pairs, "estimate": r.estimate, "ci_low": r.ci_low, "ci_high": r.ci_high,
-             "flagged": r.flagged} for r in attempt.per_task_type]
+             "flagged": r.flagged, "identical_input": r.identical_input} for r in attempt.per_task_type]
     run = TrackedRun(run_name=f"compare-{Path(request.candidate).name}", params=params, tags=tags,
                      summary_metrics=certificate_metrics(certificate), tables={"certificate_types": rows} if rows else {},
                      artifacts=[(path, "certificate")])

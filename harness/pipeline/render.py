@@ -348,7 +348,9 @@ def _certificate_tables(summary: RunSummary) -> tuple[tuple[list[str], list[list
              "n/a" if a.log_e is None else f"{a.log_e:.2f} / {a.threshold:.2f}", a.reason] for a in cert.attempts]
     shown = cert.chosen or next((a for a in cert.attempts if a.decision != "skipped"), None)
     type_header = ["task type", "pairs", "gain (pts)", "95 % interval (fixed-n, indicative)", "flagged"]
-    type_rows = [[t.task_type, str(t.pairs), _pts(t.estimate), f"[{_pts(t.ci_low)}, {_pts(t.ci_high)}]", "YES" if t.flagged else ""]
+    # a type that reads identical input under both harnesses: its gain is exactly 0, not estimated (no pairs)
+    type_rows = [[t.task_type, str(t.pairs), "0 (identical input)" if t.identical_input else _pts(t.estimate),
+                  "exact" if t.identical_input else f"[{_pts(t.ci_low)}, {_pts(t.ci_high)}]", "YES" if t.flagged else ""]
                  for t in (shown.per_task_type if shown else [])]
     return (header, rows), (type_header, type_rows)
 
@@ -358,8 +360,11 @@ def _certificate_intro(summary: RunSummary) -> str:
     pop = cert.population
     flagged = (f" Task types whose estimated change is below the flag: {', '.join(cert.flagged_task_types)} — check their skill files."
                if cert.flagged_task_types else "")
+    identical = pop.get("identical_task_types") or []
+    asked = (f" Only the questions whose input changed were asked ({pop.get('asked_questions')} of them); task types that read "
+             f"identical input under both harnesses (gain exactly 0): {', '.join(identical)}." if identical else "")
     return (f"{cert.summary}. Population: {pop.get('n_questions')} questions of the {pop.get('pool')} pool, sampled "
-            f"{pop.get('sampling')}; baseline: {cert.baseline.get('label')}; {cert.rollouts} rollouts.{flagged}")
+            f"{pop.get('sampling')}; baseline: {cert.baseline.get('label')}; {cert.rollouts} rollouts.{asked}{flagged}")
 
 
 def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -22,6 +22,7 @@ from harness.kernel.certificate import (
     certify_decision,
     confidence_bounds,
     differences,
+    on_changed_questions,
     per_type_estimates,
 )
 from harness.kernel.types import PairResult
@@ -161,10 +162,10 @@ def test_decision_stops_not_certified_when_the_upper_bound_falls_below_zero():
     assert "upper bound" in d.reason
 
 
-def _run_to_stop(pairs: list[PairResult], params: CertifyParams) -> tuple[str, int]:
+def _run_to_stop(pairs: list[PairResult], params: CertifyParams, share: float = 1.0) -> tuple[str, int]:
     """(action, pairs used) of the certificate looking every block_size pairs up to max_pairs."""
     for n in range(params.block_size, params.max_pairs + 1, params.block_size):
-        d = certify_decision(pairs[:n], params, final=n == params.max_pairs)
+        d = certify_decision(pairs[:n], params, final=n == params.max_pairs, share=share)
         if d.action != "continue":
             return d.action, n
     raise AssertionError("no terminal decision at the budget")
@@ -351,3 +352,103 @@ def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refus
     small = [(n_estimate, n_predictive) for gain, (_, n_estimate), (_, n_predictive) in runs if gain == 0.02]
     assert np.mean([n for _, n in small]) < 0.5 * np.mean([n for n, _ in small]), small  # seeded: 185 against 640
     assert [k for k, _, _ in replace(predictive, futility_min_n=1).check()] == ["certify.futility_min_n"]
+
+
+# certify.skip_identical: a population of 4 task types of 30 questions; the candidate changes types 0 and 1 only, so
+# the questions of types 2 and 3 read identical input (q = p there exactly) and S = types 0-1, pi = 0.5
+_TYPES, _PER = 4, 30
+
+
+def _changed_world(rng: np.random.Generator, delta_s: float, tradeoff: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, q, changed mask) of 120 questions whose changed half has mean gain exactly `delta_s` (tradeoff: helps hard
+    questions, hurts easy ones, as in `_world`)."""
+    p = rng.beta(2, 2, size=_TYPES * _PER)
+    changed = np.arange(p.size) < 2 * _PER
+    q = p.copy()
+    if tradeoff:
+        ps = p[changed]
+        up, down = np.where(ps < 0.5, 0.3 * (1 - ps), 0.0), np.where(ps >= 0.5, ps, 0.0)
+        q[changed] = ps + up - down * ((up.sum() - delta_s * ps.size) / down.sum())
+    else:  # a gain proportional to the room left (a loss to the accuracy there): q stays in [0, 1]
+        ps = p[changed]
+        q[changed] = ps + (delta_s / (1 - ps).mean() * (1 - ps) if delta_s >= 0 else delta_s / ps.mean() * ps)
+    assert 0.0 <= q.min() and q.max() <= 1.0 and abs((q - p)[changed].mean() - delta_s) < 1e-9
+    return p, q, changed
+
+
+@pytest.mark.parametrize("margin,tradeoff,coupling", [(0.0, True, 0.0), (0.02, False, 0.0), (0.03, True, 0.5)])
+def test_changed_questions_test_is_valid_under_optional_stopping_at_the_boundary_null(margin, tradeoff, coupling):
+    """Delta = pi Delta_S exactly (the unchanged questions' difference is 0), so Delta = -margin is Delta_S = -margin / pi:
+    the e-process on S at that null mean, looked at after every pair, crosses with probability <= alpha (tolerance: 3
+    standard errors of the simulated rate), and the production decision agrees with the crossing on a few streams."""
+    rng = np.random.default_rng(int(1000 * margin) + 7 * tradeoff)
+    alpha, runs, horizon, share = 0.05, 3000, 400, 0.5
+    p, q, changed = _changed_world(rng, -margin / share, tradeoff)
+    assert q.mean() - p.mean() == pytest.approx(-margin)  # the population gain is the null's boundary
+    z = np.stack([_draw(rng, p[changed], q[changed], horizon, coupling) for _ in range(runs)])
+    m = -on_changed_questions(CertifyParams(margin=margin), share).margin
+    assert m == pytest.approx(-margin / share)
+    bets = np.asarray(BETS)
+    log_k = np.log(np.mean(np.exp(np.cumsum(np.log1p((z[..., None] - m) * bets), axis=1)), axis=2))
+    crossed = log_k.max(axis=1) >= math.log(1 / alpha)
+    rate = float(np.mean(crossed))
+    assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs), f"false certification {rate:.4f}"
+    params = CertifyParams(max_pairs=horizon, block_size=20, margin=margin)
+    qids = [f"q{i}" for i in range(int(changed.sum()))]
+    for row in range(12):  # at the budget: certified iff the e-process crossed at some pair
+        decision = certify_decision(_pairs(z[row], qids), params, final=True, share=share)
+        assert (decision.action == "certified") == bool(crossed[row])
+
+
+@pytest.mark.parametrize("delta_s,coupling", [(0.0, 0.0), (0.16, 0.0), (0.3, 0.6)])
+def test_changed_questions_bounds_in_population_units_cover_the_true_gain(delta_s, coupling):
+    """pi x the S-test's bounds bound Delta = pi Delta_S at every time with probability >= 1 - alpha each (production
+    `certify_decision` at share pi; tolerance 3 standard errors)."""
+    rng = np.random.default_rng(int(100 * delta_s) + 3)
+    alpha, runs, horizon, share = 0.05, 600, 200, 0.5
+    p, q, changed = _changed_world(rng, delta_s)
+    delta = float(q.mean() - p.mean())
+    params = CertifyParams(max_pairs=horizon, block_size=horizon, futility="none")
+    qids = [f"q{i}" for i in range(int(changed.sum()))]
+    low_miss = high_miss = 0
+    for _ in range(runs):
+        look = certify_decision(_pairs(_draw(rng, p[changed], q[changed], horizon, coupling), qids), params, final=True,
+                                share=share).look
+        assert -share <= look.lower_bound <= look.upper_bound <= share  # |Delta| <= pi: the unchanged questions add 0
+        low_miss += look.lower_bound > delta + 1e-12  # running bounds: the last look is the tightest
+        high_miss += look.upper_bound < delta - 1e-12
+    tolerance = alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
+    assert low_miss / runs <= tolerance and high_miss / runs <= tolerance
+
+
+def test_asking_only_the_changed_questions_needs_fewer_pairs_when_the_unchanged_ones_are_noisy():
+    """Independent arms: an unchanged question's pair is discordant with probability 2p(1 - p) and mean 0. Sampling
+    the whole pool (pi = 0.4 of it changed, Delta_S = +15 pts, Delta = +6 pts) against sampling S at share pi, with the
+    default stop rule and budget, stopped at the crossing: the S-test certifies at least as often in well under half
+    the pairs (theory ~pi^2)."""
+    rng = np.random.default_rng(17)
+    n, share = 150, 0.4
+    p = rng.beta(2, 2, size=n)
+    changed = np.arange(n) < int(share * n)
+    q = np.where(changed, np.clip(p + 0.15, 0, 1), p)
+    params = CertifyParams(max_pairs=1000, block_size=20, useful_fraction=0.0)  # stop at the crossing: pairs to cross
+    qids = [f"q{i}" for i in range(n)]
+    whole, on_s = [], []
+    for _ in range(16):
+        whole.append(_run_to_stop(_pairs(_draw(rng, p, q, 1000, 0.0), qids), params))
+        on_s.append(_run_to_stop(_pairs(_draw(rng, p[changed], q[changed], 1000, 0.0), qids[: int(changed.sum())]), params,
+                                 share=share))
+    certified = lambda runs: sum(a == "certified" for a, _ in runs)  # noqa: E731
+    assert certified(on_s) >= certified(whole) and certified(on_s) >= 15
+    assert np.mean([k for _, k in on_s]) < 0.5 * np.mean([k for _, k in whole]), (whole, on_s)
+
+
+def test_changed_share_maps_the_null_mean_and_refuses_a_share_out_of_range():
+    params = CertifyParams(margin=0.05)
+    assert on_changed_questions(params, 1.0) is params
+    assert on_changed_questions(params, 0.25).margin == pytest.approx(0.2)
+    assert on_changed_questions(params, 0.01).margin == 0.9  # beyond the grid: tested at -M_MAX, the stronger claim
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="share"):
+            on_changed_questions(params, bad)
+    assert [k for k, _, _ in replace(params, skip_identical="yes").check()] == ["certify.skip_identical"]

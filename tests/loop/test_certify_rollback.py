@@ -2,8 +2,9 @@
 type but one, which a trap makes truly worse, is certified, flagged on that type, rolled back to the start's skill file
 for it and certified once more on fresh sample indices at its parent's level; a candidate that helps every type is
 certified with nothing rolled back. certify.type_pairs: a certified attempt's per-type rows are topped up on fresh
-samples of each changed type, the e-process untouched. The sim provider reads the real prompts; the oracle gives the
-true per-type change.
+samples of each changed type, the e-process untouched. certify.skip_identical: only the questions whose input changed
+are asked (one skill file: that type's; a shared file: all), an identical input is refused without pairs. The sim
+provider reads the real prompts; the oracle gives the true per-type change.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from dataclasses import replace
 import pytest
 
 from harness.config.load import load_config
-from harness.contracts.solver import resolve_skill_file
+from harness.contracts.solver import render_system_message, resolve_skill_file
 from harness.identity import CERTIFY_INDEX
-from harness.loop.certify import RECERTIFY_OFFSET, TOPUP_OFFSET, Contender, changed_types, run_certificate
+from harness.loop.certify import IDENTICAL_INPUT, RECERTIFY_OFFSET, TOPUP_OFFSET, Contender, changed_types, run_certificate
 from harness.loop.stages.certify import certify_params
 from harness.tree import HarnessTree
 
@@ -54,12 +55,15 @@ def _with_rules(world, base: HarnessTree, kinds: dict[str, str]) -> HarnessTree:
     return HarnessTree(files)
 
 
-def _certify(ctx, candidate: HarnessTree, per_type: str = "rollback", **params_over):
+def _certify(ctx, candidate: HarnessTree, per_type: str = "rollback", asked: dict[str, set[str]] | None = None,
+             **params_over):
     world, cfg = ctx["world"], ctx["cfg"]
     seen: dict[str, set[int]] = {}
 
-    async def rollout(tree, items, run_id):  # records which sample indices each arm was asked with
+    async def rollout(tree, items, run_id):  # records which sample indices (and questions) each arm was asked with
         seen.setdefault(run_id, set()).update(i for _, i in items)
+        if asked is not None:
+            asked.setdefault(run_id, set()).update(q.qid for q, _ in items)
         return await ctx["rollout"](tree, items, run_id)
 
     params = replace(certify_params(cfg), **params_over)
@@ -189,3 +193,90 @@ def test_changed_types_are_all_types_when_a_shared_file_changed():
     assert changed_types(base.with_files({"skills/default-strategy/SKILL.md": "d1\n"}), base, ["a", "b"]) == ["b"]
     assert changed_types(base.with_files({"system_prompt.md": "x\n"}), base, ["a", "b"]) == ["a", "b"]
     assert changed_types(base, base, ["a", "b"]) == []
+
+
+def test_a_one_file_change_asks_only_the_questions_of_the_type_that_reads_it(world_ctx):
+    """certify.skip_identical (default): the other types read byte-identical input, their difference is exactly 0, so
+    only the changed type's questions are drawn; the estimate and bounds are in population units (x pi) and the other
+    types' rows read 'identical input'. Off: every question is asked, as before."""
+    from harness.sim.oracle import Oracle
+
+    world = world_ctx["world"]
+    base = world.base_harness()
+    types = sorted(world.task_type_names)
+    target = next(t for t in types if world.rules_of(t, "insight"))
+    candidate = _with_rules(world, base, {target: "insight"})
+    asked: dict[str, set[str]] = {}
+    cert, _, params = _certify(world_ctx, candidate, per_type="flag", asked=asked)
+    assert params.skip_identical
+    own = {q.qid for q in world.questions if q.task_type == target}
+    assert asked["t_certify_candidate"] <= own and asked["t_certify_base"] <= own  # no other question was asked
+    a = cert.attempts[0]
+    share = len(own) / len(world.questions)
+    assert a.decision == "certified" and a.asked_questions == len(own) and a.share == pytest.approx(share)
+    assert a.identical_task_types == [t for t in types if t != target]
+    assert (cert.population["asked_questions"], cert.population["identical_task_types"]) == (len(own), a.identical_task_types)
+    assert cert.population["n_questions"] == len(world.questions)  # the population is still the whole pool
+    rows = {r.task_type: r for r in a.per_task_type}
+    assert all(rows[t].identical_input and rows[t].pairs == 0 and rows[t].estimate == 0.0 and not rows[t].flagged
+               for t in a.identical_task_types)
+    assert not rows[target].identical_input and rows[target].pairs >= a.pairs
+    # population units: the estimate is pi x the mean difference on the changed questions, the bounds hold Delta
+    oracle = Oracle(world)
+    all_qids = [q.qid for q in world.questions]
+    delta = oracle.expected_accuracy(candidate, all_qids) - oracle.expected_accuracy(base, all_qids)
+    if rows[target].pairs == a.pairs:  # no top-up: the row is the test's pairs, per changed question
+        assert a.estimate == pytest.approx(share * rows[target].estimate)
+    assert a.lower_bound <= delta <= a.upper_bound and a.upper_bound <= share
+    other = len(world.questions) - len(own)
+    assert f"asked {len(own)} of {len(world.questions)} test questions (the other {other} read identical input)" in cert.summary
+    # off: every question is asked, every type is estimated (today's behaviour, for A/B)
+    asked_off: dict[str, set[str]] = {}
+    off, _, _ = _certify(world_ctx, candidate, per_type="flag", asked=asked_off, skip_identical=False)
+    assert asked_off["t_certify_candidate"] - own and off.attempts[0].share == 1.0 and "asked" not in off.summary
+    assert not any(r.identical_input for r in off.attempts[0].per_task_type)
+
+
+def test_a_shared_file_change_asks_every_question(world_ctx):
+    world = world_ctx["world"]
+    base = world.base_harness()
+    candidate = base.with_files({"system_prompt.md": base.get("system_prompt.md", "") + "\nThink step by step.\n"})
+    asked: dict[str, set[str]] = {}
+    cert, _, _ = _certify(world_ctx, candidate, per_type="flag", asked=asked, max_pairs=200)
+    a = cert.attempts[0]
+    assert a.pairs > 0 and a.share == 1.0 and a.identical_task_types == [] and cert.population["identical_task_types"] == []
+    assert len({world.question(q).task_type for q in asked["t_certify_candidate"]}) == len(world.task_type_names)
+
+
+def test_a_candidate_whose_input_is_identical_on_every_question_is_refused_without_pairs(world_ctx):
+    """A file no question reads changed (a note beside a skill, a skill of a type the pool does not have): different
+    fingerprint, identical input everywhere: not certified, plainly, at no cost."""
+    world = world_ctx["world"]
+    base = world.base_harness()
+    candidate = base.with_files({"skills/not_in_the_pool/SKILL.md": "- a rule nobody reads\n"})
+    assert candidate.fingerprint != base.fingerprint
+    asked: dict[str, set[str]] = {}
+    cert, _, _ = _certify(world_ctx, candidate, asked=asked)
+    a = cert.attempts[0]
+    assert not cert.certified and cert.delivered == "base" and cert.rollouts == 0 and asked == {}
+    assert a.decision == "skipped" and a.pairs == 0 and a.asked_questions == 0 and a.share == 0.0
+    assert cert.summary.startswith(f"not certified: {IDENTICAL_INPUT}")
+    assert all(r.identical_input for r in a.per_task_type)
+
+
+def test_changed_types_follow_the_rendered_system_message():
+    """The rule (shared files, resolved skill file's path and text) and the solver's rendered input agree: a type the
+    rule calls unchanged renders the same system message under both trees; a type that starts reading its own file
+    (same text as the default it read) counts as changed, conservatively."""
+    base = HarnessTree({"system_prompt.md": "be brief\n", "tools/calc.md": "adds\n", "skills/a/SKILL.md": "a0\n",
+                        "skills/default-strategy/SKILL.md": "d0\n"})
+    edits = [{"skills/a/SKILL.md": "a1\n"}, {"skills/default-strategy/SKILL.md": "d1\n"}, {"tools/calc.md": "adds well\n"},
+             {"skills/b/SKILL.md": "d0\n"}, {"skills/a/notes.md": "x\n"}, {"README.md": "x\n"}]
+    for edit in edits:
+        tree = base.with_files(edit)
+        changed = changed_types(tree, base, ["a", "b", "c"])
+        for t in set("abc") - set(changed):
+            assert render_system_message(tree, t) == render_system_message(base, t), (edit, t)
+    assert changed_types(base.with_files({"skills/b/SKILL.md": "d0\n"}), base, ["a", "b"]) == ["b"]
+    assert changed_types(base.with_files({"skills/a/notes.md": "x\n"}), base, ["a", "b"]) == []
+    assert changed_types(base.with_files({"README.md": "x\n"}), base, ["a", "b"]) == ["a", "b"]  # outside skills/: all

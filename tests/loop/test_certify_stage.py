@@ -87,6 +87,22 @@ def test_report_states_the_certificate(accept_all_run):
     assert metrics["certify_rollouts"] == cert.rollouts
 
 
+def test_a_certificate_written_before_skip_identical_still_reads(accept_all_run, tmp_path):
+    """Files of the same format without session 17's fields (asked_questions, share, identical_task_types,
+    identical_input) read with their defaults: every question was asked, no row is an identical-input one."""
+    raw = json.loads((accept_all_run["paths"].certify / "certificate.json").read_text())
+    assert "asked_questions" in raw["attempts"][0] and "asked_questions" in raw["population"]
+    for attempt in raw["attempts"]:
+        for key in ("asked_questions", "share", "identical_task_types"):
+            attempt.pop(key)
+        for row in attempt["per_task_type"]:
+            row.pop("identical_input")
+    (tmp_path / "certificate.json").write_text(json.dumps(raw))
+    old = read_certificate(tmp_path)
+    assert old.attempts[0].asked_questions is None and old.attempts[0].identical_task_types == []
+    assert old.asked_line() is None and not any(r.identical_input for a in old.attempts for r in a.per_task_type)
+
+
 def test_a_second_run_replays_the_certificate_for_free(accept_all_run, tmp_path):
     """Resume with nothing left to do: no stage runs, no provider call; the certificate is the same file."""
     cfg, root = accept_all_run["cfg"], accept_all_run["root"]

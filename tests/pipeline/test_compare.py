@@ -103,3 +103,29 @@ def test_compare_errors_exit_2_with_one_line(tmp_path):
     no_pools = _compare(tmp_path, "--candidate", str(tmp_path / "h"), "--pool", "test", "--no-tracking", "--out", str(tmp_path / "o"),
                         "pools.path=" + str(tmp_path / "absent.json"))
     assert no_pools.returncode == 2 and "--pool test" in no_pools.stderr
+
+
+@pytest.mark.slow
+def test_compare_of_a_one_file_edit_asks_only_the_questions_that_read_it(tmp_path):
+    """certify.skip_identical: a person's edit of one skill file; the other task types read byte-identical input, so
+    only the edited type's questions are asked and the output says how many of the pool that was."""
+    from harness.compose import build_benchmark
+    from harness.config.load import load_config
+
+    world = build_benchmark(load_config(list(SMALL), env_file=None, environ={}).benchmark, tmp_path).world
+    base = world.base_harness()
+    edited = next(t for t in sorted(world.task_type_names) if world.rules_of(t, "insight"))
+    path = resolve_skill_file(base, edited)
+    base.save(tmp_path / "base")
+    base.with_files({path: base[path].rstrip("\n") + f"\n- {world.rules_of(edited, 'insight')[0].text}\n"}).save(tmp_path / "one")
+    run = _compare(tmp_path, "--candidate", str(tmp_path / "one"), "--baseline", str(tmp_path / "base"), "--out",
+                   str(tmp_path / "o"), "--no-tracking")
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    cert = read_certificate(tmp_path / "o")
+    attempt = cert.attempts[0]
+    n, own = len(world.questions), sum(q.task_type == edited for q in world.questions)
+    assert cert.population["n_questions"] == n and attempt.asked_questions == own and attempt.pairs > 0
+    assert f"asked {own} of {n} questions (the other {n - own} read identical input)" in run.stdout
+    rows = {r.task_type: r for r in attempt.per_task_type}
+    assert [t for t, r in sorted(rows.items()) if not r.identical_input] == [edited]
+    assert all(r.pairs == 0 and r.estimate == 0.0 for t, r in rows.items() if t != edited)
