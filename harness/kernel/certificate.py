@@ -17,7 +17,10 @@ stopping rule). Hence, at level alpha:
   (margin 0: "better"; margin > 0: non-inferiority, "not worse by more than margin");
 - **lower confidence bound**: K_t(m) decreases in m, so {m : K_t(m) < 1 / alpha} = (L_t, M_MAX]; the running
   maximum LCB_t = max_{s <= t} L_s satisfies P(exists t: Delta < LCB_t) <= alpha, so sampling may go on after the
-  crossing until the bound is useful (`useful_fraction`) without losing validity;
+  crossing until the bound is useful (`useful_fraction`) without losing validity; `useful_pairs_ratio` r caps that
+  phase at r x n more pairs after a crossing at n pairs: stopping after the crossing is a stopping time like any
+  other, so the certificate (decided at the crossing) and the bound at the stop keep their level; only the width of
+  the bound changes (r None: the phase runs to the pair budget);
 - **upper confidence bound** (the mirror bets, lam < 0) for the stop "cannot certify": once UCB_t <= -margin the
   test ends not certified (stopping only ever refuses, so it cannot raise the false-certification rate);
 - **futility** (`futility`, the gate's rules of harness/kernel/futility.py on the certificate's e-process): `bound`
@@ -111,6 +114,7 @@ class CertifyParams:
     futility_power: float = 0.2  # predictive: refuse below this predictive P(certified in the pairs left)
     futility_min_n: int = 200  # predictive: pairs before the predictive power may refuse (early luck is not evidence)
     skip_identical: bool = True  # ask only the questions whose input changed (share < 1: module doc); read by the loop
+    useful_pairs_ratio: Optional[float] = None  # after a crossing at n pairs, sample on for at most this x n more (None: to the budget)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -154,6 +158,9 @@ class CertifyParams:
              "must be a number in [0, 1) (0: the predictive step never refuses)"),
             ("futility_min_n", is_int_at_least(self.futility_min_n, 2), "must be an integer >= 2"),
             ("skip_identical", isinstance(self.skip_identical, bool), "must be true or false"),
+            ("useful_pairs_ratio", self.useful_pairs_ratio is None or (is_number(self.useful_pairs_ratio)
+                                                                      and 0.0 <= self.useful_pairs_ratio <= 1000.0),
+             "must be null (the useful-bound phase runs to the pair budget) or a number in [0, 1000]"),
             ("futility", self.futility in FUTILITY, f"must be one of {list(FUTILITY)}"),
         ]
         return [(f"certify.{key}", getattr(self, key), rule) for key, holds, rule in rules if not holds]
@@ -321,6 +328,8 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
     """The certificate's stop rule at a look (every rule only decides when to stop; validity is Ville's).
 
     - certified and LCB >= useful_fraction x estimate (the bound is useful) -> certified;
+    - certified at n pairs and `useful_pairs_ratio` r set: at the first look with >= (1 + r) n pairs -> certified
+      (the useful-bound phase's budget; the decision was made at the crossing, any later stop keeps the bound valid);
     - UCB <= -margin (the candidate cannot be certified at this level) -> not_certified;
     - futility (`params.futility`, module doc): certifying is out of reach / hopeless in the pairs left -> not_certified;
     - the pair budget is spent (`final`, or max_pairs reached) -> certified iff the e-process crossed.
@@ -338,6 +347,12 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
         return CertifyDecision("certified", f"certified {what}: log E reached {look.log_e_max:.2f} >= {look.threshold:.2f} "
                                             f"after {look.crossed_at} pairs; lower bound {look.lower_bound:+.4f} is "
                                             f">= {params.useful_fraction:g} x estimate {look.estimate:+.4f}", look)
+    if on_s.certified and on_s.crossed_at is not None and params.useful_pairs_ratio is not None \
+            and look.pairs >= (1.0 + params.useful_pairs_ratio) * on_s.crossed_at:
+        return CertifyDecision("certified", f"certified {what}: log E reached {look.log_e_max:.2f} >= {look.threshold:.2f} "
+                                            f"after {look.crossed_at} pairs; useful-bound phase capped at "
+                                            f"{params.useful_pairs_ratio:g} x {look.crossed_at} more pairs (lower bound "
+                                            f"{look.lower_bound:+.4f}, estimate {look.estimate:+.4f})", look)
     if not on_s.certified and on_s.upper_bound <= -test.margin:
         return CertifyDecision("not_certified", f"not certified: the upper bound {look.upper_bound:+.4f} on the gain is "
                                                 f"<= {-share * test.margin:+.4f} after {look.pairs} pairs", look)

@@ -452,3 +452,48 @@ def test_changed_share_maps_the_null_mean_and_refuses_a_share_out_of_range():
         with pytest.raises(ValueError, match="share"):
             on_changed_questions(params, bad)
     assert [k for k, _, _ in replace(params, skip_identical="yes").check()] == ["certify.skip_identical"]
+
+
+def test_useful_pairs_ratio_caps_the_phase_after_the_crossing_at_r_times_its_pairs():
+    """A stream that crosses early and then drifts (a +20-point gain at first, ties after): with useful_fraction 0.9
+    the bound never becomes useful, so without the cap the certificate samples to its budget; with r it stops at the
+    first look with >= (1 + r) x crossing pairs, certified at the same crossing, with a lower bound no tighter."""
+    rng = np.random.default_rng(3)
+    head = _draw(rng, np.full(100, 0.5), np.full(100, 0.7), 100, 0.0)
+    z = np.concatenate([head, np.zeros(500)])
+    pairs = _pairs(z, [f"q{i}" for i in range(100)])
+    base = CertifyParams(alpha=0.05, max_pairs=600, block_size=20, useful_fraction=0.9, futility="none")
+    open_action, open_n = _run_to_stop(pairs, base)
+    assert (open_action, open_n) == ("certified", 600)
+    crossed = certify_decision(pairs, base, final=True).look.crossed_at
+    assert crossed is not None and crossed <= 100
+    for ratio in (0.0, 0.5, 1.0, 2.0):
+        capped = replace(base, useful_pairs_ratio=ratio)
+        action, n = _run_to_stop(pairs, capped)
+        want = math.ceil((1 + ratio) * crossed / 20) * 20
+        assert (action, n) == ("certified", want), ratio
+        d = certify_decision(pairs[:n], capped, final=False)
+        assert d.look.crossed_at == crossed and "capped" in d.reason
+        assert d.look.lower_bound <= certify_decision(pairs, base, final=True).look.lower_bound
+    assert _run_to_stop(pairs, replace(base, useful_pairs_ratio=1000.0)) == ("certified", 600)  # large: as today
+
+
+def test_useful_pairs_ratio_never_changes_which_streams_are_certified():
+    """The cap only stops a certified stream sooner: over null, small and large gains (futility on, as by default),
+    every stream gets the same outcome with and without it, and never more pairs."""
+    rng = np.random.default_rng(8)
+    for trial in range(30):
+        gain = (0.0, 0.04, 0.15)[trial % 3]
+        z = _draw(rng, np.full(80, 0.5), np.full(80, 0.5 + gain), 400, 0.0)
+        pairs = _pairs(z, [f"q{i}" for i in range(80)])
+        base = CertifyParams(max_pairs=400, block_size=20, useful_fraction=0.25, futility_min_n=100)
+        action, n = _run_to_stop(pairs, base)
+        for ratio in (0.0, 0.5, 1.0):
+            capped_action, capped_n = _run_to_stop(pairs, replace(base, useful_pairs_ratio=ratio))
+            assert capped_action == action and capped_n <= n, (trial, ratio)
+
+
+def test_useful_pairs_ratio_is_checked():
+    assert CertifyParams(useful_pairs_ratio=None).check() == []
+    assert [k for k, _, _ in CertifyParams(useful_pairs_ratio=-0.5).check()] == ["certify.useful_pairs_ratio"]
+    assert [k for k, _, _ in CertifyParams(useful_pairs_ratio=True).check()] == ["certify.useful_pairs_ratio"]

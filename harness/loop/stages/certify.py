@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 from harness import workspace as wsp
 from harness.contracts.certificate import Attempt, Certificate, write_certificate
@@ -38,7 +38,15 @@ def certify_params(cfg: Any) -> CertifyParams:
     config load, harness/config/validate.py), so a new CertifyParams field needs no edit here."""
     c = cfg.certify
     cast = get_type_hints(CertifyParams)
-    return CertifyParams(**{k: cast[k](getattr(c, k)) for k in CertifyParams.keys()})
+    return CertifyParams(**{k: _cast(cast[k], getattr(c, k)) for k in CertifyParams.keys()})
+
+
+def _cast(kind: Any, value: Any) -> Any:
+    """`value` as the field type `kind`; an Optional[X] field keeps None (null in the config) and casts the rest to X."""
+    optional = [a for a in get_args(kind) if a is not type(None)]
+    if optional and len(optional) < len(get_args(kind)):
+        return None if value is None else optional[0](value)
+    return kind(value)
 
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
