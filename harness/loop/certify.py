@@ -243,14 +243,14 @@ async def run_certificate(
         return asked_qids(qids, task_type_of, changed if params.skip_identical else every_type)
 
     async def attempt(contender: Contender, alpha: float, base_outcomes: dict[tuple[str, int], Optional[bool]],
-                      start: int, asked: Sequence[str], rollback: Optional[dict[str, Any]] = None) -> Attempt:
+                      start: int, asked: Sequence[str], own: Sequence[str],
+                      rollback: Optional[dict[str, Any]] = None) -> Attempt:
         """One sequential test of `contender` against the baseline at `alpha` on the questions `asked`, slots from
-        `start`."""
+        `start`; `own`: the task types it changed (`changed_types`)."""
         nonlocal total
         share = len(asked) / n_population
         sized = params.for_population(len(asked))  # the pair budget, fixed before any pair is drawn
         level = replace(sized, alpha=alpha)
-        own = changed_types(contender.tree, baseline.tree, every_type)
         spent = 0
 
         async def sample_block(block: list[BlockItem], b: int) -> list[PairResult]:
@@ -307,8 +307,9 @@ async def run_certificate(
     shared: dict[tuple[str, int], Optional[bool]] = {}  # the first attempts draw the same slots: baseline run once
     tried: dict[str, Contender] = {}
     differ = [c for c in candidates if c.tree.fingerprint != baseline.tree.fingerprint]
+    changed_of = {c.tree.fingerprint: changed_types(c.tree, baseline.tree, every_type) for c in differ}
     # one S for the first attempts (the union of their changed types), fixed before any pair: their slots stay shared
-    union = sorted({t for c in differ for t in changed_types(c.tree, baseline.tree, every_type)})
+    union = sorted({t for own in changed_of.values() for t in own})
     first_asked = asked_of(union)
     for contender, alpha in zip(candidates, levels):
         if contender.tree.fingerprint == baseline.tree.fingerprint:
@@ -318,7 +319,7 @@ async def run_certificate(
             attempts.append(identical_input(contender, alpha))
             continue
         tried[contender.label] = contender
-        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked))
+        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked, changed_of[contender.tree.fingerprint]))
         if attempts[-1].decision == "certified":
             break
     chosen = next((a for a in attempts if a.decision == "certified"), None)
@@ -335,14 +336,15 @@ async def run_certificate(
                 "why": "flagged: " + ", ".join(f"{t.task_type} {100 * t.estimate:+.1f} pts on {t.pairs} pairs"
                                                for t in chosen.per_task_type if t.flagged)}
         child = Contender(f"{chosen.label} rolled back", tree, parent.skills_version, parent.prompts_version)
-        child_asked = asked_of(changed_types(tree, baseline.tree, every_type))
+        child_changed = changed_types(tree, baseline.tree, every_type)
+        child_asked = asked_of(child_changed)
         if not files:
             rolled_back = _skipped(child, chosen.alpha, "no file the flagged task types read differs from the baseline's "
                                                         "and may be rolled back: nothing to roll back", rollback=info)
         elif not child_asked:
             rolled_back = identical_input(child, chosen.alpha, rollback=info)
         else:
-            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, rollback=info)
+            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, child_changed, rollback=info)
         attempts.append(rolled_back)
         if rolled_back.decision == "certified":
             chosen = rolled_back
