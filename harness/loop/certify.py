@@ -243,13 +243,13 @@ async def run_certificate(
         return asked_qids(qids, task_type_of, changed if params.skip_identical else every_type)
 
     async def attempt(contender: Contender, alpha: float, base_outcomes: dict[tuple[str, int], Optional[bool]],
-                      start: int, asked: Sequence[str], own: Sequence[str],
+                      start: int, asked: Sequence[str], own: Sequence[str], sized: CertifyParams,
                       rollback: Optional[dict[str, Any]] = None) -> Attempt:
         """One sequential test of `contender` against the baseline at `alpha` on the questions `asked`, slots from
-        `start`; `own`: the task types it changed (`changed_types`)."""
+        `start`; `own`: the task types it changed (`changed_types`); `sized`: `params` with the pair budget of
+        `asked` (`for_population`, fixed before any pair is drawn)."""
         nonlocal total
         share = len(asked) / n_population
-        sized = params.for_population(len(asked))  # the pair budget, fixed before any pair is drawn
         level = replace(sized, alpha=alpha)
         spent = 0
 
@@ -311,6 +311,7 @@ async def run_certificate(
     # one S for the first attempts (the union of their changed types), fixed before any pair: their slots stay shared
     union = sorted({t for own in changed_of.values() for t in own})
     first_asked = asked_of(union)
+    first_sized = params.for_population(len(first_asked) or n_population)  # the certificate's pair_budget
     for contender, alpha in zip(candidates, levels):
         if contender.tree.fingerprint == baseline.tree.fingerprint:
             attempts.append(_skipped(contender, alpha, "identical to the baseline: nothing to certify"))
@@ -319,7 +320,8 @@ async def run_certificate(
             attempts.append(identical_input(contender, alpha))
             continue
         tried[contender.label] = contender
-        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked, changed_of[contender.tree.fingerprint]))
+        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked, changed_of[contender.tree.fingerprint],
+                                      first_sized))
         if attempts[-1].decision == "certified":
             break
     chosen = next((a for a in attempts if a.decision == "certified"), None)
@@ -344,7 +346,8 @@ async def run_certificate(
         elif not child_asked:
             rolled_back = identical_input(child, chosen.alpha, rollback=info)
         else:
-            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, child_changed, rollback=info)
+            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, child_changed,
+                                        params.for_population(len(child_asked)), rollback=info)
         attempts.append(rolled_back)
         if rolled_back.decision == "certified":
             chosen = rolled_back
@@ -377,7 +380,7 @@ async def run_certificate(
         "rule": "Bonferroni over the attempts (levels fixed before any certification sample, summing to alpha)"
                 + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
         "total": params.alpha}
-    population = {**population_of(pool, qids), "pair_budget": params.for_population(len(first_asked) or n_population).max_pairs,
+    population = {**population_of(pool, qids), "pair_budget": first_sized.max_pairs,
                   "skip_identical": params.skip_identical, "asked_questions": len(first_asked),
                   "asked_share": len(first_asked) / n_population,
                   "identical_task_types": sorted(set(every_type) - set(union)) if params.skip_identical else []}
