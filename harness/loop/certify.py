@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from harness.contracts.certificate import Attempt, Certificate, TypeRow
 from harness.contracts.solver import render_system_message, resolve_skill_file
-from harness.kernel.certificate import CertifyDecision, CertifyParams, UniformDraws, certify_decision, per_type_estimates
+from harness.kernel.certificate import EXACT_ZERO, CertifyDecision, CertifyParams, UniformDraws, certify_decision, per_type_estimates
 from harness.kernel.engine import run_gate
 from harness.kernel.gate import pair_block
 from harness.kernel.types import BlockItem, PairResult
@@ -217,7 +217,8 @@ async def run_certificate(
     certificate.py, "Only the questions whose input changed"); estimate and bounds are in population units, the pair
     budget is sized on |S|, an unchanged type's row reads estimate 0 with `identical_input`. A question of the union
     that is unchanged for one attempt has mean-0 differences under it, so its test stays valid with the same pi.
-    S empty (nothing the questions read changed): the attempt is skipped, no pairs, not certified."""
+    S empty (nothing the questions read changed): no pairs; Delta = 0 exactly, so with a margin the attempt is
+    certified (estimate 0, bounds [0, 0]), without one it is skipped, not certified."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
@@ -299,10 +300,18 @@ async def run_certificate(
                        share=share, identical_task_types=identical)
 
     def identical_input(contender: Contender, alpha: float, rollback: Optional[dict[str, Any]] = None) -> Attempt:
-        """An attempt with nothing to ask: no question's input changed (S empty)."""
-        return replace(_skipped(contender, alpha, f"not certified: {IDENTICAL_INPUT}", rollback=rollback),
-                       asked_questions=0, share=0.0, identical_task_types=every_type,
-                       per_task_type=type_rows([], task_type_of, params, every_type))
+        """An attempt with nothing to ask: no question's input changed (S empty), Delta = 0 exactly: certified without
+        pairs with a margin (`certify_decision` at share 0), else skipped, not certified."""
+        rows = type_rows([], task_type_of, params, every_type)
+        decision = certify_decision([], params, final=True, share=0.0)
+        if decision.action != "certified":
+            return replace(_skipped(contender, alpha, f"not certified: {IDENTICAL_INPUT}", rollback=rollback),
+                           asked_questions=0, share=0.0, identical_task_types=every_type, per_task_type=rows)
+        look = decision.look
+        return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
+                       alpha, "certified", f"{decision.reason}; {IDENTICAL_INPUT}", 0, 0, 0, 0, 0, 0, look.estimate,
+                       look.lower_bound, look.upper_bound, None, None, None, rows, rollback=rollback, asked_questions=0,
+                       share=0.0, identical_task_types=every_type)
 
     shared: dict[tuple[str, int], Optional[bool]] = {}  # the first attempts draw the same slots: baseline run once
     tried: dict[str, Contender] = {}
@@ -318,10 +327,10 @@ async def run_certificate(
             continue
         if not first_asked:
             attempts.append(identical_input(contender, alpha))
-            continue
-        tried[contender.label] = contender
-        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked, changed_of[contender.tree.fingerprint],
-                                      first_sized))
+        else:
+            tried[contender.label] = contender
+            attempts.append(await attempt(contender, alpha, shared, first_index, first_asked,
+                                          changed_of[contender.tree.fingerprint], first_sized))
         if attempts[-1].decision == "certified":
             break
     chosen = next((a for a in attempts if a.decision == "certified"), None)
@@ -355,9 +364,12 @@ async def run_certificate(
     kind = "non_inferiority" if params.margin > 0 else "superiority"
     if chosen is not None:
         claim = "better" if params.margin == 0 else f"not worse by more than {100 * params.margin:.1f} pts"
-        summary = (f"certified {claim} than {baseline.label} at alpha {params.alpha:g}: {chosen.label} "
-                   f"(gain {100 * (chosen.estimate or 0):+.1f} pts, lower bound {100 * (chosen.lower_bound or 0):+.1f} pts, "
-                   f"{chosen.pairs} pairs)")
+        if chosen.asked_questions == 0:  # S empty: exact, no test and no level spent
+            summary = f"certified {claim} than {baseline.label}: {chosen.label} ({EXACT_ZERO}; exact, no pairs)"
+        else:
+            summary = (f"certified {claim} than {baseline.label} at alpha {params.alpha:g}: {chosen.label} "
+                       f"(gain {100 * (chosen.estimate or 0):+.1f} pts, lower bound {100 * (chosen.lower_bound or 0):+.1f} "
+                       f"pts, {chosen.pairs} pairs)")
         if chosen.rollback:
             summary += f"; rolled back {', '.join(chosen.rollback['task_types'])} ({', '.join(chosen.rollback['files'])})"
         elif rolled_back is not None and rolled_back.rollback and rolled_back.rollback["files"]:
