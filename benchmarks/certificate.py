@@ -156,7 +156,7 @@ def run_one(job: dict) -> dict:
     worst_type = min(true_by_type.values())
     chosen = cert.chosen
     delivered = base if chosen is None else candidate if not chosen.rollback else \
-        rollback_tree(candidate, base, chosen.rollback["task_types"])[0]
+        rollback_tree(candidate, base, chosen.rollback["task_types"], shared=bool(chosen.rollback.get("shared")))[0]
     delivered_by_type = {t: oracle.expected_accuracy(delivered, [q for q in qids if types[q] == t])
                          - oracle.expected_accuracy(base, [q for q in qids if types[q] == t]) for t in true_by_type}
     retry = next((x for x in cert.attempts if x.rollback is not None), None)

@@ -41,6 +41,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -465,7 +466,7 @@ def population_study(
 
 
 # (key, label, order, GateParams overrides): the orderings compared by the efficiency / safety study; anchor 0.25 (default)
-LADDER_CONFIGS = (
+LADDER_CONFIGS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
     ("random", "random order (all anchor)", "random", {}),
     ("static", "static ladder (product default)", "static", {}),
 )
@@ -552,7 +553,7 @@ def ladder_nulls(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int,
 def trade_off(rng, runs: int, n_questions: int, sd: float, pre_gate_obs: int, caps: tuple[int, ...]):
     pop = trade_off_population(rng, n_questions, sd)
     rows = []
-    settings = [("random order (all anchor)", "random", "random", 1.0, {})]
+    settings: list[tuple[str, str, str, float, dict[str, Any]]] = [("random order (all anchor)", "random", "random", 1.0, {})]
     for key, label, order, overrides in LADDER_CONFIGS[1:]:
         if "anchor_fraction" in overrides:
             continue  # its anchor is one of the rows below

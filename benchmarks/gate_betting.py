@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -284,7 +285,7 @@ def timed_sections(rng_for: Callable[[int], np.random.Generator], settings: dict
     rng = rng_for(9)
     p, q = populations["uplift"]
     eff = []
-    configs = [("uniform random order, today's sign statistic (grid θ 0.60-0.90)", "random-signs", {}, 0.0)]
+    configs: list[tuple[str, str, dict[str, Any], float]] = [("uniform random order, today's sign statistic (grid θ 0.60-0.90)", "random-signs", {}, 0.0)]
     configs += [(f"importance plan, floor {f}" + (" (uniform random order)" if f == 1.0 else ""), "importance", dict(importance_floor=f), 0.0) for f in s["floors"]]
     configs += [("ORACLE importance plan, π ∝ true sd of C − B, floor 0.5 (not implementable: the ceiling of any plan)", "oracle", {}, 0.0)]
     configs += [(f"importance plan (default floor), block {b}", "importance", dict(block_size=b), 0.0) for b in s["blocks"]]

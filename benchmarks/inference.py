@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -69,13 +70,13 @@ def _use_uvloop() -> str:
     return f"uvloop {uvloop.__version__}"
 
 
-def _timed(coro_factory, n: int) -> tuple[Timed, object]:
+def _timed(coro_factory, n: int) -> tuple[Timed, Any]:
     wall, cpu = time.perf_counter(), time.process_time()
     result = asyncio.run(coro_factory())
     return Timed(n, time.perf_counter() - wall, time.process_time() - cpu), result
 
 
-def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, object]:
+def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, Any]:
     from harness.compose import build_provider
     from harness.llm.cache import CachedProvider, ResponseCache
     from harness.sim.benchmark import SimBenchmark
@@ -88,7 +89,7 @@ def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, object]:
     indices = [1000 + i // len(base) for i in range(len(questions))]
     tree = bench.base_harness()
     sim = build_provider(LLMConfig(provider="sim"), world=world)
-    out: dict[str, object] = {"n_questions": len(base), "rollouts": len(questions)}
+    out: dict[str, Any] = {"n_questions": len(base), "rollouts": len(questions)}
 
     def run(llm, log, run_id):
         return lambda: run_inference(
@@ -127,7 +128,8 @@ class _Stamped:
     """The provider, plus the perf_counter time of every completed call (for the steady-state window)."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.name, self.done = inner, inner.name, []
+        self.inner, self.name = inner, inner.name
+        self.done: list[float] = []
 
     def model_for(self, role):
         return self.inner.model_for(role)
@@ -148,7 +150,7 @@ def steady_rate(done: list[float], concurrency: int, settle_cycles: int) -> floa
 
 
 def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Path, client_processes: int = 1,
-                   server_engine: str = "asyncio", latency_jitter: float = 0.0) -> dict[str, object]:
+                   server_engine: str = "asyncio", latency_jitter: float = 0.0) -> dict[str, Any]:
     from harness.llm.openai_provider import OpenAIProvider
     from harness.questions import Question
     n = concurrency * rounds
@@ -158,7 +160,7 @@ def bench_loopback(concurrency: int, latency_s: float, rounds: int, workdir: Pat
     try:
         cfg = LLMConfig(provider="openai", model="loopback", base_url=base_url, timeout_s=10.0, max_retries=0,
                         client_processes=client_processes)
-        facts: dict[str, object] = {}
+        facts: dict[str, Any] = {}
 
         async def go():
             provider = OpenAIProvider(cfg, api_key="sk-loopback-not-a-secret")

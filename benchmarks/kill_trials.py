@@ -47,6 +47,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -312,7 +313,7 @@ def one_trial(workdir: Path, index: int, kill_after_s: float, reference: dict,
             resumed = _repro(project, command=kind.command)
             repaired_exit = resumed.returncode
     counts = mlflow_counts(project)
-    extra = {"family": kind.name, "training_runs": len(kind.bases), "mlflow_parents": counts["parents"]}
+    extra: dict[str, Any] = {"family": kind.name, "training_runs": len(kind.bases), "mlflow_parents": counts["parents"]}
     if resumed.returncode != 0:
         return Trial(kill_after_s, running, stage, finished_after, resumed_exit, False, -1, -1, -1, -1,
                      *mlflow_runs(project), state_removed, repaired_exit, **extra)

@@ -50,7 +50,7 @@ from harness.loop.rollouts import case_samples  # noqa: E402
 QUESTIONS = ROOT / "tests/fixtures/real_easy_mc.jsonl"
 REPORT = ROOT / "reports/benchmarks/real.md"
 BLOCK = "editor"
-SOLVER = {"temperature": 0.7, "max_tokens": 48}
+SOLVER: dict[str, Any] = {"temperature": 0.7, "max_tokens": 48}
 GATE = GateParams.build(rule="betting_budget", lambda_accept=0.5, max_pairs=20, block_size=20, fdr="none", importance_floor=1.0)
 
 

@@ -40,7 +40,9 @@ the same e-process tests Delta_S > -margin / pi (`on_changed_questions`): by Vil
 -margin / pi) <= alpha, and Delta <= -margin <=> Delta_S <= -margin / pi, so P(certified | Delta <= -margin) <= alpha;
 the bounds on Delta_S times pi bound Delta at every t with the same probability, and pi x mean Z is unbiased for
 Delta. Estimate, bounds and width are reported in population units (`in_population_units`); a null mean beyond the
-grid (margin / pi > M_MAX) is tested at -M_MAX, a stronger claim.
+grid (margin / pi > M_MAX) is tested at -M_MAX, a stronger claim. pi = 0 (S empty: every question reads identical
+input): Delta = 0 exactly, no pairs and no sampling error, so margin > 0 certifies (0 > -margin holds with probability
+1: it is never a false certification) and margin 0 refuses (0 is not better); estimate and bounds are 0.
 
 L_t is found on a grid of m (step GRID_STEP) and rounded DOWN to it (the UCB up): the reported bounds are never
 tighter than the exact ones. Per-task-type estimates are fixed-n means with a normal interval: indicative, not
@@ -64,6 +66,7 @@ from harness.kernel.types import BlockItem, PairResult
 
 __all__ = [
     "BETS",
+    "EXACT_ZERO",
     "UniformDraws",
     "CertifyParams",
     "CertifyLook",
@@ -94,6 +97,7 @@ FUTILITY_MIN_N = 20  # estimate: pairs before that bound is trusted (the gate's 
 # pairs_per_question > 0: the pair budget is never below this (a 36-question pool would otherwise get ~100-300 pairs,
 # fewer than a +10-point gain at discordance 0.3 needs to cross: ~150-250)
 MIN_POOL_PAIRS = 200
+EXACT_ZERO = "identical input on every question: Delta = 0 > -margin"  # share 0 with a margin: certified, exactly
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,7 @@ class CertifyLook:
     lower_bound: float  # anytime-valid LCB at level alpha
     upper_bound: float  # anytime-valid UCB at level alpha
     log_e: float  # log K_t(-margin) at the last pair
-    log_e_max: float  # its running maximum (certified iff >= threshold)
+    log_e_max: float  # its running maximum (certified iff >= threshold; share 0 decides without it)
     threshold: float  # log(1 / alpha)
     certified: bool
     crossed_at: Optional[int]  # pairs at the first crossing
@@ -336,8 +340,10 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
 
     `share` < 1: the pairs are drawn from the share of the population whose input changed; the test runs on them
     (`on_changed_questions`) and the look is returned in population units (`in_population_units`); the futility
-    lines give gains per changed question.
+    lines give gains per changed question. `share` 0: no question's input changed (`_identical_everywhere`).
     """
+    if share == 0.0:
+        return _identical_everywhere(pairs, params)
     test = on_changed_questions(params, share)
     on_s = certify_look(pairs, test)  # the decision's statistics, on S
     look = in_population_units(on_s, share)
@@ -371,6 +377,20 @@ def certify_decision(pairs: Sequence[PairResult], params: CertifyParams, *, fina
                                                 f"in the budget of {look.pairs} pairs (estimate {look.estimate:+.4f}, "
                                                 f"bounds [{look.lower_bound:+.4f}, {look.upper_bound:+.4f}])", look)
     return CertifyDecision("continue", "no stop", look)
+
+
+def _identical_everywhere(pairs: Sequence[PairResult], params: CertifyParams) -> CertifyDecision:
+    """share 0: every question reads identical input under both harnesses, so Delta = 0 exactly (module doc): with a
+    margin certified without pairs, estimate 0 and bounds [0, 0]; without one not certified (0 is not better)."""
+    if pairs:
+        raise ValueError(f"certificate: share 0 (no question's input changed) with {len(pairs)} pairs; expected none")
+    certified = params.margin > 0
+    look = CertifyLook(0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, math.log(1.0 / params.alpha), certified, None)
+    if certified:
+        return CertifyDecision("certified", f"certified not worse by more than {params.margin:.3f}: {EXACT_ZERO} "
+                                            "(exact: no pairs, no sampling error)", look)
+    return CertifyDecision("not_certified", "not certified: identical input on every question: Delta = 0 is not "
+                                            "better (margin 0)", look)
 
 
 def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[str]:

@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from harness.contracts.certificate import Attempt, Certificate, TypeRow
 from harness.contracts.solver import render_system_message, resolve_skill_file
-from harness.kernel.certificate import CertifyDecision, CertifyParams, UniformDraws, certify_decision, per_type_estimates
+from harness.kernel.certificate import EXACT_ZERO, CertifyDecision, CertifyParams, UniformDraws, certify_decision, per_type_estimates
 from harness.kernel.engine import run_gate
 from harness.kernel.gate import pair_block
 from harness.kernel.types import BlockItem, PairResult
@@ -217,7 +217,8 @@ async def run_certificate(
     certificate.py, "Only the questions whose input changed"); estimate and bounds are in population units, the pair
     budget is sized on |S|, an unchanged type's row reads estimate 0 with `identical_input`. A question of the union
     that is unchanged for one attempt has mean-0 differences under it, so its test stays valid with the same pi.
-    S empty (nothing the questions read changed): the attempt is skipped, no pairs, not certified."""
+    S empty (nothing the questions read changed): no pairs; Delta = 0 exactly, so with a margin the attempt is
+    certified (estimate 0, bounds [0, 0]), without one it is skipped, not certified."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
@@ -243,14 +244,14 @@ async def run_certificate(
         return asked_qids(qids, task_type_of, changed if params.skip_identical else every_type)
 
     async def attempt(contender: Contender, alpha: float, base_outcomes: dict[tuple[str, int], Optional[bool]],
-                      start: int, asked: Sequence[str], rollback: Optional[dict[str, Any]] = None) -> Attempt:
+                      start: int, asked: Sequence[str], own: Sequence[str], sized: CertifyParams,
+                      rollback: Optional[dict[str, Any]] = None) -> Attempt:
         """One sequential test of `contender` against the baseline at `alpha` on the questions `asked`, slots from
-        `start`."""
+        `start`; `own`: the task types it changed (`changed_types`); `sized`: `params` with the pair budget of
+        `asked` (`for_population`, fixed before any pair is drawn)."""
         nonlocal total
         share = len(asked) / n_population
-        sized = params.for_population(len(asked))  # the pair budget, fixed before any pair is drawn
         level = replace(sized, alpha=alpha)
-        own = changed_types(contender.tree, baseline.tree, every_type)
         spent = 0
 
         async def sample_block(block: list[BlockItem], b: int) -> list[PairResult]:
@@ -299,26 +300,37 @@ async def run_certificate(
                        share=share, identical_task_types=identical)
 
     def identical_input(contender: Contender, alpha: float, rollback: Optional[dict[str, Any]] = None) -> Attempt:
-        """An attempt with nothing to ask: no question's input changed (S empty)."""
-        return replace(_skipped(contender, alpha, f"not certified: {IDENTICAL_INPUT}", rollback=rollback),
-                       asked_questions=0, share=0.0, identical_task_types=every_type,
-                       per_task_type=type_rows([], task_type_of, params, every_type))
+        """An attempt with nothing to ask: no question's input changed (S empty), Delta = 0 exactly: certified without
+        pairs with a margin (`certify_decision` at share 0), else skipped, not certified."""
+        rows = type_rows([], task_type_of, params, every_type)
+        decision = certify_decision([], params, final=True, share=0.0)
+        if decision.action != "certified":
+            return replace(_skipped(contender, alpha, f"not certified: {IDENTICAL_INPUT}", rollback=rollback),
+                           asked_questions=0, share=0.0, identical_task_types=every_type, per_task_type=rows)
+        look = decision.look
+        return Attempt(contender.label, contender.tree.fingerprint, contender.skills_version, contender.prompts_version,
+                       alpha, "certified", f"{decision.reason}; {IDENTICAL_INPUT}", 0, 0, 0, 0, 0, 0, look.estimate,
+                       look.lower_bound, look.upper_bound, None, None, None, rows, rollback=rollback, asked_questions=0,
+                       share=0.0, identical_task_types=every_type)
 
     shared: dict[tuple[str, int], Optional[bool]] = {}  # the first attempts draw the same slots: baseline run once
     tried: dict[str, Contender] = {}
     differ = [c for c in candidates if c.tree.fingerprint != baseline.tree.fingerprint]
+    changed_of = {c.tree.fingerprint: changed_types(c.tree, baseline.tree, every_type) for c in differ}
     # one S for the first attempts (the union of their changed types), fixed before any pair: their slots stay shared
-    union = sorted({t for c in differ for t in changed_types(c.tree, baseline.tree, every_type)})
+    union = sorted({t for own in changed_of.values() for t in own})
     first_asked = asked_of(union)
+    first_sized = params.for_population(len(first_asked) or n_population)  # the certificate's pair_budget
     for contender, alpha in zip(candidates, levels):
         if contender.tree.fingerprint == baseline.tree.fingerprint:
             attempts.append(_skipped(contender, alpha, "identical to the baseline: nothing to certify"))
             continue
         if not first_asked:
             attempts.append(identical_input(contender, alpha))
-            continue
-        tried[contender.label] = contender
-        attempts.append(await attempt(contender, alpha, shared, first_index, first_asked))
+        else:
+            tried[contender.label] = contender
+            attempts.append(await attempt(contender, alpha, shared, first_index, first_asked,
+                                          changed_of[contender.tree.fingerprint], first_sized))
         if attempts[-1].decision == "certified":
             break
     chosen = next((a for a in attempts if a.decision == "certified"), None)
@@ -335,14 +347,16 @@ async def run_certificate(
                 "why": "flagged: " + ", ".join(f"{t.task_type} {100 * t.estimate:+.1f} pts on {t.pairs} pairs"
                                                for t in chosen.per_task_type if t.flagged)}
         child = Contender(f"{chosen.label} rolled back", tree, parent.skills_version, parent.prompts_version)
-        child_asked = asked_of(changed_types(tree, baseline.tree, every_type))
+        child_changed = changed_types(tree, baseline.tree, every_type)
+        child_asked = asked_of(child_changed)
         if not files:
             rolled_back = _skipped(child, chosen.alpha, "no file the flagged task types read differs from the baseline's "
                                                         "and may be rolled back: nothing to roll back", rollback=info)
         elif not child_asked:
             rolled_back = identical_input(child, chosen.alpha, rollback=info)
         else:
-            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, rollback=info)
+            rolled_back = await attempt(child, chosen.alpha, {}, start, child_asked, child_changed,
+                                        params.for_population(len(child_asked)), rollback=info)
         attempts.append(rolled_back)
         if rolled_back.decision == "certified":
             chosen = rolled_back
@@ -350,9 +364,12 @@ async def run_certificate(
     kind = "non_inferiority" if params.margin > 0 else "superiority"
     if chosen is not None:
         claim = "better" if params.margin == 0 else f"not worse by more than {100 * params.margin:.1f} pts"
-        summary = (f"certified {claim} than {baseline.label} at alpha {params.alpha:g}: {chosen.label} "
-                   f"(gain {100 * (chosen.estimate or 0):+.1f} pts, lower bound {100 * (chosen.lower_bound or 0):+.1f} pts, "
-                   f"{chosen.pairs} pairs)")
+        if chosen.asked_questions == 0:  # S empty: exact, no test and no level spent
+            summary = f"certified {claim} than {baseline.label}: {chosen.label} ({EXACT_ZERO}; exact, no pairs)"
+        else:
+            summary = (f"certified {claim} than {baseline.label} at alpha {params.alpha:g}: {chosen.label} "
+                       f"(gain {100 * (chosen.estimate or 0):+.1f} pts, lower bound {100 * (chosen.lower_bound or 0):+.1f} "
+                       f"pts, {chosen.pairs} pairs)")
         if chosen.rollback:
             summary += f"; rolled back {', '.join(chosen.rollback['task_types'])} ({', '.join(chosen.rollback['files'])})"
         elif rolled_back is not None and rolled_back.rollback and rolled_back.rollback["files"]:
@@ -375,7 +392,7 @@ async def run_certificate(
         "rule": "Bonferroni over the attempts (levels fixed before any certification sample, summing to alpha)"
                 + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
         "total": params.alpha}
-    population = {**population_of(pool, qids), "pair_budget": params.for_population(len(first_asked) or n_population).max_pairs,
+    population = {**population_of(pool, qids), "pair_budget": first_sized.max_pairs,
                   "skip_identical": params.skip_identical, "asked_questions": len(first_asked),
                   "asked_share": len(first_asked) / n_population,
                   "identical_task_types": sorted(set(every_type) - set(union)) if params.skip_identical else []}

@@ -232,12 +232,13 @@ def _gate_one(gc: GateContext, state: Any, cand: Candidate, pools: GatePools, ju
                                    losses=screened.losses, ties=screened.ties, n_pairs=screened.n_pairs,
                                    rollouts=len(screened_qids(gc, cand)), skills_version_after=sv_before, probation_opened=False,
                                    screen="failed")
-        fdr_fields["screen"] = "passed" if screened is not None else "no_questions"
         accept_at = params_of(ScreenParams, gc.params).screen_accept
         if (accept_at > 0 and screened is not None and screened.wins - screened.losses >= accept_at
                 and not FDR_PROCEDURES.get(gc.params.fdr).run_level):  # strict mode: only e-process crossings install
-            fdr_fields["screen"] = "accepted"
             accepted_at_screen = screened
+        # the report's `screen` field (passed / no_questions / accepted); "accepted" derives from accepted_at_screen, the result the outcome is built from
+        fdr_fields["screen"] = ("accepted" if accepted_at_screen is not None else
+                                "passed" if screened is not None else "no_questions")
     if accepted_at_screen is not None:  # a clear win on the step's questions: no gate (gate.screen_accept)
         outcome = _screen_accept_outcome(prefix, accepted_at_screen)
     elif rule.questions == "none":  # decides without rollouts (accept_all)

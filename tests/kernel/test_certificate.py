@@ -15,6 +15,7 @@ from harness.config.errors import ConfigError
 from harness.config.load import load_config
 from harness.kernel.certificate import (
     BETS,
+    EXACT_ZERO,
     GRID_STEP,
     CertifyParams,
     UniformDraws,
@@ -452,6 +453,19 @@ def test_changed_share_maps_the_null_mean_and_refuses_a_share_out_of_range():
         with pytest.raises(ValueError, match="share"):
             on_changed_questions(params, bad)
     assert [k for k, _, _ in replace(params, skip_identical="yes").check()] == ["certify.skip_identical"]
+
+
+def test_share_zero_certifies_exactly_with_a_margin_and_refuses_without_one():
+    """No question's input changed (share 0): Delta = 0 exactly, so "not worse by more than m" holds without pairs and
+    without sampling error; "better" does not (0 is not better)."""
+    noninf = certify_decision([], CertifyParams(margin=0.02), final=True, share=0.0)
+    assert noninf.action == "certified" and EXACT_ZERO in noninf.reason
+    look = noninf.look
+    assert (look.pairs, look.estimate, look.lower_bound, look.upper_bound, look.certified) == (0, 0.0, 0.0, 0.0, True)
+    sup = certify_decision([], CertifyParams(margin=0.0), final=True, share=0.0)
+    assert sup.action == "not_certified" and not sup.look.certified and "not better" in sup.reason
+    with pytest.raises(ValueError, match="share 0"):  # a pair at share 0 means the caller's S is wrong
+        certify_decision([PairResult("q0", True, True, sample_index=0)], CertifyParams(margin=0.02), final=True, share=0.0)
 
 
 def test_useful_pairs_ratio_caps_the_phase_after_the_crossing_at_r_times_its_pairs():

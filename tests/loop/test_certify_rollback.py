@@ -17,6 +17,7 @@ import pytest
 from harness.config.load import load_config
 from harness.contracts.solver import render_system_message, resolve_skill_file
 from harness.identity import CERTIFY_INDEX
+from harness.kernel.certificate import EXACT_ZERO
 from harness.loop.certify import IDENTICAL_INPUT, RECERTIFY_OFFSET, TOPUP_OFFSET, Contender, changed_types, run_certificate
 from harness.loop.stages.certify import certify_params
 from harness.tree import HarnessTree
@@ -262,6 +263,22 @@ def test_a_candidate_whose_input_is_identical_on_every_question_is_refused_witho
     assert a.decision == "skipped" and a.pairs == 0 and a.asked_questions == 0 and a.share == 0.0
     assert cert.summary.startswith(f"not certified: {IDENTICAL_INPUT}")
     assert all(r.identical_input for r in a.per_task_type)
+
+
+def test_a_candidate_whose_input_is_identical_on_every_question_is_certified_non_inferior_without_pairs(world_ctx):
+    """With a margin ("not worse by more than m") the same candidate is certified at no cost: Delta = 0 exactly."""
+    world = world_ctx["world"]
+    base = world.base_harness()
+    candidate = base.with_files({"skills/not_in_the_pool/SKILL.md": "- a rule nobody reads\n"})
+    asked: dict[str, set[str]] = {}
+    cert, _, _ = _certify(world_ctx, candidate, asked=asked, margin=0.02)
+    a = cert.attempts[0]
+    assert cert.certified and cert.delivered == "candidate" and cert.kind == "non_inferiority"
+    assert cert.rollouts == 0 and asked == {} and len(cert.attempts) == 1
+    assert (a.decision, a.pairs, a.asked_questions, a.share) == ("certified", 0, 0, 0.0)
+    assert (a.estimate, a.lower_bound, a.upper_bound) == (0.0, 0.0, 0.0)
+    assert cert.summary.startswith("certified not worse by more than 2.0 pts than base: candidate") and EXACT_ZERO in cert.summary
+    assert all(r.identical_input and not r.flagged for r in a.per_task_type)
 
 
 def test_changed_types_follow_the_rendered_system_message():

@@ -16,6 +16,7 @@ import pytest
 
 from harness.contracts.certificate import read_certificate
 from harness.contracts.solver import resolve_skill_file
+from harness.kernel.certificate import EXACT_ZERO
 from harness.tree import HarnessTree
 from tests.pipeline.support import REPO_ROOT, env
 
@@ -129,3 +130,25 @@ def test_compare_of_a_one_file_edit_asks_only_the_questions_that_read_it(tmp_pat
     rows = {r.task_type: r for r in attempt.per_task_type}
     assert [t for t, r in sorted(rows.items()) if not r.identical_input] == [edited]
     assert all(r.pairs == 0 and r.estimate == 0.0 for t, r in rows.items() if t != edited)
+
+
+def test_compare_of_an_unchanged_copy_is_non_inferior_with_a_margin_and_not_better_without(tmp_path):
+    """A copy of the baseline with a note no question reads: every question reads identical input, Delta = 0 exactly.
+    --margin certifies it without a rollout (0 > -margin); without a margin it is not certified (0 is not better)."""
+    from harness.compose import build_benchmark
+    from harness.config.load import load_config
+
+    base = build_benchmark(load_config(list(SMALL), env_file=None, environ={}).benchmark, tmp_path).world.base_harness()
+    base.save(tmp_path / "base")
+    base.with_files({"skills/NOTES.md": "why these skills read as they do\n"}).save(tmp_path / "copy")
+    runs = {m: _compare(tmp_path, "--candidate", str(tmp_path / "copy"), "--baseline", str(tmp_path / "base"), "--margin", m,
+                        "--out", str(tmp_path / f"m{m}"), "--no-tracking") for m in ("0.02", "0")}
+    assert runs["0.02"].returncode == 0, runs["0.02"].stderr[-3000:]
+    cert = read_certificate(tmp_path / "m0.02")
+    attempt = cert.attempts[0]
+    assert cert.certified and cert.delivered == "candidate" and cert.kind == "non_inferiority" and cert.rollouts == 0
+    assert (attempt.pairs, attempt.estimate, attempt.lower_bound, attempt.upper_bound) == (0, 0.0, 0.0, 0.0)
+    assert EXACT_ZERO in cert.summary and EXACT_ZERO in runs["0.02"].stdout
+    assert runs["0"].returncode == 1, runs["0"].stderr[-3000:]
+    cert = read_certificate(tmp_path / "m0")
+    assert not cert.certified and cert.delivered == "baseline" and cert.rollouts == 0

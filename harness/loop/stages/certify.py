@@ -34,8 +34,9 @@ BASE = "base"
 
 
 def certify_params(cfg: Any) -> CertifyParams:
-    """CertifyParams from the `certify` config group, each key cast to its field's type (float, int or str; checked at
-    config load, harness/config/validate.py), so a new CertifyParams field needs no edit here."""
+    """CertifyParams from the `certify` config group, each key cast to its field's type (float, int, str or bool; an
+    Optional[X] field keeps null as None, `_cast`; checked at config load, harness/config/validate.py), so a new
+    CertifyParams field needs no edit here."""
     c = cfg.certify
     cast = get_type_hints(CertifyParams)
     return CertifyParams(**{k: _cast(cast[k], getattr(c, k)) for k in CertifyParams.keys()})
