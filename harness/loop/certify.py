@@ -218,7 +218,8 @@ async def run_certificate(
     budget is sized on |S|, an unchanged type's row reads estimate 0 with `identical_input`. A question of the union
     that is unchanged for one attempt has mean-0 differences under it, so its test stays valid with the same pi.
     S empty (nothing the questions read changed): no pairs; Delta = 0 exactly, so with a margin the attempt is
-    certified (estimate 0, bounds [0, 0]), without one it is skipped, not certified."""
+    certified (estimate 0, bounds [0, 0]), without one it is skipped, not certified. A candidate identical to the
+    baseline is the same case: with a margin certified exactly, without one "nothing to certify"."""
     if not qids:
         raise ValueError(f"{what}: the population to certify on is empty")
     if per_type not in PER_TYPE:
@@ -322,10 +323,11 @@ async def run_certificate(
     first_asked = asked_of(union)
     first_sized = params.for_population(len(first_asked) or n_population)  # the certificate's pair_budget
     for contender, alpha in zip(candidates, levels):
-        if contender.tree.fingerprint == baseline.tree.fingerprint:
+        same_tree = contender.tree.fingerprint == baseline.tree.fingerprint
+        if same_tree and params.margin <= 0:
             attempts.append(_skipped(contender, alpha, "identical to the baseline: nothing to certify"))
             continue
-        if not first_asked:
+        if same_tree or not first_asked:  # Delta = 0 exactly: with a margin certified without pairs
             attempts.append(identical_input(contender, alpha))
         else:
             tried[contender.label] = contender

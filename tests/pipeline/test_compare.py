@@ -152,3 +152,23 @@ def test_compare_of_an_unchanged_copy_is_non_inferior_with_a_margin_and_not_bett
     assert runs["0"].returncode == 1, runs["0"].stderr[-3000:]
     cert = read_certificate(tmp_path / "m0")
     assert not cert.certified and cert.delivered == "baseline" and cert.rollouts == 0
+
+
+def test_compare_of_an_identical_tree_is_non_inferior_with_a_margin_and_nothing_to_certify_without(tmp_path):
+    """The same tree on both sides: Delta = 0 exactly, as for a change no question reads. --margin certifies it
+    without a rollout (a CI check on a change that left the harness alone passes); without one, nothing to certify."""
+    from harness.compose import build_benchmark
+    from harness.config.load import load_config
+
+    base = build_benchmark(load_config(list(SMALL), env_file=None, environ={}).benchmark, tmp_path).world.base_harness()
+    base.save(tmp_path / "base")
+    base.save(tmp_path / "same")
+    runs = {m: _compare(tmp_path, "--candidate", str(tmp_path / "same"), "--baseline", str(tmp_path / "base"), "--margin", m,
+                        "--out", str(tmp_path / f"m{m}"), "--no-tracking") for m in ("0.02", "0")}
+    assert runs["0.02"].returncode == 0, runs["0.02"].stderr[-3000:]
+    cert = read_certificate(tmp_path / "m0.02")
+    assert cert.certified and cert.delivered == "candidate" and cert.rollouts == 0
+    assert EXACT_ZERO in cert.summary and cert.attempts[0].pairs == 0
+    assert runs["0"].returncode == 1, runs["0"].stderr[-3000:]
+    cert = read_certificate(tmp_path / "m0")
+    assert not cert.certified and cert.rollouts == 0 and "nothing to certify" in cert.summary
