@@ -274,7 +274,7 @@ class CertifyConfig:
     futility_power: float = 0.2  # futility=predictive: refuse below this predictive P(certified in the pairs left)
     futility_min_n: int = 200  # futility=predictive: pairs before the predictive power may refuse
     skip_identical: bool = True  # ask only the test questions whose solver input changed (the others' difference is exactly 0)
-    useful_pairs_ratio: Optional[float] = None  # after a crossing at n pairs, sample on at most this x n more pairs; null: to max_pairs
+    useful_pairs_ratio: Optional[float] = 0.5  # after a crossing at n pairs, sample on at most this x n more pairs; null: to max_pairs
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
     fallbacks: int = 0  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start
