@@ -207,6 +207,19 @@ QUOTES: tuple[Quote, ...] = (
                  Figure(_cert("runs")), Figure(_cert("lcb_above_delta")), Figure(_cert("runs")),
                  Figure(_cert("power_hits"), ".0f", per=_cert("power_n")), Figure(_cert("power_hits")),
                  Figure(_cert("power_n")))),
+    Quote("docs/loop.md",
+          "per edit, {} rollouts per gated\n  candidate (GEPA's rule {}), {} % of installs harmful or null; for the delivery, one certificate of {} rollouts a\n"
+          "  run (certified {} of {}, mean lower bound {} points, width {}). Training {} + certificate {} = {} against\n"
+          "  GEPA's own {}; delivered {} points against GEPA's {} and SkillOpt-like {} on the same training",
+          E2E, (Figure(_e2e("betting.rollouts_per_gate"), ".1f"), Figure(_e2e("gepa.rollouts_per_gate"), ".1f"),
+                Figure(_e2e("betting.bad_share"), ".0f", scale=100), Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
+                Figure(_e2e("betting.certificate.certified")), Figure(_e2e("betting.certificate.runs")),
+                Figure(_e2e("betting.certificate.mean_lower_bound"), "+.2f", scale=100),
+                Figure(_e2e("betting.certificate.mean_width"), ".1f", scale=100),
+                Figure(_e2e("betting.mean_rollouts"), ",.0f"), Figure(_e2e("betting.certificate.mean_rollouts"), ",.0f"),
+                Figure(_e2e("per_type_modes.rollback.mean_rollouts_with_cert"), ",.0f"),
+                Figure(_e2e("gepa.full_rollouts"), ",.0f"), Figure(_e2e("per_type_modes.rollback.mean_gain_pts"), "+.2f"),
+                Figure(_e2e("gepa.mean_gain_pts"), "+.2f"), Figure(_e2e("skillopt.mean_gain_pts"), "+.2f"))),
     Quote("docs/kernel.md", "a mean width (estimate − bound) of {} points, bound / true gain {}. Before",
           CERT, (Figure(_cert("mean_width_pts"), ".1f"), Figure(_cert("mean_lcb_over_delta"), ".2f"))),
 )
