@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="config overrides (Hydra syntax)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from harness.tracking.progress import quiet_third_party_loggers
+
+    quiet_third_party_loggers()
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config

@@ -595,6 +595,9 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     parser.add_argument("overrides", nargs="*", help="config overrides (Hydra syntax), as for python -m stages.train")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from harness.tracking.progress import quiet_third_party_loggers
+
+    quiet_third_party_loggers()
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
