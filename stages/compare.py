@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
+    from harness.config.secrets import install_redaction, secret_values
     from harness.pipeline.compare import CompareInputError, CompareRequest, run_compare
     from harness.pipeline.entry import one_line_errors
 
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     errors: tuple[type[BaseException], ...] = (ConfigError, CompareInputError, *one_line_errors())
     try:
         cfg = load_config(overrides)
+        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
         certificate = run_compare(cfg, CompareRequest(args.candidate, args.baseline, args.pool, args.seed, out,
                                                       not args.no_tracking), Path.cwd())
     except errors as exc:

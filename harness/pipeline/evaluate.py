@@ -601,7 +601,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
-    from harness.config.secrets import refuse_secrets_on_command_line
+    from harness.config.secrets import install_redaction, refuse_secrets_on_command_line, secret_values
     from harness.pipeline.entry import one_line_errors
 
     refuse_secrets_on_command_line(args.overrides, prog)
@@ -612,6 +612,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())
     try:
         cfg = load_config(list(args.overrides))
+        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
         lines = run(cfg, EvalRequest(args.harness, args.pool, args.samples, out, not args.no_tracking), Path.cwd())
     except caught as exc:
         print(f"{prog}: {exc}", file=sys.stderr)

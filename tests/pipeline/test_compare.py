@@ -202,3 +202,19 @@ def test_compare_and_eval_against_a_server_print_their_own_lines_not_one_per_htt
     assert evaluated.returncode == 0, evaluated.stderr
     for run in (compared, evaluated):
         assert "HTTP Request:" not in run.stderr + run.stdout
+
+
+@pytest.mark.slow
+def test_compare_masks_the_api_keys_value_in_its_log_lines(tmp_path):
+    """README "Secrets": entry points attach the redaction filter to their log handlers. Here the key's value reaches
+    a real log line (the candidate's directory is named like it; `[compare] <candidate> vs ...`) and is masked."""
+    key = "local-key-4f9c2e"
+    candidate = tmp_path / key
+    _trees(tmp_path)["base"].rename(candidate)
+    compared = subprocess.run(
+        [sys.executable, "-m", "stages.compare", "--candidate", str(candidate), "--no-tracking", "--out",
+         str(tmp_path / "o"), *SMALL], cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": key}, capture_output=True,
+        text=True, timeout=600, check=False)
+    assert compared.returncode == 1, compared.stderr  # the starting harness itself: nothing to certify
+    assert "[compare] " in compared.stderr and "***REDACTED***" in compared.stderr
+    assert key not in compared.stderr + compared.stdout
