@@ -34,9 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="config overrides (Hydra syntax)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from harness.tracking.progress import quiet_third_party_loggers
+
+    quiet_third_party_loggers()
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
+    from harness.config.secrets import install_redaction, secret_values
     from harness.pipeline.compare import CompareInputError, CompareRequest, run_compare
     from harness.pipeline.entry import one_line_errors
 
@@ -51,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     errors: tuple[type[BaseException], ...] = (ConfigError, CompareInputError, *one_line_errors())
     try:
         cfg = load_config(overrides)
+        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
         certificate = run_compare(cfg, CompareRequest(args.candidate, args.baseline, args.pool, args.seed, out,
                                                       not args.no_tracking), Path.cwd())
     except errors as exc:

@@ -31,6 +31,9 @@ def main(cfg: DictConfig) -> float | None:
     from harness.tracking.progress import configure_logging
 
     configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
+    from harness.config.secrets import install_redaction, secret_values
+
+    install_redaction(secret_values(cfg.llm))  # on Hydra's console and train.log handlers: no key in a log line
     try:
         return run_training_job(cfg)
     except one_line_errors() as exc:  # a bad config, an INFRA abort, unreadable answers: one line, exit 2, no traceback

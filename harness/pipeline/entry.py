@@ -194,6 +194,9 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
         return None
     if cfg.get("quiet", False):
         configure_logging(quiet=True)
+    from harness.config.secrets import install_redaction, secret_values
+
+    install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
     announce_progress(stage, cfg)
     from harness.pipeline.repro_progress import end_with_dvc
 

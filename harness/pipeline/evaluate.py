@@ -595,10 +595,13 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     parser.add_argument("overrides", nargs="*", help="config overrides (Hydra syntax), as for python -m stages.train")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from harness.tracking.progress import quiet_third_party_loggers
+
+    quiet_third_party_loggers()
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
-    from harness.config.secrets import refuse_secrets_on_command_line
+    from harness.config.secrets import install_redaction, refuse_secrets_on_command_line, secret_values
     from harness.pipeline.entry import one_line_errors
 
     refuse_secrets_on_command_line(args.overrides, prog)
@@ -609,6 +612,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())
     try:
         cfg = load_config(list(args.overrides))
+        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
         lines = run(cfg, EvalRequest(args.harness, args.pool, args.samples, out, not args.no_tracking), Path.cwd())
     except caught as exc:
         print(f"{prog}: {exc}", file=sys.stderr)

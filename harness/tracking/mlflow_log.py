@@ -309,9 +309,9 @@ def log_epoch_sqlite(tracking_uri: str, run_id: str, epoch: int, metrics: Mappin
 def finish_run(
     tracking_uri: str, run_id: str, run: TrackedRun, *, timestamp_ms: int, epoch_times_ms: Mapping[int, int] | None = None
 ) -> None:
-    """Log the end of a live run (epochs not logged yet, run-level metrics, tables, artifacts, dataset,
+    """Log the end of a live run (epochs not logged yet, run-level metrics, `run.tags`, tables, artifacts, dataset,
     identity tag) and end it FINISHED; ended FAILED (and the error re-raised) when logging breaks."""
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric, RunTag
 
     client = _client(tracking_uri)
     try:
@@ -324,6 +324,8 @@ def finish_run(
                    for k, v in sorted(run.summary_metrics.items()) if v is not None and _is_number(v)]
         for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
             client.log_batch(run_id, metrics=chunk)
+        # tags known only at the end (the certificate's) exist only here: the live run was created without them
+        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in sorted(run.tags.items())])
         _log_rest(client, run_id, run)
         client.set_tag(run_id, IDENTITY_TAG, run.identity)
     except BaseException:

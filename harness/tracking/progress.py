@@ -47,7 +47,12 @@ def configure_logging(quiet: bool = False, stream=None, use_existing_handlers: b
     progress.setLevel(level)
     if not any(isinstance(f, RoundFloatArgs) for f in progress.filters):
         progress.addFilter(RoundFloatArgs())  # progress lines show 0.6818, never 0.6818181818181818
-    # Third-party chatter (alembic migrations, http clients) stays at WARNING.
+    quiet_third_party_loggers()
+
+
+def quiet_third_party_loggers() -> None:
+    """Third-party chatter (alembic migrations, http clients: one line per request) at WARNING; for entry points
+    that set up logging with `logging.basicConfig` instead of `configure_logging`."""
     for noisy in ("alembic", "httpx", "urllib3", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

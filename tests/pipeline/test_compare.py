@@ -172,3 +172,49 @@ def test_compare_of_an_identical_tree_is_non_inferior_with_a_margin_and_nothing_
     assert runs["0"].returncode == 1, runs["0"].stderr[-3000:]
     cert = read_certificate(tmp_path / "m0")
     assert not cert.certified and cert.rollouts == 0 and "nothing to certify" in cert.summary
+
+
+@pytest.mark.slow
+def test_compare_and_eval_against_a_server_print_their_own_lines_not_one_per_http_request(tmp_path):
+    """Against an OpenAI-compatible server, the documented output is one line per look (docs/compare.md) and the
+    summary; the HTTP client's INFO line per request ("HTTP Request: POST ...": 2 per pair) is third-party chatter."""
+    import json
+
+    from tests.support.openai_server import FakeOpenAIServer
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"qid": f"{t}-{i}", "task_type": t, "question": f"{t} {i}?",
+                                             "choices": ["x", "y"], "answer": "A"}) + "\n"
+                                 for t in ("a", "b", "c") for i in range(3)))
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "system_prompt.md").write_text("Answer with one letter.\n")
+    with FakeOpenAIServer() as server:
+        config = ["llm=openai", "benchmark=jsonl", f"benchmark.path={questions}", f"llm.base_url={server.base_url}",
+                  "llm.model=stand-in", f"llm.cache_dir={tmp_path / 'cache'}"]
+        runs = {module: subprocess.run(
+            [sys.executable, "-m", module, *args, "--no-tracking", "--out", str(tmp_path / module), *config],
+            cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": "local"}, capture_output=True, text=True, timeout=600)
+            for module, args in (("stages.compare", ["--candidate", str(tmp_path / "h"), "--max-pairs", "20"]),
+                                 ("stages.eval", ["--harness", str(tmp_path / "h")]))}
+    compared, evaluated = runs["stages.compare"], runs["stages.eval"]
+    assert compared.returncode == 1, compared.stderr  # the stand-in answers A to both arms: nothing to certify
+    assert "[compare candidate] pairs 20/20" in compared.stderr
+    assert evaluated.returncode == 0, evaluated.stderr
+    for run in (compared, evaluated):
+        assert "HTTP Request:" not in run.stderr + run.stdout
+
+
+@pytest.mark.slow
+def test_compare_masks_the_api_keys_value_in_its_log_lines(tmp_path):
+    """README "Secrets": entry points attach the redaction filter to their log handlers. Here the key's value reaches
+    a real log line (the candidate's directory is named like it; `[compare] <candidate> vs ...`) and is masked."""
+    key = "local-key-4f9c2e"
+    candidate = tmp_path / key
+    _trees(tmp_path)["base"].rename(candidate)
+    compared = subprocess.run(
+        [sys.executable, "-m", "stages.compare", "--candidate", str(candidate), "--no-tracking", "--out",
+         str(tmp_path / "o"), *SMALL], cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": key}, capture_output=True,
+        text=True, timeout=600, check=False)
+    assert compared.returncode == 1, compared.stderr  # the starting harness itself: nothing to certify
+    assert "[compare] " in compared.stderr and "***REDACTED***" in compared.stderr
+    assert key not in compared.stderr + compared.stdout

@@ -75,6 +75,9 @@ def test_dvc_run_is_live_fails_and_resumes_as_one_run(tmp_path: Path, mlflow_db:
     metrics_json = json.loads((project / "reports/metrics.json").read_text())
     assert done.data.metrics["accepted"] == metrics_json["accepted"]
     assert done.data.metrics["test_hard_acc"] == metrics_json["test_hard_acc"]
+    certificate = json.loads((project / "state/certify/certificate.json").read_text())  # its tags, set at the end
+    assert done.data.tags["harness.certified"] == str(certificate["certified"]).lower()
+    assert done.data.tags["harness.delivered"] == certificate["delivered"]
     run(["dvc", "repro", "report", "--force", "--single-item"], project)  # the report again: logs nothing new
     assert _runs(mlflow_db) == [(run_id, "FINISHED", "active")]
     assert len(client.get_metric_history(run_id, "epoch_accepted")) == 1

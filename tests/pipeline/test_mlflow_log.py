@@ -115,3 +115,23 @@ def test_epoch_rows_written_without_mlflow_match_mlflows_own(mlflow_db: Path) ->
         connection.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
     assert log_epoch_sqlite(uri, by_mlflow, 4, {"accepted": 1}, 2000) is None
     assert len(rows("metrics", by_mlflow)) == 12
+
+
+def test_finishing_a_live_run_sets_the_tracked_runs_tags(mlflow_db: Path) -> None:
+    """A training run is live (created at its first stage) and finished by `finish_run`: the tags known only at the
+    end, the certificate's (`harness.certified`, `harness.delivered`), must land on it as they do through
+    `log_tracked_run`."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.mlflow_log import finish_run
+
+    uri = f"sqlite:///{mlflow_db}"
+    client = MlflowClient(tracking_uri=uri)
+    run_id = client.create_run(client.create_experiment("live"), tags={"harness.kind": "training"}).info.run_id
+    run = TrackedRun(run_name="live", tags={"harness.certified": "true", "harness.delivered": "final"},
+                     epoch_metrics=[{"epoch": 1, "val_hard_acc": 0.5}], summary_metrics={"test_hard_acc": 0.6})
+    finish_run(uri, run_id, run, timestamp_ms=1000)
+    finished = client.get_run(run_id)
+    assert finished.info.status == "FINISHED"
+    assert finished.data.tags["harness.kind"] == "training"
+    assert finished.data.tags["harness.certified"] == "true" and finished.data.tags["harness.delivered"] == "final"
