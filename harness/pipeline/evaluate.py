@@ -23,7 +23,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Optional
 
 from harness.atomic import atomic_write_json, atomic_write_text
@@ -124,7 +123,7 @@ class EvaluatedHarness:
 def load_harness(directory: Path, surface: str, what: str = "--harness") -> EvaluatedHarness:
     """A harness directory: a workspace (manifest.json: its current versions), a seed (seed.json) or a harness tree in
     the layout `surface` (benchmark.harness_surface, harness/compose.py `start_harness`)."""
-    from harness.compose import start_harness
+    from harness.bench.layouts import load_in_layout
     from harness.store import SEED_META, StoreError, read_seed
 
     if not directory.is_dir():
@@ -145,11 +144,9 @@ def load_harness(directory: Path, surface: str, what: str = "--harness") -> Eval
             raise EvalInputError(f"{what} {directory}: {exc}") from None
         return EvaluatedHarness(seed.prompts.with_files({f"skills/{p}": t for p, t in seed.skills.items()}), directory, "seed")
     try:
-        tree = start_harness(SimpleNamespace(harness_dir=str(directory.resolve()), harness_surface=surface), Path.cwd())
+        tree = load_in_layout(directory, surface)
     except (ValueError, OSError) as exc:
         raise EvalInputError(f"{what} {directory}: {exc}") from None
-    if tree is None or len(tree) == 0:
-        raise EvalInputError(f"{what} {directory}: no harness files")
     return EvaluatedHarness(tree, directory, "directory")
 
 

@@ -118,6 +118,24 @@ def test_compare_errors_exit_2_with_one_line(tmp_path):
     assert no_pools.returncode == 2 and "--pool test" in no_pools.stderr
 
 
+def test_a_bad_harness_tree_is_named_by_its_flag_and_path_not_by_a_config_key(tmp_path):
+    """--candidate / --baseline are flags: the error names the flag and the path the user gave, never
+    benchmark.harness_dir (a config key the user did not set)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "codex").mkdir()
+    (tmp_path / "codex" / "system_prompt.md").write_text("Answer with one letter.\n")
+    runs = {"native": _compare(tmp_path, "--candidate", str(tmp_path / "empty"), "--no-tracking", "--out", str(tmp_path / "o")),
+            "codex": _compare(tmp_path, "--candidate", str(tmp_path / "codex"), "--baseline", str(tmp_path / "codex"),
+                              "--no-tracking", "--out", str(tmp_path / "o"), "benchmark.harness_surface=codex"),
+            "baseline": _compare(tmp_path, "--candidate", str(tmp_path / "codex"), "--baseline", str(tmp_path / "empty"),
+                                 "--no-tracking", "--out", str(tmp_path / "o"))}
+    assert f"error: --candidate {tmp_path / 'empty'}: not a harness tree: no system_prompt.md" in runs["native"].stderr
+    assert f"error: --candidate {tmp_path / 'codex'}: not a harness tree: a codex harness needs AGENTS.md" in runs["codex"].stderr
+    assert f"error: --baseline {tmp_path / 'empty'}: not a harness tree: no system_prompt.md" in runs["baseline"].stderr
+    for run in runs.values():
+        assert run.returncode == 2 and "benchmark.harness_dir" not in run.stderr and "Traceback" not in run.stderr
+
+
 @pytest.mark.slow
 def test_compare_of_a_one_file_edit_asks_only_the_questions_that_read_it(tmp_path):
     """certify.skip_identical: a person's edit of one skill file; the other task types read byte-identical input, so
