@@ -598,7 +598,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
-    from harness.config.secrets import install_redaction, refuse_secrets_on_command_line, secret_values
+    from harness.config.secrets import install_redaction, print_error, refuse_secrets_on_command_line, secret_values
     from harness.pipeline.entry import one_line_errors
 
     refuse_secrets_on_command_line(args.overrides, prog)
@@ -607,12 +607,14 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
         return 2
     out = args.out or Path("runs") / prog.rsplit(".", 1)[-1] / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())
+    llm_cfg: Any = None  # until the config names llm.api_key_env, the environment's secret-looking variables are masked
     try:
         cfg = load_config(list(args.overrides))
-        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
+        llm_cfg = cfg.llm
+        install_redaction(secret_values(llm_cfg))  # the key's value never reaches a log line
         lines = run(cfg, EvalRequest(args.harness, args.pool, args.samples, out, not args.no_tracking), Path.cwd())
     except caught as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print_error(f"{prog}: {exc}", llm_cfg)
         return 2
     print("\n".join(lines))
     return 0

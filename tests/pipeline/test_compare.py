@@ -273,3 +273,19 @@ def test_a_compare_that_fails_for_a_server_reason_leaves_no_run_behind(tmp_path)
         unserved = compare(server.base_url, tmp_path / "unserved")
     assert unserved.returncode == 2 and "does not serve model 'stand-in'" in unserved.stderr, unserved.stderr
     assert not (tmp_path / "unserved").exists()
+
+
+def test_compare_masks_the_api_keys_value_in_its_error_line(tmp_path):
+    """The `error: ...` line is print()ed, around the log handlers' redaction filter: it is masked the same way. The
+    key's value reaches the error (the missing candidate's path is named like it), for a secret-looking variable
+    (OPENAI_API_KEY) and for one only llm.api_key_env names."""
+    key = "local-key-4f9c2e"
+    missing = tmp_path / key
+    for variable, overrides in (("OPENAI_API_KEY", []), ("LLM_SERVICE_VALUE", ["llm.api_key_env=LLM_SERVICE_VALUE"])):
+        compared = subprocess.run(
+            [sys.executable, "-m", "stages.compare", "--candidate", str(missing), "--no-tracking", "--out",
+             str(tmp_path / "o"), "llm=openai", *overrides, *SMALL], cwd=REPO_ROOT, env={**env(), variable: key},
+            capture_output=True, text=True, timeout=600, check=False)
+        assert compared.returncode == 2, compared.stderr
+        assert f"error: --candidate {tmp_path / '***REDACTED***'}: not a directory" in compared.stderr, compared.stderr
+        assert key not in compared.stderr + compared.stdout
