@@ -41,19 +41,9 @@ def start_harness(bench_cfg: Any, root: str | Path) -> Any:
     if not harness_dir:
         return None
     from harness.bench.jsonl import load_harness_dir
-    from harness.bench.layouts import to_native
-    from harness.tree import HarnessTree
 
-    surface = str(getattr(bench_cfg, "harness_surface", "native"))
     directory = Path(harness_dir) if Path(harness_dir).is_absolute() else Path(root) / harness_dir
-    if surface == "native":
-        return load_harness_dir(directory)
-    if not directory.is_dir():
-        raise ValueError(f"benchmark.harness_dir: {directory} is not a directory")
-    try:
-        return to_native(HarnessTree.load(directory), surface)
-    except ValueError as exc:
-        raise ValueError(f"benchmark.harness_dir: {directory}: {exc}") from None
+    return load_harness_dir(directory, str(getattr(bench_cfg, "harness_surface", "native")))
 
 
 def build_provider(llm_cfg: Any, *, world: Any = None, cache: ResponseCache | None = None) -> LLMProvider:

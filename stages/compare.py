@@ -15,6 +15,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
-    from harness.config.secrets import install_redaction, secret_values
+    from harness.config.secrets import install_redaction, print_error, secret_values
     from harness.pipeline.compare import CompareInputError, CompareRequest, run_compare
     from harness.pipeline.entry import one_line_errors
 
@@ -49,17 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides.append(f"{key}={value}")
     if args.seed < 0:
-        print("error: --seed must be >= 0", file=sys.stderr)
+        print_error("error: --seed must be >= 0")
         return 2
     out = args.out or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     errors: tuple[type[BaseException], ...] = (ConfigError, CompareInputError, *one_line_errors())
+    llm_cfg: Any = None  # until the config names llm.api_key_env, the environment's secret-looking variables are masked
     try:
         cfg = load_config(overrides)
-        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
+        llm_cfg = cfg.llm
+        install_redaction(secret_values(llm_cfg))  # the key's value never reaches a log line
         certificate = run_compare(cfg, CompareRequest(args.candidate, args.baseline, args.pool, args.seed, out,
                                                       not args.no_tracking), Path.cwd())
     except errors as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(f"error: {exc}", llm_cfg)
         return 2
     print(certificate.summary)
     return 0 if certificate.certified else 1

@@ -24,14 +24,13 @@ _EXISTING_RUN_DIRS: set[Path] = set()
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    import sys
 
     from harness.pipeline.entry import one_line_errors
     from harness.pipeline.train_job import run_training_job
     from harness.tracking.progress import configure_logging
 
     configure_logging(quiet=bool(cfg.get("quiet", False)), use_existing_handlers=True)
-    from harness.config.secrets import install_redaction, secret_values
+    from harness.config.secrets import install_redaction, print_error, secret_values
 
     install_redaction(secret_values(cfg.llm))  # on Hydra's console and train.log handlers: no key in a log line
     try:
@@ -46,7 +45,7 @@ def main(cfg: DictConfig) -> float | None:
 
             job_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
             remove_unused_job_dir(job_dir, existed_before=job_dir in _EXISTING_RUN_DIRS, up_to=Path.cwd())
-        print(f"stages.train: {exc}", file=sys.stderr)
+        print_error(f"stages.train: {exc}", cfg.llm)
         raise SystemExit(2) from None
 
 

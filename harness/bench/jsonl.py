@@ -150,15 +150,14 @@ def with_task_type_skills(base: HarnessTree, task_types: Sequence[str], *, sourc
                             for t in task_types if skill_path(t) not in base})
 
 
-def load_harness_dir(directory: str | Path) -> HarnessTree:
-    """A native-layout harness from `directory` (`benchmark.harness_dir`); it must hold system_prompt.md."""
-    root = Path(directory)
-    if not root.is_dir():
-        raise ValueError(f"benchmark.harness_dir: {root} is not a directory")
-    tree = HarnessTree.load(root)
-    if SYSTEM_PROMPT_PATH not in tree:
-        raise ValueError(f"benchmark.harness_dir: {root} has no {SYSTEM_PROMPT_PATH} (native layout: system_prompt.md, tools/, skills/<task_type>/SKILL.md)")
-    return tree
+def load_harness_dir(directory: str | Path, surface: str = "native") -> HarnessTree:
+    """`benchmark.harness_dir`: the harness at `directory` in the layout `surface`, in the native layout."""
+    from harness.bench.layouts import load_in_layout
+
+    try:
+        return load_in_layout(Path(directory), surface)
+    except ValueError as exc:
+        raise ValueError(f"benchmark.harness_dir: {directory}: {exc}") from None
 
 
 def context_dispatch(question: Question) -> ToolDispatch:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.tree import HarnessTree
 
@@ -106,6 +107,21 @@ def to_native(tree: HarnessTree, surface: str) -> HarnessTree:
         skill = _SKILL_FILE.match(path[len(layout.skill_prefix):]) if path.startswith(layout.skill_prefix) else None
         files[f"{SKILLS}{skill.group('name')}/SKILL.md" if skill else path] = text
     return HarnessTree(files)
+
+
+def load_in_layout(directory: Path, surface: str) -> HarnessTree:
+    """The harness tree at `directory`, laid out for `surface`, in the native layout. The ValueError says what is
+    wrong, not where: the caller names the directory the way the user gave it (a flag, a config key)."""
+    if not directory.is_dir():
+        raise ValueError("not a directory")
+    try:
+        tree = to_native(HarnessTree.load(directory), surface)
+    except ValueError as exc:
+        raise ValueError(f"not a harness tree: {exc}") from None
+    if SYSTEM_PROMPT not in tree:
+        raise ValueError(f"not a harness tree: no {SYSTEM_PROMPT} (native layout: system_prompt.md, tools/, "
+                         "skills/<task_type>/SKILL.md)")
+    return tree
 
 
 def from_native(tree: HarnessTree, surface: str) -> HarnessTree:

@@ -15,7 +15,7 @@
   composes `params.yaml` (`refuse_dvc_set_params`, called from the Hydra
   plugin module DVC imports first).
 - `redact` / `redact_text` / `RedactingFilter` mask secrets when configs or
-  log lines are written.
+  log lines are written; `print_error` masks the error lines entry points print.
 """
 
 from __future__ import annotations
@@ -261,6 +261,13 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
         if secret:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def print_error(line: str, llm_cfg: Any = None) -> None:
+    """Print an error line to stderr with every secret value masked as log lines are (`redact_text`, the
+    RedactingFilter's): print() goes around the log handlers. `llm_cfg` (once the config is loaded) adds the key its
+    `api_key_env` names to the environment's secret-looking variables."""
+    print(redact_text(line, secret_values(llm_cfg)), file=sys.stderr)
 
 
 def redact(data: Any, secrets: Iterable[str] = ()) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,30 +56,46 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
     questions = {q.qid: q for q in ctx.bench().questions()}
     qids = pool_qids(cfg, root, request.pool, questions)
     params = certify_params(cfg)
+    created_out, had_runlog = not request.out.exists(), (request.out / RUNLOG).exists()
     request.out.mkdir(parents=True, exist_ok=True)
     tag = f"s{request.seed}"
     log = HarnessLog(request.out / RUNLOG)
     started = time.monotonic()
     try:
-        for arm in ("baseline", "candidate"):
-            log.record_run(f"compare_{tag}_{arm_slug(arm)}", "compare")
-        progress.info("[compare] %s vs %s on %d questions (pool %s), alpha %g, at most %d pairs",
-                      request.candidate, request.baseline or "the starting harness", len(qids), request.pool, params.alpha,
-                      params.max_pairs)
-        certificate = asyncio.run(run_certificate(
-            [candidate], baseline, qids=qids, questions=questions,
-            rollout=ScoredShareGuard(ctx.infra_limits, "compare").rollout(ro.rollout_fn(ctx, log)), params=params,
-            fallback_share=float(cfg.certify.fallback_share), run_id=lambda arm: f"compare_{tag}_{arm}",
-            seed=request.seed, first_index=COMPARE_INDEX + 10**6 * request.seed, pool=request.pool, what="compare"))
-    finally:
-        log.close()
-        ctx.close()
+        try:
+            for arm in ("baseline", "candidate"):
+                log.record_run(f"compare_{tag}_{arm_slug(arm)}", "compare")
+            progress.info("[compare] %s vs %s on %d questions (pool %s), alpha %g, at most %d pairs",
+                          request.candidate, request.baseline or "the starting harness", len(qids), request.pool,
+                          params.alpha, params.max_pairs)
+            certificate = asyncio.run(run_certificate(
+                [candidate], baseline, qids=qids, questions=questions,
+                rollout=ScoredShareGuard(ctx.infra_limits, "compare").rollout(ro.rollout_fn(ctx, log)), params=params,
+                fallback_share=float(cfg.certify.fallback_share), run_id=lambda arm: f"compare_{tag}_{arm}",
+                seed=request.seed, first_index=COMPARE_INDEX + 10**6 * request.seed, pool=request.pool, what="compare"))
+        finally:
+            log.close()
+            ctx.close()
+    except BaseException:
+        discard_unfinished_run(request.out, created_out=created_out, had_runlog=had_runlog)
+        raise
     path = write_certificate(request.out, certificate)
     progress.info("[compare] %s (%.0f s); certificate: %s", certificate.summary, time.monotonic() - started, path)
     if request.tracking and bool(cfg.tracking.enabled):
         run_id = log_compare(cfg, certificate, path, root, request)
         progress.info("[compare] MLflow run %s (experiment %s)", run_id, cfg.tracking.experiment)
     return certificate
+
+
+def discard_unfinished_run(out: Path, *, created_out: bool, had_runlog: bool) -> None:
+    """Remove what a compare that stopped without a certificate wrote: a failed run never looks like a result and a
+    later compare into the same directory starts clean. The directory goes when this run created it, else only the
+    run log it created (an earlier run's files in a reused `--out` stay)."""
+    if created_out:
+        shutil.rmtree(out, ignore_errors=True)
+    elif not had_runlog:
+        for name in (RUNLOG, f"{RUNLOG}-wal", f"{RUNLOG}-shm", f"{RUNLOG}-journal"):
+            (out / name).unlink(missing_ok=True)
 
 
 def log_compare(cfg: Any, certificate: Certificate, path: Path, root: Path, request: CompareRequest) -> str:

@@ -72,7 +72,9 @@ def run_stage(
         try:  # a missing key is said before the stage does any work
             require_api_key(cfg.llm)
         except PreflightError as exc:
-            print(f"stages.{stage}: {exc}", file=sys.stderr)
+            from harness.config.secrets import print_error
+
+            print_error(f"stages.{stage}: {exc}", cfg.llm)
             return 2
     view = KeyView(cfg, (*params, *locations), stage)
     ctx = make_context(view, project_root)
@@ -81,7 +83,9 @@ def run_stage(
         with tracked:
             call(ctx, view)
     except one_line_errors() as exc:
-        print(f"stages.{stage}: {exc}", file=sys.stderr)
+        from harness.config.secrets import print_error
+
+        print_error(f"stages.{stage}: {exc}", cfg.llm)
         return 2
     finally:
         hits, misses, saved = cache_stats_of(ctx)
@@ -190,7 +194,9 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
     try:
         cfg = load_stage_config(Path(args.params))
     except ConfigError as exc:
-        print(f"stages.{stage}: bad configuration in {args.params}: {exc}", file=sys.stderr)
+        from harness.config.secrets import print_error
+
+        print_error(f"stages.{stage}: bad configuration in {args.params}: {exc}")
         return None
     if cfg.get("quiet", False):
         configure_logging(quiet=True)

@@ -23,7 +23,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Optional
 
 from harness.atomic import atomic_write_json, atomic_write_text
@@ -124,7 +123,7 @@ class EvaluatedHarness:
 def load_harness(directory: Path, surface: str, what: str = "--harness") -> EvaluatedHarness:
     """A harness directory: a workspace (manifest.json: its current versions), a seed (seed.json) or a harness tree in
     the layout `surface` (benchmark.harness_surface, harness/compose.py `start_harness`)."""
-    from harness.compose import start_harness
+    from harness.bench.layouts import load_in_layout
     from harness.store import SEED_META, StoreError, read_seed
 
     if not directory.is_dir():
@@ -145,11 +144,9 @@ def load_harness(directory: Path, surface: str, what: str = "--harness") -> Eval
             raise EvalInputError(f"{what} {directory}: {exc}") from None
         return EvaluatedHarness(seed.prompts.with_files({f"skills/{p}": t for p, t in seed.skills.items()}), directory, "seed")
     try:
-        tree = start_harness(SimpleNamespace(harness_dir=str(directory.resolve()), harness_surface=surface), Path.cwd())
+        tree = load_in_layout(directory, surface)
     except (ValueError, OSError) as exc:
         raise EvalInputError(f"{what} {directory}: {exc}") from None
-    if tree is None or len(tree) == 0:
-        raise EvalInputError(f"{what} {directory}: no harness files")
     return EvaluatedHarness(tree, directory, "directory")
 
 
@@ -601,7 +598,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
 
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
-    from harness.config.secrets import install_redaction, refuse_secrets_on_command_line, secret_values
+    from harness.config.secrets import install_redaction, print_error, refuse_secrets_on_command_line, secret_values
     from harness.pipeline.entry import one_line_errors
 
     refuse_secrets_on_command_line(args.overrides, prog)
@@ -610,12 +607,14 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
         return 2
     out = args.out or Path("runs") / prog.rsplit(".", 1)[-1] / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())
+    llm_cfg: Any = None  # until the config names llm.api_key_env, the environment's secret-looking variables are masked
     try:
         cfg = load_config(list(args.overrides))
-        install_redaction(secret_values(cfg.llm))  # the key's value never reaches a log line
+        llm_cfg = cfg.llm
+        install_redaction(secret_values(llm_cfg))  # the key's value never reaches a log line
         lines = run(cfg, EvalRequest(args.harness, args.pool, args.samples, out, not args.no_tracking), Path.cwd())
     except caught as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print_error(f"{prog}: {exc}", llm_cfg)
         return 2
     print("\n".join(lines))
     return 0

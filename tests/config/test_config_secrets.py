@@ -20,6 +20,7 @@ from harness.config.secrets import (
     get_api_key,
     install_redaction,
     is_secret_key,
+    print_error,
     redact,
     secret_values,
 )
@@ -157,6 +158,18 @@ def test_environment_key_appears_in_no_log_file_or_saved_config(tmp_path: Path, 
     assert leaks == []
     assert REDACTED in (out / "run.log").read_text()
     assert "127.0.0.1:9" not in (out / "params.yaml").read_text()  # params never carry machine-local env
+
+
+def test_print_error_masks_what_the_log_filter_masks(monkeypatch, capsys) -> None:
+    """An entry point's print()ed error line goes around the log handlers: it masks the environment's secret-looking
+    variables, and with the llm config the variable llm.api_key_env names."""
+    key, other = _fake_key(), "plain-value-1234"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("LLM_SERVICE_VALUE", other)
+    print_error(f"error: refused {key} and {other}", OmegaConf.create({"api_key_env": "LLM_SERVICE_VALUE"}))
+    assert capsys.readouterr().err == f"error: refused {REDACTED} and {REDACTED}\n"
+    print_error(f"error: {other}")  # without the config only secret-looking names are known
+    assert capsys.readouterr().err == f"error: {other}\n"
 
 
 def test_redacting_filter_masks_args_and_exceptions() -> None:

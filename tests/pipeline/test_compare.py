@@ -7,6 +7,7 @@ tests/kernel/test_certificate.py; here the command's contract.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +50,17 @@ def _trees(tmp_path: Path) -> dict[str, Path]:
         effect = oracle.expected_accuracy(tree) - oracle.expected_accuracy(base)
         assert (effect > 0.05) if name == "good" else (effect < -0.05), (name, effect)
     return out
+
+
+def _questions_and_harness(tmp_path: Path) -> Path:
+    """9 questions of 3 task types in tmp_path/q.jsonl (returned) and a one-file harness in tmp_path/h."""
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"qid": f"{t}-{i}", "task_type": t, "question": f"{t} {i}?",
+                                             "choices": ["x", "y"], "answer": "A"}) + "\n"
+                                 for t in ("a", "b", "c") for i in range(3)))
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "system_prompt.md").write_text("Answer with one letter.\n")
+    return questions
 
 
 def _compare(tmp_path: Path, *args: str, tracking_uri: str | None = None) -> subprocess.CompletedProcess:
@@ -104,6 +116,24 @@ def test_compare_errors_exit_2_with_one_line(tmp_path):
     no_pools = _compare(tmp_path, "--candidate", str(tmp_path / "h"), "--pool", "test", "--no-tracking", "--out", str(tmp_path / "o"),
                         "pools.path=" + str(tmp_path / "absent.json"))
     assert no_pools.returncode == 2 and "--pool test" in no_pools.stderr
+
+
+def test_a_bad_harness_tree_is_named_by_its_flag_and_path_not_by_a_config_key(tmp_path):
+    """--candidate / --baseline are flags: the error names the flag and the path the user gave, never
+    benchmark.harness_dir (a config key the user did not set)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "codex").mkdir()
+    (tmp_path / "codex" / "system_prompt.md").write_text("Answer with one letter.\n")
+    runs = {"native": _compare(tmp_path, "--candidate", str(tmp_path / "empty"), "--no-tracking", "--out", str(tmp_path / "o")),
+            "codex": _compare(tmp_path, "--candidate", str(tmp_path / "codex"), "--baseline", str(tmp_path / "codex"),
+                              "--no-tracking", "--out", str(tmp_path / "o"), "benchmark.harness_surface=codex"),
+            "baseline": _compare(tmp_path, "--candidate", str(tmp_path / "codex"), "--baseline", str(tmp_path / "empty"),
+                                 "--no-tracking", "--out", str(tmp_path / "o"))}
+    assert f"error: --candidate {tmp_path / 'empty'}: not a harness tree: no system_prompt.md" in runs["native"].stderr
+    assert f"error: --candidate {tmp_path / 'codex'}: not a harness tree: a codex harness needs AGENTS.md" in runs["codex"].stderr
+    assert f"error: --baseline {tmp_path / 'empty'}: not a harness tree: no system_prompt.md" in runs["baseline"].stderr
+    for run in runs.values():
+        assert run.returncode == 2 and "benchmark.harness_dir" not in run.stderr and "Traceback" not in run.stderr
 
 
 @pytest.mark.slow
@@ -178,16 +208,9 @@ def test_compare_of_an_identical_tree_is_non_inferior_with_a_margin_and_nothing_
 def test_compare_and_eval_against_a_server_print_their_own_lines_not_one_per_http_request(tmp_path):
     """Against an OpenAI-compatible server, the documented output is one line per look (docs/compare.md) and the
     summary; the HTTP client's INFO line per request ("HTTP Request: POST ...": 2 per pair) is third-party chatter."""
-    import json
-
     from tests.support.openai_server import FakeOpenAIServer
 
-    questions = tmp_path / "q.jsonl"
-    questions.write_text("".join(json.dumps({"qid": f"{t}-{i}", "task_type": t, "question": f"{t} {i}?",
-                                             "choices": ["x", "y"], "answer": "A"}) + "\n"
-                                 for t in ("a", "b", "c") for i in range(3)))
-    (tmp_path / "h").mkdir()
-    (tmp_path / "h" / "system_prompt.md").write_text("Answer with one letter.\n")
+    questions = _questions_and_harness(tmp_path)
     with FakeOpenAIServer() as server:
         config = ["llm=openai", "benchmark=jsonl", f"benchmark.path={questions}", f"llm.base_url={server.base_url}",
                   "llm.model=stand-in", f"llm.cache_dir={tmp_path / 'cache'}"]
@@ -218,3 +241,51 @@ def test_compare_masks_the_api_keys_value_in_its_log_lines(tmp_path):
     assert compared.returncode == 1, compared.stderr  # the starting harness itself: nothing to certify
     assert "[compare] " in compared.stderr and "***REDACTED***" in compared.stderr
     assert key not in compared.stderr + compared.stdout
+
+
+def test_a_compare_that_fails_for_a_server_reason_leaves_no_run_behind(tmp_path):
+    """Exit 2 for the server (nothing listening on a real closed port; a model the server does not serve): no
+    half-written runs/compare/<time>/runlog.sqlite that looks like a result. A directory the run created is removed;
+    a reused --out keeps its earlier files and gets no run log."""
+    from harness.llm.local_server import free_port
+    from tests.support.openai_server import FakeOpenAIServer
+
+    questions = _questions_and_harness(tmp_path)
+    (tmp_path / "reused").mkdir()
+    (tmp_path / "reused" / "notes.txt").write_text("an earlier file\n")
+
+    def compare(base_url: str, out: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "stages.compare", "--candidate", str(tmp_path / "h"), "--no-tracking", "--out", str(out),
+             "llm=openai", "benchmark=jsonl", f"benchmark.path={questions}", f"llm.base_url={base_url}",
+             "llm.model=stand-in", f"llm.cache_dir={tmp_path / 'cache'}"],
+            cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": "local"}, capture_output=True, text=True, timeout=600)
+
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    refused = {out: compare(closed, tmp_path / out) for out in ("new", "reused")}
+    for run in refused.values():
+        assert run.returncode == 2, run.stderr
+        assert f"nothing is listening at {closed}" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "new").exists()
+    assert sorted(p.name for p in (tmp_path / "reused").iterdir()) == ["notes.txt"]
+
+    with FakeOpenAIServer(served_models=("another-model",)) as server:
+        unserved = compare(server.base_url, tmp_path / "unserved")
+    assert unserved.returncode == 2 and "does not serve model 'stand-in'" in unserved.stderr, unserved.stderr
+    assert not (tmp_path / "unserved").exists()
+
+
+def test_compare_masks_the_api_keys_value_in_its_error_line(tmp_path):
+    """The `error: ...` line is print()ed, around the log handlers' redaction filter: it is masked the same way. The
+    key's value reaches the error (the missing candidate's path is named like it), for a secret-looking variable
+    (OPENAI_API_KEY) and for one only llm.api_key_env names."""
+    key = "local-key-4f9c2e"
+    missing = tmp_path / key
+    for variable, overrides in (("OPENAI_API_KEY", []), ("LLM_SERVICE_VALUE", ["llm.api_key_env=LLM_SERVICE_VALUE"])):
+        compared = subprocess.run(
+            [sys.executable, "-m", "stages.compare", "--candidate", str(missing), "--no-tracking", "--out",
+             str(tmp_path / "o"), "llm=openai", *overrides, *SMALL], cwd=REPO_ROOT, env={**env(), variable: key},
+            capture_output=True, text=True, timeout=600, check=False)
+        assert compared.returncode == 2, compared.stderr
+        assert f"error: --candidate {tmp_path / '***REDACTED***'}: not a directory" in compared.stderr, compared.stderr
+        assert key not in compared.stderr + compared.stdout
