@@ -431,7 +431,7 @@ def _certificate(state: Path) -> dict | None:
         cert = read_certificate(path)
     except CertificateError:
         return None
-    shown = cert.chosen or next((a for a in cert.attempts if a.decision != "skipped"), None)
+    shown = cert.described
     # what certify.per_type=flag would have delivered from the same run: the first certified attempt (the rollback
     # re-certification is the only attempt the two modes do not share: same slots, same sample indices)
     first = next((a for a in cert.attempts if a.rollback is None and a.decision == "certified"), None)

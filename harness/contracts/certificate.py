@@ -102,10 +102,18 @@ class Certificate:
         """The certified attempt that is delivered (None when the baseline is delivered)."""
         return next((a for a in self.attempts if a.label == self.delivered and a.decision == "certified"), None)
 
+    @property
+    def described(self) -> Optional[Attempt]:
+        """The attempt the summary's figures, the `certify_*` metrics and the report's tables describe: the delivered
+        one; when none is certified, the first one tested (the training's final harness unless it was skipped), else
+        the first attempt (None when there is none)."""
+        tested = next((a for a in self.attempts if a.decision != "skipped"), None)
+        return self.chosen or tested or next(iter(self.attempts), None)
+
     def asked_line(self, attempt: Optional[Attempt] = None) -> Optional[str]:
-        """'asked 124 of 300 test questions (the other 176 read identical input)' for `attempt` (default: the delivered
-        one, else the first tried); None when it asked every question (or the file predates certify.skip_identical)."""
-        a = attempt or self.chosen or next((x for x in self.attempts if x.asked_questions is not None), None)
+        """'asked 124 of 300 test questions (the other 176 read identical input)' for `attempt` (default: `described`);
+        None when it asked every question (or the file predates certify.skip_identical)."""
+        a = attempt or self.described
         n = self.population.get("n_questions")
         if a is None or a.asked_questions is None or not isinstance(n, int) or a.asked_questions >= n:
             return None

@@ -198,9 +198,12 @@ async def run_certificate(
     what: str = "certify",
     otherwise: Optional[Contender] = None,
     per_type: str = "flag",
+    identical_why: Optional[str] = None,
 ) -> Certificate:
     """Try `candidates` in order against `baseline` (see the module doc); returns the certificate (not written).
     When none is certified, `otherwise` (default: the baseline) is what the certificate says is delivered.
+    `identical_why`: why, in the caller's words, no candidate may differ from the baseline; the summary says it when
+    none does ("nothing to certify: <identical_why> (no candidate differs from base)").
 
     per_type="rollback": when the certified attempt flags task types, their skill files are put back to the
     baseline's (`rollback_tree`) and that harness is certified once more, on fresh sample indices (first_index +
@@ -381,7 +384,8 @@ async def run_certificate(
         summary = (f"not certified: {IDENTICAL_INPUT} ({len(task_type_of)} questions of the {pool} pool; no pairs); "
                    f"delivering {fallback}")
     elif all(a.decision == "skipped" for a in attempts):
-        summary = f"not certified: nothing to certify (no candidate differs from {baseline.label}); delivering {fallback}"
+        why = f": {identical_why}" if identical_why else ""
+        summary = f"not certified: nothing to certify{why} (no candidate differs from {baseline.label}); delivering {fallback}"
     else:
         tested = [a for a in attempts if a.decision != "skipped"]
         why = tested[0].reason.removeprefix("not certified: ")
@@ -411,19 +415,19 @@ async def run_certificate(
 
 
 def certificate_metrics(certificate: Certificate) -> dict[str, float | None]:
-    """The certificate as MLflow metrics (`certify_*`, `certify/<task type>` estimates); None where unknown."""
-    chosen = certificate.chosen or (certificate.attempts[0] if certificate.attempts else None)
+    """The certificate as MLflow metrics (`certify_*`, `certify/<task type>` estimates); None where unknown. The
+    per-attempt ones describe `certificate.described`, the attempt the summary describes (a rollback when delivered)."""
+    shown = certificate.described
     out: dict[str, float | None] = {
         "certify_certified": float(certificate.certified), "certify_alpha": certificate.alpha,
         "certify_rollouts": float(certificate.rollouts), "certify_attempts": float(len(certificate.attempts)),
         "certify_flagged_task_types": float(len(certificate.flagged_task_types)),
-        "certify_asked_share": certificate.population.get("asked_share"),
     }
-    if chosen is not None:
-        out.update({"certify_pairs": float(chosen.pairs), "certify_estimate": chosen.estimate,
-                    "certify_lower_bound": chosen.lower_bound, "certify_upper_bound": chosen.upper_bound,
-                    "certify_width": chosen.width, "certify_log_e": chosen.log_e})
-        out.update({f"certify_type/{row.task_type}": row.estimate for row in chosen.per_task_type})
+    if shown is not None:
+        out.update({"certify_pairs": float(shown.pairs), "certify_estimate": shown.estimate,
+                    "certify_lower_bound": shown.lower_bound, "certify_upper_bound": shown.upper_bound,
+                    "certify_width": shown.width, "certify_log_e": shown.log_e, "certify_asked_share": shown.share})
+        out.update({f"certify_type/{row.task_type}": row.estimate for row in shown.per_task_type})
     return out
 
 

@@ -346,7 +346,7 @@ def _certificate_tables(summary: RunSummary) -> tuple[tuple[list[str], list[list
     rows = [[a.label, f"{a.alpha:.4g}", a.decision, str(a.pairs), f"{a.wins} / {a.losses} / {a.ties}", str(a.rollouts),
              _pts(a.estimate), f"[{_pts(a.lower_bound)}, {_pts(a.upper_bound)}]", "n/a" if a.width is None else f"{100 * a.width:.1f}",
              "n/a" if a.log_e is None else f"{a.log_e:.2f} / {a.threshold:.2f}", a.reason] for a in cert.attempts]
-    shown = cert.chosen or next((a for a in cert.attempts if a.decision != "skipped"), None)
+    shown = cert.described
     type_header = ["task type", "pairs", "gain (pts)", "95 % interval (fixed-n, indicative)", "flagged"]
     # a type that reads identical input under both harnesses: its gain is exactly 0, not estimated (no pairs)
     type_rows = [[t.task_type, str(t.pairs), "0 (identical input)" if t.identical_input else _pts(t.estimate),

@@ -112,6 +112,25 @@ def test_a_truly_regressing_type_is_rolled_back_and_recertified_on_fresh_samples
     assert oracle.expected_accuracy(delivered, bad_qids) == pytest.approx(oracle.expected_accuracy(base, bad_qids))
 
 
+def test_the_metrics_describe_the_delivered_rollback_as_the_summary_does(world_ctx):
+    """The rollback asks fewer questions than its parent (the restored type reads identical input): every certify_*
+    metric, asked share included, is the delivered rollback's, as the summary's figures and its "asked" line are."""
+    from harness.loop.certify import certificate_metrics
+
+    world = world_ctx["world"]
+    base = world.base_harness()
+    types = list(world.task_type_names)
+    bad = next(t for t in types if world.rules_of(t, "trap"))
+    candidate = _with_rules(world, base, {**{t: "insight" for t in types if t != bad and world.rules_of(t, "insight")}, bad: "trap"})
+    cert, _, _ = _certify(world_ctx, candidate, skip_identical=True)
+    first, retry = cert.attempts[0], cert.attempts[-1]
+    assert cert.chosen is retry and cert.described is retry and retry.share is not None and retry.share < first.share
+    metrics = certificate_metrics(cert)
+    assert metrics["certify_asked_share"] == retry.share != cert.population["asked_share"]
+    assert (metrics["certify_pairs"], metrics["certify_lower_bound"]) == (retry.pairs, retry.lower_bound)
+    assert f"{retry.pairs} pairs)" in cert.summary and cert.asked_line(retry) in cert.summary
+
+
 def test_nothing_is_rolled_back_when_no_type_regresses(world_ctx):
     world = world_ctx["world"]
     base = world.base_harness()

@@ -10,6 +10,7 @@ import pytest
 from conftest import Interrupt, make_runner, tiny_cfg
 
 from harness import workspace as wsp
+from harness.contracts.certificate import read_certificate
 from harness.kernel.ladder import GatePools
 from harness.kernel.schedule import full_schedule
 from harness.loop.checkpoint import load_checkpoint
@@ -174,3 +175,8 @@ def test_early_stop_passes_the_state_through(tmp_path):
         assert not reports[e].exists()
     stopped_at = wsp.read_best(state / f"e{first}" / "slow" / "workspace")
     assert (result["delivered"]["skills_version"], result["delivered"]["prompts_version"]) == (stopped_at.skills, stopped_at.prompts)
+    # nothing was learned: the certificate says why there is nothing to certify, not only that no candidate differs
+    cert = read_certificate(state / "certify")
+    assert not cert.certified and cert.rollouts == 0
+    assert cert.summary.startswith("not certified: nothing to certify: training's best checkpoint is the starting harness "
+                                   "(no candidate differs from base)")

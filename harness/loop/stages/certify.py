@@ -101,7 +101,8 @@ def stage_certify(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
             rollout=ScoredShareGuard(ctx.infra_limits, "certify").rollout(ro.rollout_fn(ctx, log)), params=params,
             fallback_share=float(ctx.cfg.certify.fallback_share), run_id=lambda arm: certify_run_id(ctx.run_name, arm),
             seed=int(ctx.cfg.train.seed), first_index=CERTIFY_INDEX, pool="test", otherwise=start,
-            per_type=str(ctx.cfg.certify.per_type)))
+            per_type=str(ctx.cfg.certify.per_type),
+            identical_why=f"training's best checkpoint is the {'starting' if reference is None else 'reference'} harness"))
     finally:
         log.close()
     chosen = certificate.chosen
