@@ -578,7 +578,6 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     """The shared command line of stages.eval / stages.diagnose: parse, load the config, `run(cfg, request, root)`,
     print its lines; 0 done, 2 error (one line on stderr, no traceback)."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 1)[1])
@@ -603,7 +602,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
 
     refuse_secrets_on_command_line(args.overrides, prog)
     if args.samples < 1:
-        print(f"{prog}: --samples {args.samples}: must be >= 1", file=sys.stderr)
+        print_error(f"{prog}: --samples {args.samples}: must be >= 1")
         return 2
     out = args.out or Path("runs") / prog.rsplit(".", 1)[-1] / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())
