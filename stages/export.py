@@ -25,6 +25,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from harness.config.secrets import print_error
+
 SURFACES = ("native", "codex", "opencode")
 
 
@@ -70,23 +72,23 @@ def _write_seed(source: Path, seed_dir: Path, unevaluated: bool = False) -> int:
     try:
         questions_ref = wsp.read_manifest(init_workspace).questions_ref
     except (FileNotFoundError, ValueError) as exc:
-        sys.stderr.write(f"error: --from {source}: cannot read the run's questions reference from {init_workspace} ({exc})\n")
+        print_error(f"error: --from {source}: cannot read the run's questions reference from {init_workspace} ({exc})")
         return 2
     tree = HarnessTree.load(source)
     problem, measured = _evaluation_of(source, tree.fingerprint)
     if problem is not None and not unevaluated:
-        sys.stderr.write(f"error: {problem}; a seed is written from an evaluated tree only (the holdout stage's "
-                         "delivered tree), or pass --unevaluated\n")
+        print_error(f"error: {problem}; a seed is written from an evaluated tree only (the holdout stage's "
+                    "delivered tree), or pass --unevaluated")
         return 2
     if problem is not None:
-        sys.stderr.write(f"warning: {problem}; writing the seed anyway (--unevaluated)\n")
+        print_error(f"warning: {problem}; writing the seed anyway (--unevaluated)")
     skills = tree.subtree("skills")
     prompts = tree.with_files({p: None for p in tree if p.startswith("skills/")})
     meta = {"from": str(source), "fingerprint": tree.fingerprint, "evaluated": measured or None}
     try:
         seed = init_seed(seed_dir, skills, prompts, questions_ref, meta)
     except StoreError as exc:
-        sys.stderr.write(f"error: --seed {seed_dir}: {exc}\n")
+        print_error(f"error: --seed {seed_dir}: {exc}")
         return 2
     if measured:
         print(f"the run measured this tree: {measured}")
@@ -107,7 +109,7 @@ def _copy_certificate(source: Path, target: Path) -> None:
     try:
         certificate = read_certificate(path)
     except CertificateError as exc:
-        sys.stderr.write(f"warning: {exc}; exported without a certificate\n")
+        print_error(f"warning: {exc}; exported without a certificate")
         return
     atomic_write_bytes(target / CERTIFICATE_FILE, path.read_bytes())
     print(f"certificate: {certificate.summary} -> {target / CERTIFICATE_FILE}")
@@ -137,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.source.is_dir():
         runs = sorted(Path("runs").glob("*/*/state/holdout/delivered"))[-3:] if Path("runs").is_dir() else []
         hint = f"; runs of `python -m stages.train` here: {', '.join(map(str, runs))}" if runs else ""
-        sys.stderr.write(f"error: --from {args.source}: no delivered harness (run `dvc repro`, or pass --from){hint}\n")
+        print_error(f"error: --from {args.source}: no delivered harness (run `dvc repro`, or pass --from){hint}")
         return 2
     if args.seed is not None:
         return _write_seed(args.source, args.seed, args.unevaluated)
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())) and not args.force:
-        sys.stderr.write(f"error: --to {args.to} exists and is not an empty directory; choose another or pass --force\n")
+        print_error(f"error: --to {args.to} exists and is not an empty directory; choose another or pass --force")
         return 2
     tree = from_native(HarnessTree.load(args.source), surface)
     verdict = validate_tree(tree, surface_for(surface))
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     added = f"; {len(verdict.auto_added)} trigger line(s) added" if verdict.auto_added else ""
     print(f"exported {len(tree)} files of {args.source} as a {surface} harness ({surface_origin}) to {args.to}{added}")
     if not verdict.ok:
-        sys.stderr.write(f"the exported tree fails the {surface} validator:\n" + "\n".join(f"  {e}" for e in verdict.errors) + "\n")
+        print_error(f"the exported tree fails the {surface} validator:\n" + "\n".join(f"  {e}" for e in verdict.errors))
         return 1
     return 0
 

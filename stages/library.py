@@ -16,10 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stages", nargs="+", help="entry points stages.<name> to fingerprint")
     args = parser.parse_args(argv)
     from harness.config.project import stage_root_message
+    from harness.config.secrets import print_error
 
     wrong_place = stage_root_message("stages.library", Path("dvc.yaml"))  # fingerprints the tree DVC runs it in
     if wrong_place:
-        print(wrong_place, file=sys.stderr)
+        print_error(wrong_place)
         return 2
     from harness.atomic import atomic_write_json
     from harness.pipeline.code_fingerprint import stage_fingerprints

@@ -23,21 +23,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--harness", type=Path, default=None, help="the harness to promote (default: the one the eval evaluated)")
     args = parser.parse_args(argv)
 
+    from harness.config.secrets import print_error
     from harness.pipeline.entry import one_line_errors
     from harness.pipeline.evaluate import EvalInputError, make_eval_hint, promote_evaluated
     from harness.store import StoreError
 
     if args.eval_dir is None:
-        print(f"stages.promote: no eval run given for {args.harness or 'the harness'}: a harness is promoted only with "
-              f"the eval run that measured it; {make_eval_hint(args.harness)}", file=sys.stderr)
+        print_error(f"stages.promote: no eval run given for {args.harness or 'the harness'}: a harness is promoted only "
+                    f"with the eval run that measured it; {make_eval_hint(args.harness)}")
         return 2
     try:
         seed = promote_evaluated(args.seed, args.eval_dir, args.harness, Path.cwd())
     except (EvalInputError, StoreError) as exc:
-        print(f"stages.promote: refused: {exc}; {make_eval_hint(args.harness)}", file=sys.stderr)
+        print_error(f"stages.promote: refused: {exc}; {make_eval_hint(args.harness)}")
         return 2
     except one_line_errors() as exc:
-        print(f"stages.promote: {exc}", file=sys.stderr)
+        print_error(f"stages.promote: {exc}")
         return 2
     print(f"wrote seed {seed.path} ({len(seed.skills)} skill files, {len(seed.prompts)} prompt files) from eval run "
           f"{seed.meta['eval_run_id']} ({args.eval_dir}); start a run from it with train.init_seed={args.seed}")

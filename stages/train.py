@@ -54,7 +54,7 @@ if __name__ == "__main__":
 
     from harness.config.precheck import precheck_or_exit
     from harness.config.project import enter_project_root
-    from harness.config.secrets import refuse_secrets_on_command_line
+    from harness.config.secrets import print_error, refuse_secrets_on_command_line
     from harness.pipeline import run_lock
     from harness.pipeline.train_job import rebase_outputs
 
@@ -67,7 +67,7 @@ if __name__ == "__main__":
 
         check_command_line(sys.argv[1:])
     except RayClusterUnreachable as exc:
-        print(f"stages.train: {exc}", file=sys.stderr)
+        print_error(f"stages.train: {exc}")
         sys.exit(2)
     try:  # a directory named on the command line is locked before Hydra writes .hydra/ and its log into it
         for directory in run_lock.explicit_dirs(sys.argv[1:]):
@@ -75,6 +75,6 @@ if __name__ == "__main__":
                 _EXISTING_RUN_DIRS.add(directory.resolve())
             run_lock.acquire(directory)
     except run_lock.RunDirInUse as exc:
-        print(f"stages.train: {exc}", file=sys.stderr)
+        print_error(f"stages.train: {exc}")
         sys.exit(2)
     main()

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,6 +273,8 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
     """Run `check_train_command_line`; on an invalid config print one message and exit 2, on a Hydra composition
     error print Hydra's message (with "did you mean") and exit 1, as Hydra would. With ``HYDRA_FULL_ERROR=1`` or
     ``--debug`` the error propagates with its traceback."""
+    from harness.config.secrets import print_error
+
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in argv
     warnings: list[str] = []
     try:
@@ -281,7 +282,7 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
     except HydraCompositionError as exc:
         if full_error:
             raise
-        sys.stderr.write(exc.message + "\n\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+        print_error(exc.message + "\n\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
         raise SystemExit(1) from None
     except ConfigError as exc:
         problems = [JobProblem((), exc)]
@@ -292,10 +293,10 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
     if problems:
         if full_error:
             raise problems[0].error
-        print(problems_message(entry, problems), file=sys.stderr)
+        print_error(problems_message(entry, problems))
         raise SystemExit(2)
     for line in warnings:  # not "<entry>: ...": that prefix is the one line of an error (tests/pipeline/test_one_line_errors.py)
-        print(f"warning ({entry}): {line}", file=sys.stderr)
+        print_error(f"warning ({entry}): {line}")
 
 
 def remove_unused_job_dir(job_dir: Path, *, existed_before: bool, up_to: Path | None = None) -> bool:

@@ -95,18 +95,20 @@ def enter_project_root(entry: str) -> Path:
 
     Prints one line on stderr when the working directory changes, and the git warning when there is no
     repository; on failure prints the message and exits with status 2 (nothing is written anywhere)."""
+    from harness.config.secrets import print_error
+
     here = Path.cwd().resolve()
     try:
         root = require_project_root(entry, here)
     except ProjectRootError as exc:
-        print(exc, file=sys.stderr)
+        print_error(str(exc))
         raise SystemExit(2) from None
     if root != here:
         print(f"{entry}: running in the project root {root} (started in {here})", file=sys.stderr)
         os.chdir(root)
     warning = no_git_warning(root)
     if warning:
-        print(f"{entry}: warning: {warning}", file=sys.stderr)
+        print_error(f"{entry}: warning: {warning}")
     return root
 
 

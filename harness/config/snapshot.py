@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from harness.atomic import atomic_write_text
 from harness.config.errors import ConfigError
 from harness.config.load import load_config
+from harness.config.secrets import print_error
 
 DEFAULT_OUTPUT = "params.yaml"
 
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             root = require_project_root("harness.config.snapshot")
         except ProjectRootError as exc:
-            sys.stderr.write(f"{exc}\n")
+            print_error(str(exc))
             return 2
         args.config_dir = str(root / "conf")
         args.output = args.output or str(root / DEFAULT_OUTPUT)
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         written = write_params(args.output, args.overrides, config_dir=args.config_dir)
     except ConfigError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        print_error(f"error: {exc}")
         return 2
     print(f"wrote {written}")
     return 0

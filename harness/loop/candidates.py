@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from harness import workspace as wsp
-from harness.bench.layouts import to_native
+from harness.bench.layouts import load_in_layout
 from harness.contracts.candidates import (
     JSONL_SUFFIX,
     CandidatesError,
@@ -37,7 +37,7 @@ from harness.contracts.candidates import (
     list_variants,
     read_jsonl,
 )
-from harness.contracts.solver import SKILLS_PREFIX, SYSTEM_PROMPT_PATH
+from harness.contracts.solver import SKILLS_PREFIX
 from harness.evolution.apply import apply_edits
 from harness.kernel.schedule import StateLayout
 from harness.kernel.types import Edit, EditApplication, EvolutionRecord
@@ -45,7 +45,7 @@ from harness.loop.context import StageContext
 from harness.loop.documents import EVOLVE, CandidateDoc, EvolveDoc, SkippedDoc, read_document, write_document
 from harness.loop.gating import skill_key
 from harness.loop.state import WORKSPACE, mark_done, require_done
-from harness.tree import HarnessTree, TreePathError
+from harness.tree import HarnessTree
 
 METHOD = "candidates"
 NOT_APPLICABLE = "skipped_not_applicable"
@@ -118,15 +118,12 @@ def _jsonl(path: Path, label: str, start: HarnessTree, max_chars: int) -> list[E
 
 
 def load_variant(path: Path, where: str, surface: str) -> HarnessTree:
-    """A variant directory as a native harness tree; CandidatesError when it is not a harness in `surface`'s layout."""
+    """A variant directory as a native harness tree; CandidatesError (load_in_layout's reason, named by the variant and
+    its layout) when it is not a harness in `surface`'s layout."""
     try:
-        tree = to_native(HarnessTree.load(path), surface)
-    except (TreePathError, OSError, ValueError) as exc:
-        raise CandidatesError(f"{where}: not a harness tree in the {surface} layout: {exc}") from None
-    if SYSTEM_PROMPT_PATH not in tree:
-        raise CandidatesError(f"{where}: not a harness tree in the {surface} layout: no {SYSTEM_PROMPT_PATH} "
-                              "(native layout: system_prompt.md, tools/, skills/<task_type>/SKILL.md)")
-    return tree
+        return load_in_layout(path, surface)
+    except (OSError, ValueError) as exc:  # OSError: an unreadable file of the variant
+        raise CandidatesError(f"{where} ({surface} layout): {exc}") from None
 
 
 def _variants(path: Path, label: str, start: HarnessTree, surface: str, max_chars: int) -> list[External]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from harness.loop.certify import Contender, arm_slug, certificate_metrics, certi
 from harness.loop.context import make_context
 from harness.loop.stages.certify import certify_params
 from harness.loop.state import RUNLOG
-from harness.pipeline.evaluate import EvalInputError, load_harness, pool_qids
+from harness.pipeline.evaluate import EvalInputError, discard_unfinished_run, load_harness, pool_qids
 
 progress = logging.getLogger("harness.progress")
 CompareInputError = EvalInputError  # a harness directory or pool that cannot be used (the message names it)
@@ -56,7 +55,7 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
     questions = {q.qid: q for q in ctx.bench().questions()}
     qids = pool_qids(cfg, root, request.pool, questions)
     params = certify_params(cfg)
-    created_out, had_runlog = not request.out.exists(), (request.out / RUNLOG).exists()
+    created_out, new_names = not request.out.exists(), [] if (request.out / RUNLOG).exists() else [RUNLOG]
     request.out.mkdir(parents=True, exist_ok=True)
     tag = f"s{request.seed}"
     log = HarnessLog(request.out / RUNLOG)
@@ -77,7 +76,7 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
             log.close()
             ctx.close()
     except BaseException:
-        discard_unfinished_run(request.out, created_out=created_out, had_runlog=had_runlog)
+        discard_unfinished_run(request.out, created_out=created_out, new_names=new_names)
         raise
     path = write_certificate(request.out, certificate)
     progress.info("[compare] %s (%.0f s); certificate: %s", certificate.summary, time.monotonic() - started, path)
@@ -85,17 +84,6 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
         run_id = log_compare(cfg, certificate, path, root, request)
         progress.info("[compare] MLflow run %s (experiment %s)", run_id, cfg.tracking.experiment)
     return certificate
-
-
-def discard_unfinished_run(out: Path, *, created_out: bool, had_runlog: bool) -> None:
-    """Remove what a compare that stopped without a certificate wrote: a failed run never looks like a result and a
-    later compare into the same directory starts clean. The directory goes when this run created it, else only the
-    run log it created (an earlier run's files in a reused `--out` stay)."""
-    if created_out:
-        shutil.rmtree(out, ignore_errors=True)
-    elif not had_runlog:
-        for name in (RUNLOG, f"{RUNLOG}-wal", f"{RUNLOG}-shm", f"{RUNLOG}-journal"):
-            (out / name).unlink(missing_ok=True)
 
 
 def log_compare(cfg: Any, certificate: Certificate, path: Path, root: Path, request: CompareRequest) -> str:

@@ -185,17 +185,16 @@ def configure_and_load(stage: str, args: argparse.Namespace) -> Any | None:
     configure_logging(quiet=args.quiet)
     from harness.config.errors import ConfigError
     from harness.config.project import stage_root_message
+    from harness.config.secrets import print_error
 
     wrong_place = stage_root_message(f"stages.{stage}", Path(args.params))
     if wrong_place:
-        print(wrong_place, file=sys.stderr)
+        print_error(wrong_place)
         return None
 
     try:
         cfg = load_stage_config(Path(args.params))
     except ConfigError as exc:
-        from harness.config.secrets import print_error
-
         print_error(f"stages.{stage}: bad configuration in {args.params}: {exc}")
         return None
     if cfg.get("quiet", False):

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import math
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -267,6 +268,23 @@ def check_out(out: Path) -> Path:
     return out
 
 
+def discard_unfinished_run(out: Path, *, created_out: bool, new_names: Sequence[str]) -> None:
+    """Remove what an eval or compare that stopped without its result wrote: a failed run never looks like a result
+    and a later run into the same directory starts clean. The directory goes when this run created it, else only the
+    entries `new_names` it created (a run log with its SQLite side files; an earlier run's files in a reused `--out`
+    stay)."""
+    if created_out:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for name in new_names:
+        if (out / name).is_dir():
+            shutil.rmtree(out / name, ignore_errors=True)
+        else:
+            (out / name).unlink(missing_ok=True)
+        for side in ("-wal", "-shm", "-journal"):
+            (out / f"{name}{side}").unlink(missing_ok=True)
+
+
 def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> EvalReport:
     """Run the evaluation of the module doc; writes runlog.sqlite, questions.parquet and harness/ into `request.out`
     (the caller writes the report files). `ctx`: a StageContext to reuse (diagnose reuses its provider)."""
@@ -281,37 +299,43 @@ def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> Eva
     ctx = ctx or make_context(cfg, root)
     started = time.monotonic()
     out = check_out(request.out)
-    try:
-        questions = {q.qid: q for q in ctx.bench().questions()}
-        qids = pool_qids(cfg, root, request.pool, questions)
-        out.mkdir(parents=True, exist_ok=True)  # after the input checks: a refused eval leaves no directory
-        qpath = write_questions(out / EVAL_QUESTIONS, [questions[q] for q in sorted(questions)])
-        questions_ref = _questions_ref(qpath, root)
-        harness.tree.save(out / EVAL_HARNESS)
-        versions = (harness.skills_version, harness.prompts_version)
-        run_id = eval_run_id(str(cfg.train.run_name), request.pool, *(
-            (str(versions[0]), str(versions[1])) if None not in versions else ("tree", harness.tree.fingerprint[:12])))
-        indices = [EVAL_INDEX + k for k in range(request.samples)]
-        requests = [(questions[q], i) for q in qids for i in indices]
-        progress.info("[eval] %s (%s) on %d questions of pool %s x %d sample(s) = %d rollouts", request.harness,
-                      harness.kind, len(qids), request.pool, request.samples, len(requests))
-        log = HarnessLog(out / EVAL_RUNLOG)
+    created_out = not out.exists()
+    new_names = [name for name in (EVAL_RUNLOG, EVAL_QUESTIONS, EVAL_HARNESS) if not (out / name).exists()]
+    try:  # a server fault or an infra abort leaves no partial run log that looks like a result (nor blocks --out)
         try:
-            log.record_run(run_id, "eval", skills_version=harness.skills_version, prompts_version=harness.prompts_version,
-                           questions_ref=questions_ref,
-                           meta={"harness_fingerprint": harness.tree.fingerprint, "harness": str(request.harness),
-                                 "harness_kind": harness.kind, "pool": request.pool, "samples": request.samples,
-                                 "n_questions": len(qids)})
-            asyncio.run(ro.rollout_fn(ctx, log)(harness.tree, requests, run_id))
+            questions = {q.qid: q for q in ctx.bench().questions()}
+            qids = pool_qids(cfg, root, request.pool, questions)
+            out.mkdir(parents=True, exist_ok=True)  # after the input checks: a refused eval leaves no directory
+            qpath = write_questions(out / EVAL_QUESTIONS, [questions[q] for q in sorted(questions)])
+            questions_ref = _questions_ref(qpath, root)
+            harness.tree.save(out / EVAL_HARNESS)
+            versions = (harness.skills_version, harness.prompts_version)
+            run_id = eval_run_id(str(cfg.train.run_name), request.pool, *(
+                (str(versions[0]), str(versions[1])) if None not in versions else ("tree", harness.tree.fingerprint[:12])))
+            indices = [EVAL_INDEX + k for k in range(request.samples)]
+            requests = [(questions[q], i) for q in qids for i in indices]
+            progress.info("[eval] %s (%s) on %d questions of pool %s x %d sample(s) = %d rollouts", request.harness,
+                          harness.kind, len(qids), request.pool, request.samples, len(requests))
+            log = HarnessLog(out / EVAL_RUNLOG)
+            try:
+                log.record_run(run_id, "eval", skills_version=harness.skills_version, prompts_version=harness.prompts_version,
+                               questions_ref=questions_ref,
+                               meta={"harness_fingerprint": harness.tree.fingerprint, "harness": str(request.harness),
+                                     "harness_kind": harness.kind, "pool": request.pool, "samples": request.samples,
+                                     "n_questions": len(qids)})
+                asyncio.run(ro.rollout_fn(ctx, log)(harness.tree, requests, run_id))
+            finally:
+                log.close()
         finally:
-            log.close()
-    finally:
-        if own_ctx:
-            ctx.close()
-    rows = RunLogReader(out / EVAL_RUNLOG).query(
-        "SELECT qid, task_type, correct, soft_score, parse_mode, cost_usd FROM predictions WHERE run_id = ?", (run_id,))
-    n_infra = sum(r["correct"] is None for r in rows)
-    _check_infra(n_infra, len(rows), cfg, f"eval run {run_id}")
+            if own_ctx:
+                ctx.close()
+        rows = RunLogReader(out / EVAL_RUNLOG).query(
+            "SELECT qid, task_type, correct, soft_score, parse_mode, cost_usd FROM predictions WHERE run_id = ?", (run_id,))
+        n_infra = sum(r["correct"] is None for r in rows)
+        _check_infra(n_infra, len(rows), cfg, f"eval run {run_id}")
+    except BaseException:
+        discard_unfinished_run(out, created_out=created_out, new_names=new_names)
+        raise
     overall, per_type, counts = summarize_predictions(rows)
     from harness.contracts.answers import parse_shares
 
@@ -578,7 +602,6 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     """The shared command line of stages.eval / stages.diagnose: parse, load the config, `run(cfg, request, root)`,
     print its lines; 0 done, 2 error (one line on stderr, no traceback)."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 1)[1])
@@ -603,7 +626,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
 
     refuse_secrets_on_command_line(args.overrides, prog)
     if args.samples < 1:
-        print(f"{prog}: --samples {args.samples}: must be >= 1", file=sys.stderr)
+        print_error(f"{prog}: --samples {args.samples}: must be >= 1")
         return 2
     out = args.out or Path("runs") / prog.rsplit(".", 1)[-1] / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -352,6 +351,7 @@ def nothing_lines(rows: list[dict]) -> list[str]:
 def run_improve(cfg: Any, opts: ImproveOptions, root: Path) -> int:
     """The whole invocation (`opts.action`); returns the exit code (2: refused before anything ran, 1: every round
     crashed)."""
+    from harness.config.secrets import print_error
     from harness.h2.sweep import ManifestError, plan_dict, precheck, read_domain_report, render_plan, run_plan
 
     settings = settings_from(cfg, opts, root)
@@ -360,8 +360,8 @@ def run_improve(cfg: Any, opts: ImproveOptions, root: Path) -> int:
         domains = opts.domain or [str(d) for d in cfg.improve.domains]
         try:
             reports = [read_domain_report(settings.out_dir, d) for d in domains]
-        except ManifestError as exc:
-            print(f"stages.improve: {exc}", file=sys.stderr)
+        except ManifestError as exc:  # improve_report declares no llm.api_key_env: the environment's secret names mask
+            print_error(f"stages.improve: {exc}")
             return 2
         finish_report(cfg, opts, settings, reports, root)
         return 0
@@ -374,16 +374,15 @@ def run_improve(cfg: Any, opts: ImproveOptions, root: Path) -> int:
             manifest = build_manifest(cfg, opts, settings, ctx, root)
             surface = surface_of(manifest, settings)
         except (ManifestError, ValueError) as exc:
-            print(f"stages.improve: {exc}", file=sys.stderr)
+            print_error(f"stages.improve: {exc}", cfg.llm)
             return 2
         print(render_plan(plan_dict(manifest, settings)), end="")
         problems = precheck(manifest, settings, surface)
         if opts.action == "check" and not problems:
             problems = executor_preflight(cfg, settings, manifest)
         if problems:
-            print(f"stages.improve: {len(problems)} problem(s); nothing was run:", file=sys.stderr)
-            for p in problems:
-                print(f"  - {p}", file=sys.stderr)
+            print_error("\n".join([f"stages.improve: {len(problems)} problem(s); nothing was run:",
+                                    *(f"  - {p}" for p in problems)]), cfg.llm)
             return 2
         if opts.action == "check":
             print("preflight passed; no task was created")
@@ -411,7 +410,7 @@ def run_improve(cfg: Any, opts: ImproveOptions, root: Path) -> int:
         try:
             make_adapter, roles = build_components(cfg, settings, manifest, ctx, llm)
         except (ValueError, RuntimeError) as exc:
-            print(f"stages.improve: {exc}", file=sys.stderr)
+            print_error(f"stages.improve: {exc}", cfg.llm)
             return 2
         domain_reports = asyncio.run(run_plan(manifest, settings, make_adapter, roles))
         if llm is not None:

@@ -65,7 +65,9 @@ class MlflowSweepCallback(Callback):
         except (TrackingDbError, TrackingConfigError) as exc:  # Hydra would print a traceback for a callback's error
             if os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in sys.argv[1:]:
                 raise
-            print(f"stages.train: {exc}", file=sys.stderr)
+            from harness.config.secrets import print_error
+
+            print_error(f"stages.train: {exc}", config.get("llm"))
             raise SystemExit(2) from None
         self._experiment = str(tracking.get("experiment"))
         sweep_dir = Path(str(config.hydra.sweep.dir))

@@ -176,3 +176,36 @@ def test_redacting_filter_masks_args_and_exceptions() -> None:
     key = _fake_key()
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "key=%s", (key,), None)
     assert RedactingFilter([key]).filter(record) and key not in record.getMessage()
+
+
+def _exits_with_masked_line(args: list[str], token: str, prefix: str) -> str:
+    """Run an entry point with `token` as the value of a secret-looking variable: its one error line masks it."""
+    import subprocess
+    import sys
+
+    from tests.pipeline.support import env
+
+    done = subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, env=env({"PROMOTE_CHECK_TOKEN": token}),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert token not in done.stderr + done.stdout, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1 and REDACTED in lines[0], done.stderr[-3000:]
+    return lines[0]
+
+
+def test_promote_and_train_error_lines_mask_the_environments_secret(tmp_path: Path) -> None:
+    """stages.promote's refusal and stages.train's run-lock refusal (printed before Hydra's log handlers exist) name a
+    directory whose name holds the key's value: the printed line shows REDACTED instead (real subprocesses)."""
+    token = "tok" + pysecrets.token_hex(12)
+    line = _exits_with_masked_line(["stages.promote", "--seed", str(tmp_path / "seed"), "--eval", str(tmp_path / token)],
+                                   token, "stages.promote:")
+    assert "no finished eval run" in line and str(tmp_path / REDACTED) in line
+
+    from harness.pipeline import run_lock
+
+    held = tmp_path / f"run-{token}"
+    run_lock.acquire(held)  # this test process holds the lock: the train subprocess is refused
+    line = _exits_with_masked_line(["stages.train", "train=tiny", "tracking=none", f"hydra.run.dir={held}"], token,
+                                   "stages.train:")
+    assert "is in use by another job" in line and f"run-{REDACTED}" in line

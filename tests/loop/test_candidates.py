@@ -208,6 +208,20 @@ def test_a_bad_variant_is_refused_naming_it(tmp_path: Path, make, needle: str) -
     assert "variants/bad" in str(err.value) and needle in str(err.value), str(err.value)
 
 
+def test_a_variant_that_is_no_harness_tree_gets_the_reason_every_entry_point_gives(tmp_path: Path) -> None:
+    """load_variant refuses with load_in_layout's wording (stages.eval/compare say the same of --harness/--candidate),
+    named by the variant and its layout."""
+    from harness.loop.candidates import load_variant
+
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "README.md").write_text("no harness here\n")
+    for surface, reason in (("native", "not a harness tree: no system_prompt.md"),
+                            ("codex", "not a harness tree: a codex harness needs AGENTS.md")):
+        with pytest.raises(CandidatesError) as err:
+            load_variant(tmp_path / "v", "variants/v", surface)
+        assert str(err.value).startswith(f"variants/v ({surface} layout): {reason}"), str(err.value)
+
+
 def test_a_changed_candidates_file_refuses_to_continue_the_run(tmp_path: Path) -> None:
     from harness.loop.candidates import proposed_before
 

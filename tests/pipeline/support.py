@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -90,3 +91,14 @@ def table_rows(fragments: list[Path], table: str) -> list[tuple]:
         finally:
             conn.close()
     return rows
+
+
+def questions_and_harness(tmp_path: Path) -> Path:
+    """9 questions of 3 task types in tmp_path/q.jsonl (returned) and a one-file harness in tmp_path/h."""
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"qid": f"{t}-{i}", "task_type": t, "question": f"{t} {i}?",
+                                             "choices": ["x", "y"], "answer": "A"}) + "\n"
+                                 for t in ("a", "b", "c") for i in range(3)))
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "system_prompt.md").write_text("Answer with one letter.\n")
+    return questions

@@ -7,7 +7,6 @@ tests/kernel/test_certificate.py; here the command's contract.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from harness.contracts.certificate import read_certificate
 from harness.contracts.solver import resolve_skill_file
 from harness.kernel.certificate import EXACT_ZERO
 from harness.tree import HarnessTree
-from tests.pipeline.support import REPO_ROOT, env
+from tests.pipeline.support import REPO_ROOT, env, questions_and_harness
 
 SMALL = ("benchmark.n_task_types=4", "benchmark.questions_per_type=30", "pools.test_size=30", "pools.val_size=40",
          "pools.diagnosis_size=50", "pools.eval_min_per_class=10", "batching.batch_size=25")
@@ -50,17 +49,6 @@ def _trees(tmp_path: Path) -> dict[str, Path]:
         effect = oracle.expected_accuracy(tree) - oracle.expected_accuracy(base)
         assert (effect > 0.05) if name == "good" else (effect < -0.05), (name, effect)
     return out
-
-
-def _questions_and_harness(tmp_path: Path) -> Path:
-    """9 questions of 3 task types in tmp_path/q.jsonl (returned) and a one-file harness in tmp_path/h."""
-    questions = tmp_path / "q.jsonl"
-    questions.write_text("".join(json.dumps({"qid": f"{t}-{i}", "task_type": t, "question": f"{t} {i}?",
-                                             "choices": ["x", "y"], "answer": "A"}) + "\n"
-                                 for t in ("a", "b", "c") for i in range(3)))
-    (tmp_path / "h").mkdir()
-    (tmp_path / "h" / "system_prompt.md").write_text("Answer with one letter.\n")
-    return questions
 
 
 def _compare(tmp_path: Path, *args: str, tracking_uri: str | None = None) -> subprocess.CompletedProcess:
@@ -210,7 +198,7 @@ def test_compare_and_eval_against_a_server_print_their_own_lines_not_one_per_htt
     summary; the HTTP client's INFO line per request ("HTTP Request: POST ...": 2 per pair) is third-party chatter."""
     from tests.support.openai_server import FakeOpenAIServer
 
-    questions = _questions_and_harness(tmp_path)
+    questions = questions_and_harness(tmp_path)
     with FakeOpenAIServer() as server:
         config = ["llm=openai", "benchmark=jsonl", f"benchmark.path={questions}", f"llm.base_url={server.base_url}",
                   "llm.model=stand-in", f"llm.cache_dir={tmp_path / 'cache'}"]
@@ -250,7 +238,7 @@ def test_a_compare_that_fails_for_a_server_reason_leaves_no_run_behind(tmp_path)
     from harness.llm.local_server import free_port
     from tests.support.openai_server import FakeOpenAIServer
 
-    questions = _questions_and_harness(tmp_path)
+    questions = questions_and_harness(tmp_path)
     (tmp_path / "reused").mkdir()
     (tmp_path / "reused" / "notes.txt").write_text("an earlier file\n")
 

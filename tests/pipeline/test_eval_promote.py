@@ -18,7 +18,7 @@ import pytest
 
 from harness.pipeline.evaluate import accuracy_interval, cluster_interval, wilson_interval
 from harness.tree import HarnessTree
-from tests.pipeline.support import BIN, REPO_ROOT, env, run
+from tests.pipeline.support import BIN, REPO_ROOT, env, questions_and_harness, run
 
 TINY = ("train=tiny", "tracking=none")
 
@@ -229,3 +229,24 @@ def test_interval_edge_cases():
     # identical clusters: no between-question spread, a zero-width cluster interval
     estimate, low, high = cluster_interval([(1, 2)] * 5)
     assert math.isclose(low, high) and math.isclose(estimate, 0.5)
+
+
+def test_an_eval_that_fails_for_a_server_reason_leaves_no_run_behind(tmp_path):
+    """Nothing listening on a real closed port: exit 2, no partial runlog.sqlite / harness/ / questions.parquet that
+    looks like a result or makes the next eval into the same --out refuse it. A directory the eval created is removed;
+    a reused --out keeps its earlier files only."""
+    from harness.llm.local_server import free_port
+
+    questions = questions_and_harness(tmp_path)
+    (tmp_path / "reused").mkdir()
+    (tmp_path / "reused" / "notes.txt").write_text("an earlier file\n")
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    for out in ("new", "reused"):
+        done = subprocess.run(
+            [sys.executable, "-m", "stages.eval", "--harness", str(tmp_path / "h"), "--no-tracking", "--out", str(tmp_path / out),
+             "llm=openai", "benchmark=jsonl", f"benchmark.path={questions}", f"llm.base_url={closed}", "llm.model=stand-in",
+             f"llm.cache_dir={tmp_path / 'cache'}"],
+            cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": "local"}, capture_output=True, text=True, timeout=600, check=False)
+        assert f"nothing is listening at {closed}" in _one_line_error(done, "stages.eval:")
+    assert not (tmp_path / "new").exists()
+    assert sorted(p.name for p in (tmp_path / "reused").iterdir()) == ["notes.txt"]
