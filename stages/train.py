@@ -24,7 +24,6 @@ _EXISTING_RUN_DIRS: set[Path] = set()
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-
     from harness.pipeline.entry import one_line_errors
     from harness.pipeline.train_job import run_training_job
     from harness.tracking.progress import configure_logging

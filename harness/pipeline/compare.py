@@ -23,7 +23,7 @@ from harness.loop.certify import Contender, arm_slug, certificate_metrics, certi
 from harness.loop.context import make_context
 from harness.loop.stages.certify import certify_params
 from harness.loop.state import RUNLOG
-from harness.pipeline.evaluate import EvalInputError, discard_unfinished_run, load_harness, pool_qids
+from harness.pipeline.evaluate import EvalInputError, load_harness, pool_qids, removed_if_unfinished
 
 progress = logging.getLogger("harness.progress")
 CompareInputError = EvalInputError  # a harness directory or pool that cannot be used (the message names it)
@@ -55,12 +55,11 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
     questions = {q.qid: q for q in ctx.bench().questions()}
     qids = pool_qids(cfg, root, request.pool, questions)
     params = certify_params(cfg)
-    created_out, new_names = not request.out.exists(), [] if (request.out / RUNLOG).exists() else [RUNLOG]
-    request.out.mkdir(parents=True, exist_ok=True)
     tag = f"s{request.seed}"
-    log = HarnessLog(request.out / RUNLOG)
     started = time.monotonic()
-    try:
+    with removed_if_unfinished(request.out, (RUNLOG,)):
+        request.out.mkdir(parents=True, exist_ok=True)
+        log = HarnessLog(request.out / RUNLOG)
         try:
             for arm in ("baseline", "candidate"):
                 log.record_run(f"compare_{tag}_{arm_slug(arm)}", "compare")
@@ -75,9 +74,6 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
         finally:
             log.close()
             ctx.close()
-    except BaseException:
-        discard_unfinished_run(request.out, created_out=created_out, new_names=new_names)
-        raise
     path = write_certificate(request.out, certificate)
     progress.info("[compare] %s (%.0f s); certificate: %s", certificate.summary, time.monotonic() - started, path)
     if request.tracking and bool(cfg.tracking.enabled):

@@ -62,6 +62,7 @@ def run_stage(
     project_root = (root or Path.cwd()).resolve()
     cfg = share_response_cache(cfg, project_root)
     from harness.config.key_view import KeyView
+    from harness.config.secrets import print_error
     from harness.loop.context import make_context
 
     started = time.monotonic()
@@ -72,8 +73,6 @@ def run_stage(
         try:  # a missing key is said before the stage does any work
             require_api_key(cfg.llm)
         except PreflightError as exc:
-            from harness.config.secrets import print_error
-
             print_error(f"stages.{stage}: {exc}", cfg.llm)
             return 2
     view = KeyView(cfg, (*params, *locations), stage)
@@ -83,8 +82,6 @@ def run_stage(
         with tracked:
             call(ctx, view)
     except one_line_errors() as exc:
-        from harness.config.secrets import print_error
-
         print_error(f"stages.{stage}: {exc}", cfg.llm)
         return 2
     finally:

@@ -21,7 +21,8 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -268,21 +269,27 @@ def check_out(out: Path) -> Path:
     return out
 
 
-def discard_unfinished_run(out: Path, *, created_out: bool, new_names: Sequence[str]) -> None:
-    """Remove what an eval or compare that stopped without its result wrote: a failed run never looks like a result
-    and a later run into the same directory starts clean. The directory goes when this run created it, else only the
-    entries `new_names` it created (a run log with its SQLite side files; an earlier run's files in a reused `--out`
-    stay)."""
-    if created_out:
-        shutil.rmtree(out, ignore_errors=True)
-        return
-    for name in new_names:
-        if (out / name).is_dir():
-            shutil.rmtree(out / name, ignore_errors=True)
-        else:
-            (out / name).unlink(missing_ok=True)
-        for side in ("-wal", "-shm", "-journal"):
-            (out / f"{name}{side}").unlink(missing_ok=True)
+@contextmanager
+def removed_if_unfinished(out: Path, names: Sequence[str]) -> Iterator[None]:
+    """Around an eval or compare that writes `names` into `out`: when it stops without its result (a server fault, an
+    infra abort, Ctrl-C), what it wrote goes, so a failed run never looks like a result and a later run into the same
+    directory starts clean. The directory goes when this run created it, else only the entries of `names` it created
+    (a run log with its SQLite side files; an earlier run's files in a reused `--out` stay)."""
+    created_out = not out.exists()
+    new_names = [name for name in names if not (out / name).exists()]
+    try:
+        yield
+    except BaseException:
+        if created_out:
+            shutil.rmtree(out, ignore_errors=True)
+        for name in () if created_out else new_names:
+            if (out / name).is_dir():
+                shutil.rmtree(out / name, ignore_errors=True)
+            else:
+                (out / name).unlink(missing_ok=True)
+            for side in ("-wal", "-shm", "-journal"):
+                (out / f"{name}{side}").unlink(missing_ok=True)
+        raise
 
 
 def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> EvalReport:
@@ -299,9 +306,8 @@ def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> Eva
     ctx = ctx or make_context(cfg, root)
     started = time.monotonic()
     out = check_out(request.out)
-    created_out = not out.exists()
-    new_names = [name for name in (EVAL_RUNLOG, EVAL_QUESTIONS, EVAL_HARNESS) if not (out / name).exists()]
-    try:  # a server fault or an infra abort leaves no partial run log that looks like a result (nor blocks --out)
+    # a server fault or an infra abort leaves no partial run log that looks like a result (nor blocks --out)
+    with removed_if_unfinished(out, (EVAL_RUNLOG, EVAL_QUESTIONS, EVAL_HARNESS)):
         try:
             questions = {q.qid: q for q in ctx.bench().questions()}
             qids = pool_qids(cfg, root, request.pool, questions)
@@ -333,9 +339,6 @@ def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> Eva
             "SELECT qid, task_type, correct, soft_score, parse_mode, cost_usd FROM predictions WHERE run_id = ?", (run_id,))
         n_infra = sum(r["correct"] is None for r in rows)
         _check_infra(n_infra, len(rows), cfg, f"eval run {run_id}")
-    except BaseException:
-        discard_unfinished_run(out, created_out=created_out, new_names=new_names)
-        raise
     overall, per_type, counts = summarize_predictions(rows)
     from harness.contracts.answers import parse_shares
 
