@@ -78,12 +78,23 @@ def _start(args: list[str], log: Path, token_file: Path) -> subprocess.Popen:
                                 env=_node_env(token_file), start_new_session=True)
 
 
+def _distinct_free_ports(n: int) -> list[int]:
+    """n free ports, all different: free_port() releases its port, so two calls can return the same one (ray refuses
+    a node whose components share a port: seen in CI as 'node_manager is trying to use a port number ...')."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def _node_args() -> list[str]:
+    names = ("node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc", "metrics-export",
+             "runtime-env-agent")
     return ["--num-cpus=1", "--num-gpus=0", f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--node-ip-address=127.0.0.1", "--disable-usage-stats",
-            f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-            f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+            *(f"--{name}-port={port}" for name, port in zip(names, _distinct_free_ports(len(names))))]
 
 
 def _wait_for_nodes(address: str, count: int, processes: list[subprocess.Popen], logs: Path, token_file: Path,
