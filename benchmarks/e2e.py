@@ -99,7 +99,7 @@ class TradeoffProvider:
         self.inner, self.world, self.share, self.a = inner, world, share, a
         self.name = inner.name
         self.solver = SolverModel(world)
-        self._b: dict[str, float] = {}
+        self._b: dict[str, tuple[float, float]] = {}
         self.proposed = 0
 
     def model_for(self, role):
@@ -354,14 +354,17 @@ def couple_arms(coupling: float) -> None:
     with different seeds, ratio 0.26; a shared draw is discordant only with probability |p_C - p_B|, so c = 0.74
     gives about that ratio when the arms' accuracies are close). c = 0 is the default world: every draw keyed by
     the harness's content hash too, the arms independent."""
+    import functools
+    import inspect
+
     import harness.sim.solver as solver
 
-    plain = getattr(solver, "_uncoupled_uniforms", solver.uniforms)
-    solver._uncoupled_uniforms = plain
+    plain = inspect.unwrap(solver.uniforms)  # the world's own draws: an earlier call's coupled draws wrap them (__wrapped__)
     if coupling <= 0:
         solver.uniforms = plain
         return
 
+    @functools.wraps(plain)
     def coupled(key: str, n: int) -> list[float]:
         parts = key.split("|")  # seed | qid | content hash | sample index [| tag]
         if len(parts) >= 4 and plain("|".join((parts[0], parts[1], parts[3], "couple")), 1)[0] < coupling:
@@ -469,6 +472,9 @@ def _certificate(state: Path) -> dict | None:
     # re-certification is the only attempt the two modes do not share: same slots, same sample indices)
     first = next((a for a in cert.attempts if a.rollback is None and a.decision == "certified"), None)
     retry = next((a for a in cert.attempts if a.rollback is not None), None)
+    retried = None if retry is None or retry.rollback is None else {
+        "decision": retry.decision, "rollouts": retry.rollouts, "task_types": list(retry.rollback["task_types"]),
+        "kept": sorted(retry.rollback.get("kept", {})), "delivered": cert.chosen is retry}
     return {"certified": cert.certified, "decision": shown.decision if shown else "skipped", "alpha": cert.alpha,
             "pairs": shown.pairs if shown else 0, "rollouts": cert.rollouts, "spend": certificate_spend(cert),
             "discordance": (shown.wins + shown.losses + shown.infra) / shown.pairs if shown and shown.pairs else None,
@@ -479,10 +485,7 @@ def _certificate(state: Path) -> dict | None:
             "asked_questions": cert.population.get("asked_questions"), "asked_share": cert.population.get("asked_share"),
             "identical_types": list(cert.population.get("identical_task_types") or []),
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
-            "rollback": None if retry is None else {"decision": retry.decision, "rollouts": retry.rollouts,
-                                                    "task_types": list(retry.rollback["task_types"]),
-                                                    "kept": sorted(retry.rollback.get("kept", {})),
-                                                    "delivered": cert.chosen is retry},
+            "rollback": retried,
             "flag_mode": {"delivered": first.label if first else "base", "skills_version": first.skills_version if first else "v0",
                           "prompts_version": first.prompts_version if first else "v0",
                           "rollouts": cert.rollouts - (retry.rollouts if retry else 0),
@@ -506,7 +509,7 @@ def _type_trace(oracle: Any, world: Any, ws: Path, skills_version: str, prompts_
     rows, before = [], None
     for stored in reversed(chain):
         by_type = _by_type(oracle, world, wsp.compose_view(stored.tree, prompts), test)
-        moved = {} if before is None else {tt: round(100 * (v - before[tt]), 2) for tt, v in by_type.items() if abs(v - before[tt]) > 0.005}
+        moved: dict[str, float] = {} if before is None else {tt: round(100 * (v - before[tt]), 2) for tt, v in by_type.items() if abs(v - before[tt]) > 0.005}
         meta = {k: v for k, v in stored.meta.items() if k not in ("fingerprint", "n_files", "created_at")}
         rows.append({**meta, "moved": moved})
         before = by_type
@@ -537,6 +540,7 @@ def run_one(job: dict) -> dict:
     from harness.contracts.solver import resolve_skill_file
     from harness.loop.runner import Runner, steps_in_epoch
     from harness.loop.state import is_done, read_lineage, resolve_fragments
+    from harness.sim.benchmark import SimBenchmark
     from harness.sim.oracle import Oracle
     from harness.store import read_version_tree
 
@@ -558,6 +562,9 @@ def run_one(job: dict) -> dict:
         cfg = OmegaConf.create(job["cfg"])  # composed once in the parent: immune to conf/ edits during the run
         OmegaConf.set_readonly(cfg, True)
         bench = build_benchmark(cfg.benchmark, root)
+        if not isinstance(bench, SimBenchmark):
+            raise ValueError(f"benchmark.name = {cfg.benchmark.name}: benchmarks/e2e.py needs the simulated world (sim), "
+                             "whose oracle scores the harnesses")
         world = bench.world
         provider = build_provider(cfg.llm, world=world)
         ideal_log: list[dict] = []  # one row per gated candidate of an ideal row (oracle, oracle_n<K>, oracle_seq<K>)
@@ -582,6 +589,8 @@ def run_one(job: dict) -> dict:
                 break  # an epoch after early stopping: passed through, nothing trained (the curve ends at the stop)
             counts = _count_rollouts(resolve_fragments(root, lineage))
             best = wsp.read_best(slow / "workspace")
+            if best is None:
+                raise ValueError(f"{slow / 'workspace'}: no best pointer in the manifest after a finished slow update")
             m = wsp.read_manifest(slow / "workspace")
             report = json.loads((slow / "report.json").read_text())
             best_tree = wsp.harness_view(slow / "workspace", best.skills, best.prompts)
@@ -832,8 +841,8 @@ def purpose_lines(summary: dict) -> list[str]:
     shown = [p for p in PURPOSES if p != "h2_probe" or any(summary[r]["rollouts_by_purpose"][p] for r in rules)]
     L = ["", "## Where the training rollouts go", "",
          "Mean rollouts a run, by purpose, at the point the table above charges (budget cut; own-budget rows: the whole run), "
-         "from the predictions databases' run kinds (`_runs.kind`, harness/identity.py `run_kind`). Gate pairs: both arms "
-         "(an ideal row's charged pairs included); probation settlements: the anchor re-runs. The certificate runs after "
+         "from the predictions databases' run kinds (`_runs.kind`, harness/identity.py `run_kind`). Gate pairs: every rollout a "
+         "gate ran after its screen (an ideal row's charged pairs included); probation settlements: the anchor re-runs. The certificate runs after "
          "training and is not in the total.", "",
          "| rule | " + " | ".join(PURPOSE_LABELS[p] for p in shown) + " | training total | certificate |",
          "|---|" + "---|" * (len(shown) + 2)]
