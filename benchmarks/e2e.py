@@ -6,7 +6,8 @@
 For every world seed:
 
 1. our rule (`gate=betting`, the default config) trains for `train.epochs`
-   epochs; its training rollouts (step + gate + slow R/R0/R2; held-out
+   epochs; its training rollouts (step + screen + gate + slow R/R0/R2 +
+   probation settlements, each run's split in `rollouts_by_purpose`; held-out
    observation excluded) define the budget B;
 2. `accept_all`, `gepa`, `mcnemar`, `skillopt`, `cap_evolve`, `sequential` (the sign e-process on the
    static ladder, the default before issue 13) and `oracle` (the ideal gate, free: `oracle_gate`, a
@@ -945,8 +946,8 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
          f"Command: `{cmd}` — measured {measured}, wall {wall / 60:.1f} min on this machine.",
          f"Seeds (world `benchmark.seed`): {seeds}. Oracle = exact expected accuracy on the test pool (never seen by the loop).", "",
          "## Base vs delivered, same rollout budget", "",
-         f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
-         f"observation excluded). `{STRICT}` (the default before issue 26, `gate=strict`) trains the same epochs and reports its own "
+         f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + screen + gate + slow R/R0/R2 + "
+         f"probation settlements, split below; held-out observation excluded). `{STRICT}` (the default before issue 26, `gate=strict`) trains the same epochs and reports its own "
          "delivered harness and spend, not cut at B. Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
          "Installed = a gate accept or a probation install within that cut; the oracle classifies each by its expected effect on the "
          "questions that read the edited file: harmful (< -0.1 pt), null (within ±0.1 pt), helped (> +0.1 pt).", "",
