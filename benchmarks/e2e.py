@@ -6,7 +6,8 @@
 For every world seed:
 
 1. our rule (`gate=betting`, the default config) trains for `train.epochs`
-   epochs; its training rollouts (step + gate + slow R/R0/R2; held-out
+   epochs; its training rollouts (step + screen + gate + slow R/R0/R2 +
+   probation settlements, each run's split in `rollouts_by_purpose`; held-out
    observation excluded) define the budget B;
 2. `accept_all`, `gepa`, `mcnemar`, `skillopt`, `cap_evolve`, `sequential` (the sign e-process on the
    static ladder, the default before issue 13) and `oracle` (the ideal gate, free: `oracle_gate`, a
@@ -99,7 +100,7 @@ class TradeoffProvider:
         self.inner, self.world, self.share, self.a = inner, world, share, a
         self.name = inner.name
         self.solver = SolverModel(world)
-        self._b: dict[str, float] = {}
+        self._b: dict[str, tuple[float, float]] = {}
         self.proposed = 0
 
     def model_for(self, role):
@@ -327,10 +328,20 @@ def ideal_gate_for(rule: str, world: Any, start: Sequence[float], log: list) -> 
 
 def charge_ideal_pairs(curve: list[dict], log: Sequence[dict]) -> None:
     """Add the pairs an ideal rule charged (1 rollout each, no predictions written) to each epoch end's cumulative
-    rollouts, in place; `charged` keeps the amount added."""
+    rollouts and to its gate rollouts (`by_purpose`), in place; `charged` keeps the amount added."""
     for point in curve:
         point["charged"] = sum(row["pairs"] for row in log if row["epoch"] <= point["epoch"])
         point["rollouts"] += point["charged"]
+        point["by_purpose"]["gate"] += point["charged"]
+
+
+def check_purpose_split(curve: Sequence[dict]) -> None:
+    """Each epoch end's rollouts by purpose sum to its training rollouts; raises naming the epoch otherwise."""
+    for point in curve:
+        split = sum(point["by_purpose"].values())
+        if split != point["rollouts"]:
+            raise AssertionError(f"epoch {point['epoch']}: rollouts by purpose {point['by_purpose']} sum to {split}, "
+                                 f"not the {point['rollouts']} training rollouts")
 
 
 # ---------------------------------------------------------------- world variant: coupled arms (benchmark only)
@@ -344,14 +355,17 @@ def couple_arms(coupling: float) -> None:
     with different seeds, ratio 0.26; a shared draw is discordant only with probability |p_C - p_B|, so c = 0.74
     gives about that ratio when the arms' accuracies are close). c = 0 is the default world: every draw keyed by
     the harness's content hash too, the arms independent."""
+    import functools
+    import inspect
+
     import harness.sim.solver as solver
 
-    plain = getattr(solver, "_uncoupled_uniforms", solver.uniforms)
-    solver._uncoupled_uniforms = plain
+    plain = inspect.unwrap(solver.uniforms)  # the world's own draws: an earlier call's coupled draws wrap them (__wrapped__)
     if coupling <= 0:
         solver.uniforms = plain
         return
 
+    @functools.wraps(plain)
     def coupled(key: str, n: int) -> list[float]:
         parts = key.split("|")  # seed | qid | content hash | sample index [| tag]
         if len(parts) >= 4 and plain("|".join((parts[0], parts[1], parts[3], "couple")), 1)[0] < coupling:
@@ -380,6 +394,29 @@ def _count_rollouts(fragments: list[Path]) -> dict[str, int]:
 
 def _training(counts: dict[str, int]) -> int:
     return sum(n for kind, n in counts.items() if kind != "holdout")
+
+
+# what a training rollout was for, by its run's `_runs.kind` (harness.identity.run_kind, or the kind the loop records:
+# slow_update's R / R0 / R2 / anchor re-runs, harness.h2.loop_bridge.PROBE_RUN_KIND); held-out observation is not training
+PURPOSE_OF_KIND = {"step": "step", "gate_screen": "screen", "gate": "gate", "slow_r": "slow_R", "slow_r0": "slow_R0",
+                   "slow_r2": "slow_R2", "slow_anchor": "settle", "h2_probe": "h2_probe"}
+PURPOSES = tuple(PURPOSE_OF_KIND.values())
+PURPOSE_LABELS = {"step": "step (diagnosis batches)", "screen": "pre-gate screen", "gate": "gate pairs", "slow_R": "slow R",
+                  "slow_R0": "slow R0", "slow_R2": "slow R2", "settle": "probation settlements", "h2_probe": "Harness² probes"}
+
+
+def rollouts_by_purpose(counts: dict[str, int]) -> dict[str, int]:
+    """Training rollouts (`counts`: `_count_rollouts`, per run kind) per purpose, every one of PURPOSES (0 when unused);
+    a run kind with no purpose raises, so a new kind of training run cannot drop out of the split unseen."""
+    unknown = sorted(set(counts) - set(PURPOSE_OF_KIND) - {"holdout"})
+    if unknown:
+        raise ValueError(f"predictions database _runs.kind {unknown}: no purpose in benchmarks/e2e.py PURPOSE_OF_KIND "
+                         f"(expected kinds {sorted(PURPOSE_OF_KIND)} or holdout)")
+    out = dict.fromkeys(PURPOSES, 0)
+    for kind, n in counts.items():
+        if kind != "holdout":
+            out[PURPOSE_OF_KIND[kind]] += n
+    return out
 
 
 def _discordance(oracle: Any, old: Any, new: Any, qids: Sequence[str]) -> dict:
@@ -436,6 +473,9 @@ def _certificate(state: Path) -> dict | None:
     # re-certification is the only attempt the two modes do not share: same slots, same sample indices)
     first = next((a for a in cert.attempts if a.rollback is None and a.decision == "certified"), None)
     retry = next((a for a in cert.attempts if a.rollback is not None), None)
+    retried = None if retry is None or retry.rollback is None else {
+        "decision": retry.decision, "rollouts": retry.rollouts, "task_types": list(retry.rollback["task_types"]),
+        "kept": sorted(retry.rollback.get("kept", {})), "delivered": cert.chosen is retry}
     return {"certified": cert.certified, "decision": shown.decision if shown else "skipped", "alpha": cert.alpha,
             "pairs": shown.pairs if shown else 0, "rollouts": cert.rollouts, "spend": certificate_spend(cert),
             "discordance": (shown.wins + shown.losses + shown.infra) / shown.pairs if shown and shown.pairs else None,
@@ -446,10 +486,7 @@ def _certificate(state: Path) -> dict | None:
             "asked_questions": cert.population.get("asked_questions"), "asked_share": cert.population.get("asked_share"),
             "identical_types": list(cert.population.get("identical_task_types") or []),
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
-            "rollback": None if retry is None else {"decision": retry.decision, "rollouts": retry.rollouts,
-                                                    "task_types": list(retry.rollback["task_types"]),
-                                                    "kept": sorted(retry.rollback.get("kept", {})),
-                                                    "delivered": cert.chosen is retry},
+            "rollback": retried,
             "flag_mode": {"delivered": first.label if first else "base", "skills_version": first.skills_version if first else "v0",
                           "prompts_version": first.prompts_version if first else "v0",
                           "rollouts": cert.rollouts - (retry.rollouts if retry else 0),
@@ -473,11 +510,28 @@ def _type_trace(oracle: Any, world: Any, ws: Path, skills_version: str, prompts_
     rows, before = [], None
     for stored in reversed(chain):
         by_type = _by_type(oracle, world, wsp.compose_view(stored.tree, prompts), test)
-        moved = {} if before is None else {tt: round(100 * (v - before[tt]), 2) for tt, v in by_type.items() if abs(v - before[tt]) > 0.005}
+        moved: dict[str, float] = {} if before is None else {tt: round(100 * (v - before[tt]), 2) for tt, v in by_type.items() if abs(v - before[tt]) > 0.005}
         meta = {k: v for k, v in stored.meta.items() if k not in ("fingerprint", "n_files", "created_at")}
         rows.append({**meta, "moved": moved})
         before = by_type
     return rows
+
+
+def job_config(job: dict) -> dict:
+    """The resolved config of one job (seed, rule, epochs, overrides, optional patience), composed in the parent process:
+    the rule's gate group, then the job's overrides (which target our rule), then the row's own settings."""
+    from omegaconf import OmegaConf
+
+    from harness.config.load import load_config
+
+    overrides = [f"benchmark.seed={job['seed']}", f"gate={config_group(job['rule'])}", f"train.epochs={job['epochs']}", "tracking=none",
+                 "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"], *ROW_OVERRIDES.get(job["rule"], [])]
+    if job.get("patience"):
+        overrides.append(f"train.early_stop_patience={job['patience']}")
+    composed = OmegaConf.to_container(load_config(overrides, env_file=None, environ={}), resolve=True)
+    if not isinstance(composed, dict):
+        raise TypeError(f"config of job {job['rule']} seed {job['seed']}: expected a mapping, got {type(composed).__name__}")
+    return composed
 
 
 def run_one(job: dict) -> dict:
@@ -487,6 +541,7 @@ def run_one(job: dict) -> dict:
     from harness.contracts.solver import resolve_skill_file
     from harness.loop.runner import Runner, steps_in_epoch
     from harness.loop.state import is_done, read_lineage, resolve_fragments
+    from harness.sim.benchmark import SimBenchmark
     from harness.sim.oracle import Oracle
     from harness.store import read_version_tree
 
@@ -508,6 +563,9 @@ def run_one(job: dict) -> dict:
         cfg = OmegaConf.create(job["cfg"])  # composed once in the parent: immune to conf/ edits during the run
         OmegaConf.set_readonly(cfg, True)
         bench = build_benchmark(cfg.benchmark, root)
+        if not isinstance(bench, SimBenchmark):
+            raise ValueError(f"benchmark.name = {cfg.benchmark.name}: benchmarks/e2e.py needs the simulated world (sim), "
+                             "whose oracle scores the harnesses")
         world = bench.world
         provider = build_provider(cfg.llm, world=world)
         ideal_log: list[dict] = []  # one row per gated candidate of an ideal row (oracle, oracle_n<K>, oracle_seq<K>)
@@ -532,17 +590,20 @@ def run_one(job: dict) -> dict:
                 break  # an epoch after early stopping: passed through, nothing trained (the curve ends at the stop)
             counts = _count_rollouts(resolve_fragments(root, lineage))
             best = wsp.read_best(slow / "workspace")
+            if best is None:
+                raise ValueError(f"{slow / 'workspace'}: no best pointer in the manifest after a finished slow update")
             m = wsp.read_manifest(slow / "workspace")
             report = json.loads((slow / "report.json").read_text())
             best_tree = wsp.harness_view(slow / "workspace", best.skills, best.prompts)
             curve.append({
-                "epoch": e, "rollouts": _training(counts), "stopped": lineage.stopped,
+                "epoch": e, "rollouts": _training(counts), "by_purpose": rollouts_by_purpose(counts), "stopped": lineage.stopped,
                 "best": [best.skills, best.prompts], "best_test": oracle.expected_accuracy(best_tree, test),
                 "best_by_type": _by_type(oracle, world, best_tree, test),
                 "current_test": oracle.expected_accuracy(wsp.harness_view(slow / "workspace", m.skills_version, m.prompts_version), test),
                 "rollbacks": len(report["rollbacks"]),
             })
         charge_ideal_pairs(curve, ideal_log)  # the ideal rows' pairs are in no predictions database
+        check_purpose_split(curve)
         # every edit a gate installed, judged by the oracle on the questions that read the edited file
         edits = []
         gates = gate_rollouts = screened_out = 0
@@ -603,7 +664,7 @@ def run_one(job: dict) -> dict:
             "base_by_type": _by_type(oracle, world, base_tree, test), "delivered_by_type": _by_type(oracle, world, delivered, test),
             "certificate": cert, "flag_mode": flag_mode,
             "sampled_test": result["test"], "delivered": result["delivered"], "stopped_early": result["stopped_early"],
-            "curve": curve, "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts, "screened_out": screened_out,
+            "curve": curve, "rollouts_by_purpose": curve[-1]["by_purpose"] if curve else dict.fromkeys(PURPOSES, 0), "edits": edits, "gates": gates, "gate_rollouts": gate_rollouts, "screened_out": screened_out,
             "fdr_tests": fdr_tests, "fdr_spent": fdr_spent, "fdr_levels": fdr_levels, "ideal_gates": ideal_log or None,
             "gate_settings": {k: job["cfg"]["gate"].get(k) for k in ("rule", "fdr", "max_pairs", "lambda")},
             "tradeoff_in_delivered": sum(text.count(TRADEOFF_TAG) for text in delivered.values()),
@@ -763,7 +824,35 @@ def per_type_lines(modes: dict | None) -> list[str]:
 def at_budget(run: dict, budget: int) -> dict:
     """The last epoch end within `budget` training rollouts (its best pointer is what the rule delivers)."""
     ok = [c for c in run["curve"] if c["rollouts"] <= budget]
-    return ok[-1] if ok else {"epoch": 0, "rollouts": 0, "best_test": run["base_test"]}
+    return ok[-1] if ok else {"epoch": 0, "rollouts": 0, "best_test": run["base_test"], "by_purpose": dict.fromkeys(PURPOSES, 0)}
+
+
+def mean_split(splits: Sequence[Optional[dict]]) -> Optional[dict[str, float]]:
+    """Mean rollouts per purpose over runs; None when some run has no split (a JSON from before it was recorded)."""
+    if not splits or any(s is None for s in splits):
+        return None
+    return {p: statistics.mean(float(s.get(p, 0)) for s in splits if s is not None) for p in PURPOSES}
+
+
+def purpose_lines(summary: dict) -> list[str]:
+    """Where each rule's training rollouts go (mean per run, at the point the budget table charges) and our certificate's."""
+    rules = [r for r in summary["rules"] if summary[r].get("rollouts_by_purpose")]
+    if not rules:
+        return []
+    shown = [p for p in PURPOSES if p != "h2_probe" or any(summary[r]["rollouts_by_purpose"][p] for r in rules)]
+    L = ["", "## Where the training rollouts go", "",
+         "Mean rollouts a run, by purpose, at the point the table above charges (budget cut; own-budget rows: the whole run), "
+         "from the predictions databases' run kinds (`_runs.kind`, harness/identity.py `run_kind`). Gate pairs: every rollout a "
+         "gate ran after its screen (an ideal row's charged pairs included); probation settlements: the anchor re-runs. The certificate runs after "
+         "training and is not in the total.", "",
+         "| rule | " + " | ".join(PURPOSE_LABELS[p] for p in shown) + " | training total | certificate |",
+         "|---|" + "---|" * (len(shown) + 2)]
+    for rule in rules:
+        split = summary[rule]["rollouts_by_purpose"]
+        cert = (summary[rule].get("certificate") or {}).get("mean_rollouts")
+        L.append(f"| {rule} | " + " | ".join(f"{split[p]:.0f}" for p in shown) + f" | {sum(split.values()):.0f} | "
+                 + ("–" if cert is None else f"{cert:.0f}") + " |")
+    return L
 
 
 def rollouts_to_reach(run: dict, acc: float) -> int | None:
@@ -797,6 +886,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
     summary: dict[str, Any] = {"rules": rules}
     for rule in rules:
         gains, accs, spent, installed, deliveries = [], [], [], [], []
+        splits: list[Optional[dict]] = []  # rollouts by purpose at the charged point (None in JSONs without the split)
         for seed in seeds:
             ours = by[(seed, OURS, False)]
             run = by.get((seed, rule, False))
@@ -804,9 +894,11 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
                 continue
             budget = ours["curve"][-1]["rollouts"]
             if rule in OWN_BUDGET:
-                point = {"best_test": run["delivered_test"], "rollouts": run["curve"][-1]["rollouts"], "epoch": run["curve"][-1]["epoch"]}
+                point = {"best_test": run["delivered_test"], "rollouts": run["curve"][-1]["rollouts"], "epoch": run["curve"][-1]["epoch"],
+                         "by_purpose": run["curve"][-1].get("by_purpose")}
             else:
                 point = at_budget(run, budget)
+            splits.append(point.get("by_purpose"))
             accs.append(point["best_test"])
             gains.append(point["best_test"] - run["base_test"])
             spent.append(point["rollouts"])
@@ -816,7 +908,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
         n_gates = sum(r.get("gates", 0) for r in gated)
         summary[rule] = {"mean_test": statistics.mean(accs), "mean_gain_pts": 100 * statistics.mean(gains),
                          "gains_pts": [round(100 * g, 2) for g in gains], "mean_rollouts": statistics.mean(spent),
-                         **_shares(installed), "gates": n_gates,
+                         "rollouts_by_purpose": mean_split(splits), **_shares(installed), "gates": n_gates,
                          "rollouts_per_gate": sum(r.get("gate_rollouts", 0) for r in gated) / n_gates if n_gates else 0.0,
                          "screened_out": sum(r.get("screened_out", 0) for r in gated),
                          "fdr_spent": [r.get("fdr_spent") for r in gated], "fdr_tests": [r.get("fdr_tests") for r in gated],
@@ -854,8 +946,8 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
          f"Command: `{cmd}` — measured {measured}, wall {wall / 60:.1f} min on this machine.",
          f"Seeds (world `benchmark.seed`): {seeds}. Oracle = exact expected accuracy on the test pool (never seen by the loop).", "",
          "## Base vs delivered, same rollout budget", "",
-         f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + gate + slow R/R0/R2; held-out "
-         f"observation excluded). `{STRICT}` (the default before issue 26, `gate=strict`) trains the same epochs and reports its own "
+         f"Budget B = training rollouts our rule (`{OURS}`, the config's defaults) spent (step + screen + gate + slow R/R0/R2 + "
+         f"probation settlements, split below; held-out observation excluded). `{STRICT}` (the default before issue 26, `gate=strict`) trains the same epochs and reports its own "
          "delivered harness and spend, not cut at B. Other rules run up to the max epochs and deliver the best pointer of the last epoch end within B. "
          "Installed = a gate accept or a probation install within that cut; the oracle classifies each by its expected effect on the "
          "questions that read the edited file: harmful (< -0.1 pt), null (within ±0.1 pt), helped (> +0.1 pt).", "",
@@ -867,7 +959,9 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
                  f"{s['installed']} | {s['hurt']} | {s['null']} | {s['helped']} | {100 * s['bad_share']:.1f} % | {s['gates']} | "
                  f"{s['rollouts_per_gate']:.1f} | {s['screened_out']} |")
     base = statistics.mean(by[(s, OURS, False)]["base_test"] for s in seeds)
-    L += ["", f"Mean base test accuracy (oracle): {base:.4f}.", "",
+    L += ["", f"Mean base test accuracy (oracle): {base:.4f}."]
+    L += purpose_lines(summary)
+    L += ["",
           "## Rollouts to reach GEPA's budget-matched accuracy", "",
           "Target accuracy per seed: GEPA's best-pointer test accuracy (oracle) within B. Cell: rollouts the rule needed to reach it "
           "(first epoch end whose best pointer is at least as accurate) / GEPA's own, as a ratio; n/a = never reached.", "",
@@ -1098,21 +1192,13 @@ def main(argv: list[str] | None = None) -> int:
                          **({"ideal_start": start} if IDEAL_RULE.match(rule) else {})})
         if not args.no_tradeoff:
             jobs.append({"seed": seed, "rule": OURS, "epochs": epochs, "overrides": overrides, "tradeoff": True})
-    from omegaconf import OmegaConf
-
-    from harness.config.load import load_config
-
     if not 0.0 <= args.arm_coupling <= 1.0:
         raise SystemExit(f"--arm-coupling {args.arm_coupling}: must be in [0, 1]")
     for job in jobs:
         job["skip_epoch_holdout"] = not args.epoch_holdout
         job["arm_coupling"] = args.arm_coupling
         job["type_trace"] = args.type_trace and job["rule"] == OURS
-        overrides = [f"benchmark.seed={job['seed']}", f"gate={config_group(job['rule'])}", f"train.epochs={job['epochs']}", "tracking=none",
-                     "quiet=true", f"train.run_name={job['rule']}_s{job['seed']}", *job["overrides"], *ROW_OVERRIDES.get(job["rule"], [])]
-        if job.get("patience"):
-            overrides.append(f"train.early_stop_patience={job['patience']}")
-        job["cfg"] = OmegaConf.to_container(load_config(overrides, env_file=None, environ={}), resolve=True)
+        job["cfg"] = job_config(job)
     started = time.monotonic()
     partial = args.out.with_suffix(".partial.jsonl")
     partial.parent.mkdir(parents=True, exist_ok=True)

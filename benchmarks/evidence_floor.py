@@ -294,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         docs.append((f"shared draws, coupling {coupling_of(coupled)} (e2e_coupled.json)", coupled))
     L = ["# The evidence floor of a valid gate", "",
          f"Command: `python benchmarks/evidence_floor.py{' --quick' if args.quick else ''}` — measured "
-         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; the end-to-end inputs: `{main_doc.get('cmd')}` "
-         f"(measured {main_doc.get('measured')})" + (f" and `{coupled.get('cmd')}` (measured {coupled.get('measured')})" if len(docs) > 1 else "") + ".", "",
+         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; the end-to-end inputs: "
+         + " and ".join(f"`{doc.get('cmd')}` (measured {doc.get('measured')})" for _, doc in docs) + ".", "",
          "The floor: any sequential test with false-accept rate <= alpha for every pair law of gain <= 0 and power 1 - beta "
          "spends on average at least kl(1 - beta, alpha) / KL_inf pairs, KL_inf = max over 0 <= lam <= 1 of E log(1 + lam Z) "
          "(Wald's inequality; module doc). It holds for questions drawn uniformly from the pool; the importance plan's best "

@@ -100,12 +100,12 @@ def sequential_first_decision(wins, losses, params: GateParams, *, direction: bo
     the e-process crossed at any pair of its block (params_of(SequentialParams, params).accept_within_block),
     exactly as gate_decision does.
     """
+    pair_block: int | None = None  # set when a look accepts on a crossing at any pair of its block
     if block is None:
         ends_w, ends_l = wins, losses
-        per_pair = False
     else:
         ends_w, ends_l = wins[:, block - 1 :: block], losses[:, block - 1 :: block]
-        per_pair = params_of(SequentialParams, params).accept_within_block
+        pair_block = block if params_of(SequentialParams, params).accept_within_block else None
     runs, n_looks = ends_w.shape
     action = np.zeros(runs, dtype=int)
     look = np.full(runs, n_looks - 1)
@@ -114,8 +114,8 @@ def sequential_first_decision(wins, losses, params: GateParams, *, direction: bo
         if alive.size == 0:
             break
         s, f = ends_w[alive, j], ends_l[alive, j]
-        if per_pair:
-            window = slice(j * block, (j + 1) * block)
+        if pair_block is not None:
+            window = slice(j * pair_block, (j + 1) * pair_block)
             acc = np.max(log_e_accept(wins[alive, window], losses[alive, window], params_of(SequentialParams, params)), axis=1) >= params.lambda_accept
         else:
             acc = log_e_accept(s, f, params_of(SequentialParams, params)) >= params.lambda_accept
@@ -450,16 +450,16 @@ def population_study(
     out = {}
     for cap in caps:
         hybrid = np.array([decide_on_path(rec, params, cap, direction=True) for rec in paths])
-        mixture = np.array([decide_on_path(rec, params, cap, direction=False) for rec in paths])
+        mixture_only = np.array([decide_on_path(rec, params, cap, direction=False) for rec in paths])
         acc_h = float(np.mean(hybrid[:, 0] == 1))
-        acc_m = mixture[:, 0] == 1
+        acc_m = mixture_only[:, 0] == 1
         out[cap] = dict(
             hybrid_accept=acc_h,
             hybrid_se=math.sqrt(acc_h * (1 - acc_h) / runs),
             hybrid_mean=float(hybrid[:, 1].mean()),
             mixture_power=float(acc_m.mean()),
-            mixture_mean=float(mixture[acc_m, 1].mean()) if acc_m.any() else float("nan"),
-            mixture_se=float(mixture[acc_m, 1].std(ddof=1) / math.sqrt(acc_m.sum())) if acc_m.sum() > 1 else float("nan"),
+            mixture_mean=float(mixture_only[acc_m, 1].mean()) if acc_m.any() else float("nan"),
+            mixture_se=float(mixture_only[acc_m, 1].std(ddof=1) / math.sqrt(acc_m.sum())) if acc_m.sum() > 1 else float("nan"),
             runs=runs,
         )
     return out

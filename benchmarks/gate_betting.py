@@ -207,13 +207,13 @@ def strata_population(rng, n: int, strata) -> tuple[np.ndarray, np.ndarray]:
     the gains are then re-centred on the largest stratum so that the population gain is exactly 0."""
     sizes = np.floor(np.array([s for s, _, _ in strata]) * n).astype(int)
     sizes[np.argmax(sizes)] += n - sizes.sum()
-    p, q, which = [], [], []
+    p_parts, q_parts, which_parts = [], [], []
     for k, ((_, mean, gain), size) in enumerate(zip(strata, sizes)):
         pk = rng.beta(mean * 40, (1 - mean) * 40, size)
-        p.append(pk)
-        q.append(np.clip(pk + gain, 0.0, 1.0))
-        which.append(np.full(size, k))
-    p, q, which = np.concatenate(p), np.concatenate(q), np.concatenate(which)
+        p_parts.append(pk)
+        q_parts.append(np.clip(pk + gain, 0.0, 1.0))
+        which_parts.append(np.full(size, k))
+    p, q, which = np.concatenate(p_parts), np.concatenate(q_parts), np.concatenate(which_parts)
     big = which == np.argmax(sizes)
     q[big] -= (q.sum() - p.sum()) / big.sum()
     if np.any(q < 0) or np.any(q > 1):
@@ -258,7 +258,9 @@ def cross_check(rng, p, q, runs: int, params: GateParams, pre_gate_obs: int, inf
         undecided = gate.reason.startswith("undecided")  # the final look's params.undecided, not a crossing
         verdict = 0 if undecided else {"accept": 1, "reject": -1, "infra": 2}.get(gate.action, 0)
         infra = np.array([x.candidate is None for x in pairs])
-        z = np.array([(int(bool(x.candidate)) - int(x.baseline)) * x.weight for x in pairs])  # a lost answer counts as wrong
+        if any(x.baseline is None for x in pairs):
+            raise ValueError("gate_betting cross-check: a pair without a baseline outcome (sample_block draws both arms of every pair)")
+        z = np.array([(int(bool(x.candidate)) - int(bool(x.baseline))) * x.weight for x in pairs])  # a lost answer counts as wrong
         vec, _ = decide(betting_path(z, planner.bound, params, infra if infra.any() else None), params.block_size, params.max_pairs)
         agree += vec == verdict
         infra_aborts += verdict == 2

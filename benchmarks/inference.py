@@ -79,6 +79,7 @@ def _timed(coro_factory, n: int) -> tuple[Timed, Any]:
 def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, Any]:
     from harness.compose import build_provider
     from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.llm.protocol import CacheableProvider
     from harness.sim.benchmark import SimBenchmark
     from harness.sim.world import World
 
@@ -89,6 +90,8 @@ def bench_sim(samples_per_question: int, workdir: Path) -> dict[str, Any]:
     indices = [1000 + i // len(base) for i in range(len(questions))]
     tree = bench.base_harness()
     sim = build_provider(LLMConfig(provider="sim"), world=world)
+    if not isinstance(sim, CacheableProvider):
+        raise TypeError(f"{type(sim).__name__} has no request_identity: the response cache cannot replay the sim provider")
     out: dict[str, Any] = {"n_questions": len(base), "rollouts": len(questions)}
 
     def run(llm, log, run_id):
@@ -117,6 +120,8 @@ def _start_server(latency_s: float, engine: str, latency_jitter: float = 0.0) ->
     """tests/support/openai_server.py in its own process, as a real server would be (its threads would otherwise share our GIL)."""
     server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--latency", str(latency_s), "--engine", engine,
                                "--latency-jitter", str(latency_jitter)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    if server.stdout is None:
+        raise RuntimeError("loopback server: no stdout pipe to read its address from")
     base_url = server.stdout.readline().strip()
     if not base_url.startswith("http://127.0.0.1:"):
         server.kill()

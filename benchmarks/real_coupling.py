@@ -103,8 +103,8 @@ def soft_pairs(base: dict, cand: dict) -> dict:
 
 def stats(base: dict, cand: dict, shift: int) -> dict:
     base, cand = _hard(base), _hard(cand)
-    pairs = [(b, cand.get((q, s + shift))) for (q, s), b in base.items()]
-    pairs = [(b, c) for b, c in pairs if b is not None and c is not None]
+    aligned = [(b, cand.get((q, s + shift))) for (q, s), b in base.items()]
+    pairs = [(b, c) for b, c in aligned if b is not None and c is not None]
     n = len(pairs)
     disc = sum(b != c for b, c in pairs) / n
     return {"n": n, "discordance": disc, "disc_se": math.sqrt(disc * (1 - disc) / n), "both_right": sum(b and c for b, c in pairs) / n,

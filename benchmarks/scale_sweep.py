@@ -57,7 +57,10 @@ def sweep(project: Path, launcher: list[str], db: Path, extra_env: dict[str, str
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
-    runs = client.search_runs([client.get_experiment_by_name("harness-trainer").experiment_id])
+    experiment = client.get_experiment_by_name("harness-trainer")
+    if experiment is None:
+        raise RuntimeError(f"sqlite:///{db}: no MLflow experiment 'harness-trainer' after the sweep {' '.join(args)}")
+    runs = client.search_runs([experiment.experiment_id])
     parent = next(r for r in runs if r.data.tags.get("harness.kind") == "sweep")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     training = sorted((c.info.end_time - c.info.start_time) / 1000 for c in children)

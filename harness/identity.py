@@ -4,6 +4,7 @@ Run ids of training (`<run_name>` is `train.run_name`):
 
   <run_name>_e<E>_s<S>                      step rollout of epoch E, step S
   <run_name>_e<E>_s<S>_gate_<task_type>     gate rollouts of one skill (the `_gate_` marker)
+  <run_name>_e<E>_s<S>_gate_<task_type>_screen  its pre-gate screen on the step's own questions
   <run_name>_e<E>_s<S>_h2_<key>_<label>     Harness² probe rollouts inside training
   <run_name>_e<E>_slowR / _slowR2 / _slowR0 slow-update full-validation runs
   <run_name>_e<E>_<task_type>_slowA         probation anchor re-run
@@ -27,6 +28,7 @@ import hashlib
 import re
 
 GATE_MARK = "_gate_"
+SCREEN_SUFFIX = "_screen"  # a gate prefix + this: the pre-gate screen (its own run kind, `gate_screen`)
 
 # rollout sample indices, per purpose
 STEP_STRIDE = 1000  # agent loop: LLM call k of sample s uses s * STEP_STRIDE + k
@@ -58,6 +60,10 @@ def step_run_id(run_name: str, epoch: int, step: int) -> str:
 
 def gate_run_prefix(run_name: str, epoch: int, step: int, task_type: str) -> str:
     return f"{step_run_id(run_name, epoch, step)}{GATE_MARK}{task_type}"
+
+
+def screen_run_id(gate_prefix: str) -> str:
+    return f"{gate_prefix}{SCREEN_SUFFIX}"
 
 
 def h2_probe_run_prefix(run_name: str, epoch: int, step: int, key: str) -> str:
@@ -106,9 +112,10 @@ def is_step_run(run_id: str, run_name: str, epoch: int) -> bool:
 
 
 def run_kind(run_id: str) -> str:
-    """gate | slow_r2 | slow_r0 | slow_r | slow_anchor | holdout | certify | step."""
+    """gate_screen | gate | slow_r2 | slow_r0 | slow_r | slow_anchor | holdout | certify | step (the `_runs.kind` of the
+    loop's inference runs: a training run's rollouts per purpose are its predictions grouped by it)."""
     if is_gate_run(run_id):
-        return "gate"
+        return "gate_screen" if run_id.endswith(SCREEN_SUFFIX) else "gate"
     if "_certify_" in run_id:
         return "certify"
     for suffix, kind in (("_slowR2", "slow_r2"), ("_slowR0", "slow_r0"), ("_slowR", "slow_r"), ("_slowA", "slow_anchor")):
@@ -133,7 +140,7 @@ _STEP_RUN = re.compile(r"_e\d+_s\d+$")
 def run_purpose(run_id: str) -> str:
     """One of PURPOSES for a run id of the forms listed in this module's docstring."""
     if GATE_MARK in run_id:
-        return "gate screen" if run_id.endswith("_screen") else "gate"
+        return "gate screen" if run_id.endswith(SCREEN_SUFFIX) else "gate"
     if "_h2_" in run_id:
         return "Harness² probe"
     if "_certify_" in run_id:

@@ -38,7 +38,7 @@ from typing import Any, Optional
 from harness import workspace as wsp
 from harness.contracts.solver import DEFAULT_SKILL
 from harness.evolution.evolve import rejected_summary
-from harness.identity import gate_run_prefix, gate_sample_start
+from harness.identity import gate_run_prefix, gate_sample_start, screen_run_id
 from harness.kernel.fdr import FDR_PROCEDURES
 from harness.kernel.ladder import GatePools
 from harness.kernel.plans import SAMPLING_PLANS, BlockPlanner, FixedBlocks, PlanRequest
@@ -315,7 +315,7 @@ def _screen(gc: GateContext, cand: Candidate, candidate_view: HarnessTree, prefi
     qids = screened_qids(gc, cand)
     if not qids:
         return None
-    run_id = f"{prefix}_screen"
+    run_id = screen_run_id(prefix)
     start = gate_sample_start(run_id)
     wsp.record_run(gc.workspace_dir, run_id)
     cand_dir = materialize_candidate(gc.workspace_dir, candidate_view, f"{cand.task_type}-screen")

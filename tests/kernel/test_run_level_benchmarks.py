@@ -177,9 +177,15 @@ def test_the_ideal_decision_at_many_pairs_installs_a_good_edit_rejects_a_bad_one
         restore()
     assert gating.validate_skill_local is real
     assert [row["effect"] for row in log] == pytest.approx([effects[good], effects[bad]])
-    curve = [{"epoch": 1, "rollouts": 100}, {"epoch": 2, "rollouts": 250}, {"epoch": 3, "rollouts": 400}]
+    curve = [{"epoch": e, "rollouts": n, "by_purpose": {**dict.fromkeys(e2e.PURPOSES, 0), "step": n}}
+             for e, n in ((1, 100), (2, 250), (3, 400))]
     e2e.charge_ideal_pairs(curve, log)
     assert [c["rollouts"] for c in curve] == [4100, 8250, 8400] and curve[2]["charged"] == 8000
+    assert [c["by_purpose"]["gate"] for c in curve] == [4000, 8000, 8000]  # the charged pairs are gate rollouts
+    e2e.check_purpose_split(curve)
+    curve[0]["rollouts"] += 1
+    with pytest.raises(AssertionError, match="epoch 1: rollouts by purpose"):
+        e2e.check_purpose_split(curve)
 
 
 def test_ideal_rows_run_in_the_ideal_gates_group_and_sort_by_pairs():
