@@ -469,6 +469,7 @@ def _certificate(state: Path) -> dict | None:
     except CertificateError:
         return None
     shown = cert.described
+    first_s = cert.population.get("first_attempts", cert.population)
     # what certify.per_type=flag would have delivered from the same run: the first certified attempt (the rollback
     # re-certification is the only attempt the two modes do not share: same slots, same sample indices)
     first = next((a for a in cert.attempts if a.rollback is None and a.decision == "certified"), None)
@@ -482,9 +483,10 @@ def _certificate(state: Path) -> dict | None:
             "estimate": shown.estimate if shown else None, "lower_bound": shown.lower_bound if shown else None,
             "width": shown.width if shown else None, "delivered": cert.delivered,
             # certify.skip_identical: the questions the first attempts asked, their share of the test pool, and the task
-            # types that read identical input (None / [] in certificates without the fields)
-            "asked_questions": cert.population.get("asked_questions"), "asked_share": cert.population.get("asked_share"),
-            "identical_types": list(cert.population.get("identical_task_types") or []),
+            # types that read identical input (None / [] in certificates without the fields; files without
+            # `first_attempts` held the first attempts' figures in the population block itself)
+            "asked_questions": first_s.get("asked_questions"), "asked_share": first_s.get("asked_share"),
+            "identical_types": list(first_s.get("identical_task_types") or []),
             "flagged_types": list(cert.flagged_task_types), "per_type": cert.per_type,
             "rollback": retried,
             "flag_mode": {"delivered": first.label if first else "base", "skills_version": first.skills_version if first else "v0",

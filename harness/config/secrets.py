@@ -14,8 +14,9 @@
   the value, before any validation), and `dvc exp run -S` values before DVC
   composes `params.yaml` (`refuse_dvc_set_params`, called from the Hydra
   plugin module DVC imports first).
-- `redact` / `redact_text` / `RedactingFilter` mask secrets when configs or
-  log lines are written; `print_error` masks the error lines entry points print.
+- `redact` / `redact_text` / `RedactingFilter` mask secrets (and credentials
+  inside URLs, `redact_url_credentials`) when configs or log lines are
+  written; `print_error` masks the error lines entry points print.
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ _EMPTY = (None, "", "???")
 # scheme://user:password@ for any scheme; scheme://TOKEN@ for web schemes, where a bare user part is a token
 # (for databases, postgresql://user@host, it is a login name); a key in the query string (?api_key=, &token=, ...).
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s,()\[\]{}'\"]*:[^/?#@\s,()\[\]{}'\"]*@")
-_URL_TOKEN = re.compile(r"(?<![A-Za-z0-9+.-])(https?|wss?)://[^/?#@\s,()\[\]{}'\":]+@", re.IGNORECASE)
-_URL_QUERY_KEY = re.compile(
-    r"://[^\s,()\[\]{}'\"]*[?&;](api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|secret|"
-    r"client[_-]?secret|sig|signature|x-api-key)=[^&#\s,()'\"]", re.IGNORECASE)
+_WEB_SCHEMES = ("http", "https", "ws", "wss")  # schemes whose bare user part (scheme://TOKEN@) is a token
+_URL_TOKEN = re.compile(rf"(?<![A-Za-z0-9+.-])({'|'.join(_WEB_SCHEMES)})://[^/?#@\s,()\[\]{{}}'\":]+@", re.IGNORECASE)
+_QUERY_SECRET_NAMES = (r"api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|secret|client[_-]?secret|"
+                       r"sig|signature|x-api-key")
+_URL_QUERY_KEY = re.compile(rf"://[^\s,()\[\]{{}}'\"]*[?&;]({_QUERY_SECRET_NAMES})=[^&#\s,()'\"]", re.IGNORECASE)
+# Masking in free text (error and log lines): a URL's userinfo runs to the last '@' before its host's '/', '?', '#'
+# (a password may hold ':' '@' ','), and a secret query key's value to the next '&' or '#'
+_URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<userinfo>[^/?#\s'\"<>]+)@")
+_URL_QUERY_VALUE = re.compile(rf"(?P<key>[?&;](?:{_QUERY_SECRET_NAMES})=)[^&#\s,()\[\]{{}}'\"<>]+", re.IGNORECASE)
+_WORD = re.compile(r"\S+")
 # separators of sweep syntax and lists: every piece between them is checked for an API-key-shaped value
 _PIECES = re.compile(r"[\s,()\[\]{}'\"=]+")
 
@@ -255,12 +262,34 @@ def secret_values(
     return sorted({env[name] for name in names if env.get(name) and len(env[name]) >= 4}, key=len, reverse=True)
 
 
+def _mask_userinfo(match: re.Match[str]) -> str:
+    userinfo, scheme = match["userinfo"], match["scheme"]
+    if ":" in userinfo or scheme.lower() in _WEB_SCHEMES:  # a database's bare user part is a login name: kept
+        return f"{scheme}://{REDACTED}@"
+    return match.group()
+
+
+def _mask_url_word(match: re.Match[str]) -> str:
+    word = match.group()
+    if "://" not in word:
+        return word
+    return _URL_QUERY_VALUE.sub(lambda m: m["key"] + REDACTED, _URL_USERINFO.sub(_mask_userinfo, word))
+
+
+def redact_url_credentials(text: str) -> str:
+    """`text` with the credentials of every URL in it masked, the forms `has_url_credentials` finds:
+    ``scheme://user:password@host`` and ``https://TOKEN@host`` -> ``scheme://***REDACTED***@host``, ``?api_key=VALUE``
+    -> ``?api_key=***REDACTED***``. Scheme, host and path stay, so the line still names what failed."""
+    return _WORD.sub(_mask_url_word, text) if "://" in text else text
+
+
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced by REDACTED."""
+    """`text` with every occurrence of each secret, and every URL's credentials (`redact_url_credentials`), replaced
+    by REDACTED: the one masking of printed error lines (`print_error`), log lines (`RedactingFilter`) and configs."""
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret:
             text = text.replace(secret, REDACTED)
-    return text
+    return redact_url_credentials(text)
 
 
 def print_error(line: str, llm_cfg: Any = None) -> None:
@@ -292,7 +321,7 @@ def redact(data: Any, secrets: Iterable[str] = ()) -> Any:
 
 
 class RedactingFilter(logging.Filter):
-    """Logging filter that masks secret values in the formatted message (and exception text).
+    """Logging filter that masks secret values and URL credentials in the formatted message (and exception text).
 
     Attach it to HANDLERS (logger filters do not see records propagated from child loggers):
     `install_redaction(secret_values(cfg.llm))`."""
@@ -302,8 +331,6 @@ class RedactingFilter(logging.Filter):
         self.secrets = [s for s in secrets if s]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secrets:
-            return True
         message = record.getMessage()
         cleaned = redact_text(message, self.secrets)
         if cleaned != message:

@@ -102,23 +102,24 @@ EXACT_ZERO = "identical input on every question: Delta = 0 > -margin"  # share 0
 
 @dataclass(frozen=True)
 class CertifyParams:
-    """The certificate's settings (`certify.*`)."""
+    """The certificate's settings (`certify.*`); every default is conf/certify/default.yaml's value (a test keeps them
+    equal), so CertifyParams() is the product's certificate."""
 
     alpha: float = 0.05  # level: P(certified and truly not better) <= alpha
-    max_pairs: int = 300  # pair budget (2 rollouts a pair)
+    max_pairs: int = 1000  # pair budget (2 rollouts a pair)
     block_size: int = 20  # pairs between looks
     margin: float = 0.0  # 0: superiority; > 0: non-inferiority by this much (accuracy scale)
-    useful_fraction: float = 0.25  # after certifying, keep sampling until LCB >= this share of the estimate
+    useful_fraction: float = 0.1  # after certifying, keep sampling until LCB >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimate is below minus this
     min_type_pairs: int = 5  # a task type needs this many pairs to be flagged
-    type_pairs: int = 0  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
+    type_pairs: int = 10  # > 0: a certified attempt tops each changed task type up to this many pairs (per-type rows only)
     futility: str = "predictive"  # none | bound | estimate | predictive: refuse early when certifying is out of reach / hopeless
-    pairs_per_question: float = 0.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
+    pairs_per_question: float = 20.0  # > 0: budget min(max_pairs, max(MIN_POOL_PAIRS, this x population questions))
     futility_z: float = FUTILITY_Z  # estimate: conditional power at mean + this x se of the gain (0: the point estimate)
     futility_power: float = 0.2  # predictive: refuse below this predictive P(certified in the pairs left)
     futility_min_n: int = 200  # predictive: pairs before the predictive power may refuse (early luck is not evidence)
     skip_identical: bool = True  # ask only the questions whose input changed (share < 1: module doc); read by the loop
-    useful_pairs_ratio: Optional[float] = None  # after a crossing at n pairs, sample on for at most this x n more (None: to the budget)
+    useful_pairs_ratio: Optional[float] = 0.5  # after a crossing at n pairs, sample on for at most this x n more (None: to the budget)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

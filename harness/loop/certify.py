@@ -241,11 +241,17 @@ async def run_certificate(
     every_type = sorted(set(task_type_of.values()))
     n_population = len(task_type_of)
     attempts: list[Attempt] = []
+    asked_by_label: dict[str, Sequence[str]] = {}  # the S each tested (or exactly certified) attempt drew from
     total = 0
 
     def asked_of(changed: Sequence[str]) -> list[str]:
         """The questions an attempt draws from: those whose input changed (every one with skip_identical off)."""
         return asked_qids(qids, task_type_of, changed if params.skip_identical else every_type)
+
+    def asked_block(asked: Sequence[str]) -> dict[str, Any]:
+        """The population block's description of one S: its size, its share, the task types with no question in it."""
+        return {"asked_questions": len(asked), "asked_share": len(asked) / n_population,
+                "identical_task_types": sorted(set(every_type) - {task_type_of[q] for q in asked})}
 
     async def attempt(contender: Contender, alpha: float, base_outcomes: dict[tuple[str, int], Optional[bool]],
                       start: int, asked: Sequence[str], own: Sequence[str], sized: CertifyParams,
@@ -254,6 +260,7 @@ async def run_certificate(
         `start`; `own`: the task types it changed (`changed_types`); `sized`: `params` with the pair budget of
         `asked` (`for_population`, fixed before any pair is drawn)."""
         nonlocal total
+        asked_by_label[contender.label] = asked
         share = len(asked) / n_population
         level = replace(sized, alpha=alpha)
         spent = 0
@@ -306,6 +313,7 @@ async def run_certificate(
     def identical_input(contender: Contender, alpha: float, rollback: Optional[dict[str, Any]] = None) -> Attempt:
         """An attempt with nothing to ask: no question's input changed (S empty), Delta = 0 exactly: certified without
         pairs with a margin (`certify_decision` at share 0), else skipped, not certified."""
+        asked_by_label[contender.label] = []
         rows = type_rows([], task_type_of, params, every_type)
         decision = certify_decision([], params, final=True, share=0.0)
         if decision.action != "certified":
@@ -399,9 +407,7 @@ async def run_certificate(
                 + ("; a rollback re-certification inherits its parent's level (fixed sequence)" if per_type != "flag" else ""),
         "total": params.alpha}
     population = {**population_of(pool, qids), "pair_budget": first_sized.max_pairs,
-                  "skip_identical": params.skip_identical, "asked_questions": len(first_asked),
-                  "asked_share": len(first_asked) / n_population,
-                  "identical_task_types": sorted(set(every_type) - set(union)) if params.skip_identical else []}
+                  "skip_identical": params.skip_identical}
     if len(first_asked) < n_population:
         population["sampling"] = ("uniform with replacement over the questions whose input changed (asked_questions; the "
                                   "others read identical input under both harnesses: difference exactly 0), a fresh sample "
@@ -410,6 +416,12 @@ async def run_certificate(
                               kind=kind, margin=float(params.margin), alpha=float(params.alpha), population=population,
                               baseline={"label": baseline.label, "fingerprint": baseline.tree.fingerprint, "path": baseline.path},
                               attempts=attempts, rollouts=total, flagged_task_types=flagged, per_type=per_type, levels=level_doc)
+    # asked_*: the S of the attempt the summary and the metrics describe (a delivered rollback asks its own S);
+    # first_attempts: the S the first attempts shared (a skipped attempt asked nothing of its own: theirs is shown)
+    shown = certificate.described
+    shown_asked = asked_by_label.get(shown.label, first_asked) if shown else first_asked
+    certificate = replace(certificate, population={**population, **asked_block(shown_asked),
+                                                   "first_attempts": asked_block(first_asked)})
     asked = certificate.asked_line() if first_asked else None  # S empty: the summary says so already
     return replace(certificate, summary=f"{summary}; {asked}") if asked else certificate
 

@@ -44,6 +44,10 @@ DIAGNOSIS_MD = "diagnosis.md"
 EVAL_RUNLOG = "runlog.sqlite"
 EVAL_QUESTIONS = "questions.parquet"
 EVAL_HARNESS = "harness"
+# every entry stages.eval / stages.diagnose writes into --out: what `check_out` refuses to find there and what an eval
+# that stops without its result removes (one list, so a file the run writes cannot be missing from either)
+EVAL_OUT_ENTRIES = (EVAL_RUNLOG, EVAL_QUESTIONS, EVAL_HARNESS, EVAL_MD, EVAL_JSON, DIAGNOSIS_MD, DIAGNOSIS_JSON)
+SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")  # the files SQLite keeps beside a database (the run log's)
 EVAL_FORMAT = "harness-eval/1"
 
 
@@ -263,9 +267,11 @@ def _check_infra(n_infra: int, n_total: int, cfg: Any, where: str) -> None:
 
 
 def check_out(out: Path) -> Path:
-    """Refuse an `out` that already holds an eval (runs are never overwritten)."""
-    if (out / EVAL_JSON).exists() or (out / EVAL_RUNLOG).exists() or (out / EVAL_HARNESS).exists():
-        raise EvalInputError(f"--out {out}: already holds an eval run ({EVAL_JSON} / {EVAL_RUNLOG}); choose another directory")
+    """Refuse an `out` holding any entry an eval writes (EVAL_OUT_ENTRIES): an earlier run, finished or not, is never
+    overwritten nor mixed with this one."""
+    found = [name for name in EVAL_OUT_ENTRIES if (out / name).exists()]
+    if found:
+        raise EvalInputError(f"--out {out}: already holds an eval run's {', '.join(found)}; choose another directory")
     return out
 
 
@@ -287,7 +293,7 @@ def removed_if_unfinished(out: Path, names: Sequence[str]) -> Iterator[None]:
                 shutil.rmtree(out / name, ignore_errors=True)
             else:
                 (out / name).unlink(missing_ok=True)
-            for side in ("-wal", "-shm", "-journal"):
+            for side in SQLITE_SIDE_SUFFIXES:
                 (out / f"{name}{side}").unlink(missing_ok=True)
         raise
 
@@ -307,7 +313,7 @@ def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> Eva
     started = time.monotonic()
     out = check_out(request.out)
     # a server fault or an infra abort leaves no partial run log that looks like a result (nor blocks --out)
-    with removed_if_unfinished(out, (EVAL_RUNLOG, EVAL_QUESTIONS, EVAL_HARNESS)):
+    with removed_if_unfinished(out, EVAL_OUT_ENTRIES):
         try:
             questions = {q.qid: q for q in ctx.bench().questions()}
             qids = pool_qids(cfg, root, request.pool, questions)

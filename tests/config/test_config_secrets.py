@@ -178,6 +178,33 @@ def test_redacting_filter_masks_args_and_exceptions() -> None:
     assert RedactingFilter([key]).filter(record) and key not in record.getMessage()
 
 
+def test_print_error_masks_credentials_inside_urls_keeping_scheme_and_host(capsys) -> None:
+    """A URL's password is no known secret value (no variable holds it): the userinfo is masked from the URL's shape,
+    the scheme and host stay so the line still names what failed; a database's bare login name is no secret."""
+    password = "pw" + pysecrets.token_hex(8)
+    print_error(f"error: cannot reach postgresql://u:{password}@db/x nor https://user:{password}@host/v1 "
+                f"nor https://{password}@host/v1?api_key={password}&v=1 (postgresql://reader@db/x is fine)")
+    assert capsys.readouterr().err == (f"error: cannot reach postgresql://{REDACTED}@db/x nor https://{REDACTED}@host/v1 "
+                                       f"nor https://{REDACTED}@host/v1?api_key={REDACTED}&v=1 "
+                                       "(postgresql://reader@db/x is fine)\n")
+
+
+def test_redacting_filter_masks_url_credentials_without_known_secrets() -> None:
+    """The log filter masks what print_error masks, with no secret value known (a CI run has none in its environment)."""
+    password = "pw" + pysecrets.token_hex(8)
+    url = f"postgresql://mlflow:{password}@db:5432/runs"
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "tracking store %s unreachable", (url,), None)
+    try:
+        raise ConnectionError(f"could not connect to {url}")
+    except ConnectionError:
+        import sys
+
+        record.exc_info = sys.exc_info()
+    assert RedactingFilter([]).filter(record)
+    assert record.getMessage() == f"tracking store postgresql://{REDACTED}@db:5432/runs unreachable"
+    assert password not in (record.exc_text or "") and f"postgresql://{REDACTED}@db:5432/runs" in (record.exc_text or "")
+
+
 def _exits_with_masked_line(args: list[str], token: str, prefix: str) -> str:
     """Run an entry point with `token` as the value of a secret-looking variable: its one error line masks it."""
     import subprocess

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.errors import ConfigError
-from harness.config.secrets import check_overrides, find_secrets, has_url_credentials
+from harness.config.secrets import REDACTED, check_overrides, find_secrets, has_url_credentials, redact_url_credentials
 from tests.pipeline.support import BIN, env, make_project
 
 PY = str(BIN / "python")
@@ -48,6 +48,18 @@ def test_each_form_is_found_alone_and_inside_sweep_syntax() -> None:
                   "postgresql://user@db/mlflow", "range(1,3)", "choice(0.1,0.5)", "sqlite:///mlflow.db"):
         assert not has_url_credentials(value), value
     check_overrides(["tracking.tracking_uri=postgresql://u@h/db", "gate.lambda=range(1,3)", "llm.model=choice(a,b)"])
+
+
+def test_each_form_is_masked_in_a_printed_line_keeping_scheme_and_host() -> None:
+    """What has_url_credentials refuses in config, redact_url_credentials masks in error and log lines; the values
+    that are no credentials pass unchanged."""
+    for name, url in _forms("PLANTED0123456789").items():
+        for line in (f"error: {url} refused", f"sweep choice({url},http://127.0.0.1:9/v1)", f"'{url}'"):
+            masked = redact_url_credentials(line)
+            assert "PLANTED" not in masked and REDACTED in masked and "http://" in masked and "127.0.0.1:9" in masked, (name, masked)
+    for value in ("http://127.0.0.1:8080/v1", "https://host/v1?x=a:b@c", "https://h/v1?api-version=2024-06-01",
+                  "postgresql://user@db/mlflow", "range(1,3)", "sqlite:///mlflow.db", "mail alice@example.org"):
+        assert redact_url_credentials(value) == value
 
 
 def _leaks(root: Path, needle: str) -> list[str]:

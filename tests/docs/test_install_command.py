@@ -1,4 +1,5 @@
-"""README's test command and .ci/run install llama-cpp-python with the same, portable build flags (issue 28 item 1)."""
+"""README's test command and .ci/run install llama-cpp-python with the same, portable build flags (issue 28 item 1);
+docs/own-run.md starts the local server with the CI server's settings."""
 
 from __future__ import annotations
 
@@ -41,3 +42,25 @@ def test_readme_names_the_system_packages_ci_installs() -> None:
         name = rf"(?<![\w-]){re.escape(package)}(?![\w-])"
         assert re.search(rf"apt-get install -y[^\n]* {name}", text), f"README.md: no `apt-get install -y ... {package}`"
         assert re.search(rf"install -y -qq[^\n]* {name}", ci), f".ci/run: no `apt-get install -y -qq ... {package}`"
+
+
+def own_run_server_flags() -> dict[str, str]:
+    """docs/own-run.md step 3: the options of its `python -m harness.llm.local_server` command, flag -> value."""
+    text = (ROOT / "docs" / "own-run.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()
+                if "python -m harness.llm.local_server" in line]
+    assert len(commands) == 1, f"docs/own-run.md: expected one command starting the local server, found {commands}"
+    words = commands[0].split("local_server", 1)[1].split()
+    return {word: value for word, value in zip(words, words[1:]) if word.startswith("--")}
+
+
+def test_own_run_server_command_uses_the_ci_servers_settings(tmp_path: Path) -> None:
+    """The guide's server runs with the settings of the CI server (LlamaServer's defaults; tests/conftest.py starts it
+    with the same values): threads, context size, seed, quiet log; without --n_ctx llama-cpp-python's 2048 applies."""
+    from harness.llm.local_server import LlamaServer
+
+    ci = LlamaServer(model=__file__, log_path=tmp_path / "server.log").command()  # any existing file: only the argv is read
+    ci_flags = {word: value for word, value in zip(ci, ci[1:]) if word.startswith("--")}
+    doc = own_run_server_flags()
+    for flag in ("--n_threads", "--n_threads_batch", "--n_ctx", "--seed", "--verbose", "--host"):
+        assert doc.get(flag) == ci_flags[flag], f"docs/own-run.md local_server {flag} {doc.get(flag)!r}, CI's server: {ci_flags[flag]!r}"

@@ -6,7 +6,7 @@ Tolerances: rates are checked against alpha + 3 standard errors of the simulated
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -135,7 +135,7 @@ def _pairs(z: np.ndarray, qids: list[str]) -> list[PairResult]:
 
 def test_decision_certifies_a_large_gain_then_samples_on_until_the_bound_is_useful():
     rng = np.random.default_rng(11)
-    params = CertifyParams(alpha=0.05, max_pairs=600, block_size=20, useful_fraction=0.5)
+    params = CertifyParams(alpha=0.05, max_pairs=600, block_size=20, useful_fraction=0.5, useful_pairs_ratio=None)
     z = _draw(rng, np.full(100, 0.5), np.full(100, 0.75), 600, 0.0)
     pairs = _pairs(z, [f"q{i}" for i in range(100)])
     first_cross = None
@@ -255,6 +255,20 @@ def test_per_type_interval_of_all_tied_pairs_is_wide_not_zero():
     assert -0.02 < lots.ci_low < 0.0 < lots.ci_high < 0.02  # 400 pairs: the interval narrows as 1/n
 
 
+def test_every_default_is_the_config_files():
+    """CertifyParams() is the product's certificate: each field's default equals conf/certify/default.yaml's value,
+    read from the file (a value changed there fails here until the kernel's default follows)."""
+    import yaml
+
+    from tests.conftest import REPO_ROOT
+
+    path = REPO_ROOT / "conf" / "certify" / "default.yaml"
+    conf = yaml.safe_load(path.read_text(encoding="utf-8"))
+    differ = {f.name: (f.default, conf.get(f.name, "<missing>")) for f in fields(CertifyParams)
+              if f.name not in conf or f.default != conf[f.name] or isinstance(f.default, bool) != isinstance(conf[f.name], bool)}
+    assert differ == {}, f"CertifyParams default != {path} (field: (default, file)): {differ}"
+
+
 def test_params_check_names_each_bad_key():
     bad = CertifyParams(alpha=0.7, max_pairs=0, block_size=5, margin=-0.1, useful_fraction=1.0).check()
     assert {k for k, _, _ in bad} == {"certify.alpha", "certify.max_pairs", "certify.margin", "certify.useful_fraction"}
@@ -334,12 +348,12 @@ def test_futility_z_below_the_upper_bound_refuses_a_small_gain_sooner_and_never_
 
 
 def test_predictive_futility_refuses_a_hopeless_small_gain_sooner_and_only_refuses():
-    """The default certify.futility=predictive (futility_power 0.2 after futility_min_n 200 pairs): a +2-point
+    """certify.futility=predictive at futility_power 0.2 after futility_min_n 200 pairs (set here, not read from the
+    defaults, which the config may move; test_every_default_is_the_config_files keeps those equal): a +2-point
     candidate - the quick world's seeds 5 and 26, refused by `estimate` only after 840 / 740 pairs - is refused in
     fewer pairs; every sequence it certifies is certified by `estimate` too (it adds a refusal, nothing else); a
     +15-point gain is never refused."""
-    predictive = CertifyParams(max_pairs=1000, block_size=20)
-    assert (predictive.futility, predictive.futility_min_n, predictive.futility_power) == ("predictive", 200, 0.2)
+    predictive = CertifyParams(max_pairs=1000, block_size=20, futility="predictive", futility_min_n=200, futility_power=0.2)
     estimate = replace(predictive, futility="estimate")
     runs = _stops_on_small_and_large_gains(estimate, predictive, seed=5, trials=8)
     for gain, (a_estimate, n_estimate), (a_predictive, n_predictive) in runs:
@@ -476,7 +490,7 @@ def test_useful_pairs_ratio_caps_the_phase_after_the_crossing_at_r_times_its_pai
     head = _draw(rng, np.full(100, 0.5), np.full(100, 0.7), 100, 0.0)
     z = np.concatenate([head, np.zeros(500)])
     pairs = _pairs(z, [f"q{i}" for i in range(100)])
-    base = CertifyParams(alpha=0.05, max_pairs=600, block_size=20, useful_fraction=0.9, futility="none")
+    base = CertifyParams(alpha=0.05, max_pairs=600, block_size=20, useful_fraction=0.9, futility="none", useful_pairs_ratio=None)
     open_action, open_n = _run_to_stop(pairs, base)
     assert (open_action, open_n) == ("certified", 600)
     crossed = certify_decision(pairs, base, final=True).look.crossed_at
@@ -500,7 +514,7 @@ def test_useful_pairs_ratio_never_changes_which_streams_are_certified():
         gain = (0.0, 0.04, 0.15)[trial % 3]
         z = _draw(rng, np.full(80, 0.5), np.full(80, 0.5 + gain), 400, 0.0)
         pairs = _pairs(z, [f"q{i}" for i in range(80)])
-        base = CertifyParams(max_pairs=400, block_size=20, useful_fraction=0.25, futility_min_n=100)
+        base = CertifyParams(max_pairs=400, block_size=20, useful_fraction=0.25, futility_min_n=100, useful_pairs_ratio=None)
         action, n = _run_to_stop(pairs, base)
         for ratio in (0.0, 0.5, 1.0):
             capped_action, capped_n = _run_to_stop(pairs, replace(base, useful_pairs_ratio=ratio))

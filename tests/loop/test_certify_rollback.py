@@ -114,7 +114,8 @@ def test_a_truly_regressing_type_is_rolled_back_and_recertified_on_fresh_samples
 
 def test_the_metrics_describe_the_delivered_rollback_as_the_summary_does(world_ctx):
     """The rollback asks fewer questions than its parent (the restored type reads identical input): every certify_*
-    metric, asked share included, is the delivered rollback's, as the summary's figures and its "asked" line are."""
+    metric, asked share included, is the delivered rollback's, as the summary's figures, its "asked" line and the
+    certificate file's population block are."""
     from harness.loop.certify import certificate_metrics
 
     world = world_ctx["world"]
@@ -126,7 +127,11 @@ def test_the_metrics_describe_the_delivered_rollback_as_the_summary_does(world_c
     first, retry = cert.attempts[0], cert.attempts[-1]
     assert cert.chosen is retry and cert.described is retry and retry.share is not None and retry.share < first.share
     metrics = certificate_metrics(cert)
-    assert metrics["certify_asked_share"] == retry.share != cert.population["asked_share"]
+    assert metrics["certify_asked_share"] == retry.share == cert.population["asked_share"]
+    # the JSON's population block says the same S; the first attempts' S stays under first_attempts
+    assert cert.population["asked_questions"] == retry.asked_questions
+    assert cert.population["identical_task_types"] == retry.identical_task_types != []
+    assert cert.population["first_attempts"]["asked_share"] == first.share != retry.share
     assert (metrics["certify_pairs"], metrics["certify_lower_bound"]) == (retry.pairs, retry.lower_bound)
     assert f"{retry.pairs} pairs)" in cert.summary and cert.asked_line(retry) in cert.summary
 

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline.evaluate import accuracy_interval, cluster_interval, wilson_interval
+from harness.pipeline.evaluate import (
+    EVAL_OUT_ENTRIES,
+    SQLITE_SIDE_SUFFIXES,
+    EvalInputError,
+    accuracy_interval,
+    check_out,
+    cluster_interval,
+    wilson_interval,
+)
 from harness.tree import HarnessTree
 from tests.pipeline.support import BIN, REPO_ROOT, env, questions_and_harness, run
 
@@ -44,6 +52,12 @@ def _one_line_error(done: subprocess.CompletedProcess, prefix: str) -> str:
     lines = [line for line in done.stderr.splitlines() if line.startswith(prefix)]
     assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]
+
+
+def _entries(out: Path) -> list[str]:
+    """The entries of a run's --out, SQLite's side files of the run log counted as the run log."""
+    names = {p.name for p in out.iterdir()}
+    return sorted({next((n.removesuffix(s) for s in SQLITE_SIDE_SUFFIXES if n.endswith(s)), n) for n in names})
 
 
 def _covered(row: dict, value: float) -> bool:
@@ -74,6 +88,7 @@ def test_eval_reports_per_type_intervals_that_contain_the_oracle(tmp_path, mlflo
     assert report["parse_shares"]["parse_share_strict"] == 1.0 and report["parse_shares"]["parse_failure_rate"] == 0.0
     assert report["overall"]["soft_score"] is not None
     assert "| **all** |" in (tmp_path / "e1" / "eval.md").read_text()
+    assert _entries(tmp_path / "e1") == sorted(n for n in EVAL_OUT_ENTRIES if "diagnosis" not in n)  # check_out covers them
 
     # the run log records what promote checks: questions_ref, the fingerprint
     conn = sqlite3.connect(tmp_path / "e1" / "runlog.sqlite")
@@ -187,6 +202,7 @@ def test_diagnose_writes_a_diagnosis_naming_the_worlds_cues(tmp_path):
     doc = json.loads((tmp_path / "d" / "diagnosis.json").read_text())
     assert doc["failures"] > 0 and doc["diagnosed"] == doc["failures"] - doc["unparseable"] > 0
     assert (tmp_path / "d" / "eval.json").is_file() and "## " in (tmp_path / "d" / "diagnosis.md").read_text()
+    assert _entries(tmp_path / "d") == sorted(EVAL_OUT_ENTRIES)  # check_out covers them all
     # the simulator's wrong answers carry a hint (45 %: a missing insight, else a trap or neutral cue): every diagnosis
     # names a cue of its own type's rules, and the most named cue is an insight in more types than chance (4 of 11)
     top_is_insight = 0
@@ -229,6 +245,21 @@ def test_interval_edge_cases():
     # identical clusters: no between-question spread, a zero-width cluster interval
     estimate, low, high = cluster_interval([(1, 2)] * 5)
     assert math.isclose(low, high) and math.isclose(estimate, 0.5)
+
+
+def test_an_out_holding_any_entry_an_eval_writes_is_refused(tmp_path):
+    """A stale or half-written questions.parquet (or any other entry of an earlier run) is found, named, and not
+    overwritten; a directory with other files only is accepted."""
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("an earlier file\n")
+    assert check_out(tmp_path / "other") == tmp_path / "other" and check_out(tmp_path / "absent") == tmp_path / "absent"
+    for name in EVAL_OUT_ENTRIES:
+        out = tmp_path / f"with_{name}"
+        out.mkdir()
+        (out / name).write_bytes(b"PAR1 half-written")
+        with pytest.raises(EvalInputError, match=f"already holds an eval run's {name};"):
+            check_out(out)
+        assert (out / name).read_bytes() == b"PAR1 half-written"
 
 
 def test_an_eval_that_fails_for_a_server_reason_leaves_no_run_behind(tmp_path):
