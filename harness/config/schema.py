@@ -261,15 +261,15 @@ class CertifyConfig:
     """The delivery certificate (harness/kernel/certificate.py; docs/kernel.md "Two kinds of evidence")."""
 
     alpha: float = 0.05  # P(certified and truly not better than the reference) <= alpha
-    max_pairs: int = 500  # pair budget of one attempt (2 rollouts a pair)
+    max_pairs: int = 1000  # pair budget of one attempt (2 rollouts a pair)
     block_size: int = 20  # pairs between looks
     margin: float = 0.0  # 0: certify "better"; > 0: "not worse by more than margin" (non-inferiority)
     useful_fraction: float = 0.1  # after certifying, sample on until the lower bound >= this share of the estimate
     flag_drop: float = 0.02  # flag a task type whose estimated change is below minus this (2 points)
     min_type_pairs: int = 5  # ... with at least this many pairs
-    type_pairs: int = 0  # > 0: a certified attempt tops each task type it changed up to this many pairs (flags only)
+    type_pairs: int = 10  # > 0: a certified attempt tops each task type it changed up to this many pairs (flags only)
     futility: str = "predictive"  # none | bound | estimate | predictive: refuse early once certifying is out of reach / hopeless
-    pairs_per_question: float = 0.0  # > 0: pair budget min(max_pairs, max(200, this x test-pool questions)); 0: max_pairs
+    pairs_per_question: float = 20.0  # > 0: pair budget min(max_pairs, max(200, this x test-pool questions)); 0: max_pairs
     futility_z: float = 1.645  # futility=estimate: conditional power at mean + this x se of the gain (0: point estimate)
     futility_power: float = 0.2  # futility=predictive: refuse below this predictive P(certified in the pairs left)
     futility_min_n: int = 200  # futility=predictive: pairs before the predictive power may refuse

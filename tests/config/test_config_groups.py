@@ -75,3 +75,16 @@ def test_no_yaml_outside_known_groups() -> None:
     known = set(OWN_GROUPS) | {"sweep", "hydra"}
     stray = [p for p in CONF.rglob("*.yaml") if p.parent != CONF and p.relative_to(CONF).parts[0] not in known]
     assert stray == []
+
+
+def test_the_certify_schema_defaults_are_the_config_files() -> None:
+    """CertifyConfig's defaults (what a config that leaves out a certify key gets from the schema) equal
+    conf/certify/default.yaml's: a default changed in one place fails here until the other follows."""
+    from dataclasses import fields
+
+    from harness.config.schema import CertifyConfig
+
+    conf = yaml.safe_load((CONF / "certify" / "default.yaml").read_text(encoding="utf-8"))
+    differ = {f.name: (f.default, conf.get(f.name, "<missing>")) for f in fields(CertifyConfig)
+              if f.name not in conf or f.default != conf[f.name]}
+    assert differ == {}, f"CertifyConfig default != conf/certify/default.yaml (field: (schema, file)): {differ}"
