@@ -52,16 +52,15 @@ def _cast(kind: Any, value: Any) -> Any:
 
 def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int, first: str = "best") -> list[Contender]:
     """What the certificate tries, in order, each distinct from the ones before it and from the starting harness:
-    `first` ("best": the last epoch's best pointer, labelled "final"; "current": the harness training ended with,
-    labelled "current"), then the other of the two, then the best pointers of earlier epochs, newest first; the first
-    one and up to `n_fallbacks` more."""
+    `first` = "best": the last epoch's best pointer ("final"), then the best pointers of earlier epochs, newest first;
+    "current": the harness training ended with ("current"), then those. The first one and up to `n_fallbacks` more."""
     ws = final_state / WORKSPACE
     seen = {("v0", "v0")}
     m = wsp.read_manifest(ws)
     best = wsp.read_best(ws)
     final = ("final", (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version))
     current = ("current", (m.skills_version, m.prompts_version))
-    versions = [final, current] if first == "best" else [current, final]
+    versions = [final] if first == "best" else [current, final]
     epochs = int(ctx.cfg.train.epochs)
     layout = StateLayout(str(ctx.cfg.train.state_dir))  # not ctx.paths: a DVC stage declares no pools.* key
     for e in range(epochs - 1, 0, -1):
