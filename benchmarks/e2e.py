@@ -65,6 +65,7 @@ CONFIG_GROUP = {ORACLE: "cap_evolve",  # a rule with gate questions and no scree
 ROW_OVERRIDES = {STRICT: ["gate.rule=betting", "gate.fdr=elond", "gate.lambda=3.0", "gate.max_pairs=400", "gate.block_size=20",
                           "gate.futility_min_n=20", "gate.futility=estimate"]}
 OWN_BUDGET = (OURS, STRICT)  # rows that train train.epochs and report their own spend (the strict row is not cut at B)
+FIRST_LABELS = ("final", "current")  # the certificate's first candidate (certify.candidate best / current): not a fallback
 CERTIFICATE = ("certify", "certificate.json")  # under the state dir, written by the certify stage when the pipeline has it
 TRADEOFF_TAG = "Tradeoff heuristic"
 QUICK_OVERRIDES = [
@@ -721,7 +722,7 @@ def _delivery_summary(deliveries: list[dict]) -> dict:
             "mean_width": statistics.mean(nums("width")) if nums("width") else None,
             "mean_rollouts": statistics.mean(nums("rollouts")) if nums("rollouts") else None,
             "bound_held": sum(low <= g + 1e-12 for low, g in lows), "bounds": len(lows),
-            "fallback": sum(c.get("delivered") is not None and not str(c["delivered"]).startswith("final") for c, _ in certs),
+            "fallback": sum(c.get("delivered") is not None and not str(c["delivered"]).startswith(FIRST_LABELS) for c, _ in certs),
             "rolled_back": sum(bool((c.get("rollback") or {}).get("delivered")) for c, _ in certs),
             "flagged_runs": sum(bool(c.get("flagged_types")) for c, _ in certs),
             "asked_share": nums("asked_share"),

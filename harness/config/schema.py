@@ -277,6 +277,7 @@ class CertifyConfig:
     useful_pairs_ratio: Optional[float] = 0.5  # after a crossing at n pairs, sample on at most this x n more pairs; null: to max_pairs
     per_type: str = "rollback_shared"  # flagged types: rollback_shared (their skill files + shared files, one
     # re-certification) | rollback (their skill files) | flag (flags only)
+    candidate: str = "best"  # certified first: best (the last epoch's best pointer) | current (the harness training ended with)
     fallbacks: int = 0  # not certified: try up to this many earlier epochs' best harnesses, else deliver the start
     fallback_share: float = 0.2  # share of alpha the fallbacks split (the final harness gets the rest)
     reference: Optional[str] = None  # a harness directory to certify against instead of the starting harness

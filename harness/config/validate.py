@@ -567,6 +567,7 @@ def _validate_certify(cfg: DictConfig) -> list[Violation]:
             c.add(key, value, rule)
     c.check("certify.fallbacks", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10,
             "must be an integer in [0, 10]")
+    c.check("certify.candidate", lambda v: v in ("best", "current"), "must be 'best' or 'current'")
     c.check("certify.per_type", lambda v: v in ("flag", "rollback", "rollback_shared"),
             "must be 'rollback', 'rollback_shared' or 'flag'")
     c.check("certify.fallback_share", lambda v: _is_number(v) and 0 < v < 1, "must be a number in (0, 1)")

@@ -39,7 +39,7 @@ class TypeRow:
 class Attempt:
     """One candidate put through the test (the delivered harness first, then earlier checkpoints)."""
 
-    label: str  # "final" (the training's best pointer), "epoch <E>" (a fallback), "candidate" (stages.compare)
+    label: str  # "final" (the training's best pointer), "current" (the harness training ended with), "epoch <E>" (a fallback), "candidate" (stages.compare)
     fingerprint: str  # the candidate tree's content fingerprint
     skills_version: Optional[str]
     prompts_version: Optional[str]

@@ -163,3 +163,34 @@ def test_holdout_figures_describe_the_delivered_tree_not_a_rolled_back_parent():
     assert delivered_figures(best, "v7", "v2", rolled_back=True) == (None, None)
     assert delivered_figures(best, "v0", "v0", rolled_back=False) == (None, None)
     assert delivered_figures(None, "v7", "v2", rolled_back=False) == (None, None)
+
+
+def test_certify_candidate_current_tests_the_harness_training_ended_with_first(accept_all_run, tmp_path):
+    """certify.candidate=current: the first attempt is the last epoch's current harness (the workspace manifest's
+    versions), labelled "current"; with a fallback the best pointer ("final") follows it when it differs."""
+    from harness.compose import build_benchmark, build_provider
+    from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.loop.context import make_context
+    from harness.loop.stages.certify import stage_certify, training_candidates
+
+    root, paths = accept_all_run["root"], accept_all_run["paths"]
+    cfg = tiny_cfg(*SETTINGS, "certify.candidate=current", "certify.fallbacks=1")
+    final_state = paths.slow(int(cfg.train.epochs))
+    manifest, best = wsp.read_manifest(final_state / "workspace"), wsp.read_best(final_state / "workspace")
+    bench = build_benchmark(cfg.benchmark, root)
+    cache = ResponseCache(root / ".cache" / "llm")
+    try:
+        ctx = make_context(cfg, root, llm=CachedProvider(build_provider(cfg.llm, world=bench.world), cache), bench=bench)
+        tried = training_candidates(ctx, final_state, 1, "current")
+        best_first = training_candidates(ctx, final_state, 0, "best")
+        cert = stage_certify(ctx, final_state, paths.pools, tmp_path / "certify")
+    finally:
+        cache.close()
+    assert (tried[0].label, tried[0].skills_version, tried[0].prompts_version) == (
+        "current", manifest.skills_version, manifest.prompts_version)
+    assert best is not None and [c.label for c in best_first] == ["final"]
+    assert (best_first[0].skills_version, best_first[0].prompts_version) == (best.skills, best.prompts)
+    if (best.skills, best.prompts) != (manifest.skills_version, manifest.prompts_version):
+        assert [c.label for c in tried] == ["current", "final"]
+    assert cert.attempts[0].label == "current"
+    assert (cert.attempts[0].skills_version, cert.attempts[0].prompts_version) == (manifest.skills_version, manifest.prompts_version)

@@ -50,30 +50,32 @@ def _cast(kind: Any, value: Any) -> Any:
     return kind(value)
 
 
-def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int) -> list[Contender]:
-    """The best pointer of the last epoch ("final"), then those of earlier epochs, newest first, each distinct from
-    the ones before it and from the starting harness, up to `n_fallbacks` of them."""
+def training_candidates(ctx: StageContext, final_state: Path, n_fallbacks: int, first: str = "best") -> list[Contender]:
+    """What the certificate tries, in order, each distinct from the ones before it and from the starting harness:
+    `first` = "best": the last epoch's best pointer ("final"), then the best pointers of earlier epochs, newest first;
+    "current": the harness training ended with ("current"), then those. The first one and up to `n_fallbacks` more."""
     ws = final_state / WORKSPACE
     seen = {("v0", "v0")}
-    out: list[Contender] = []
     m = wsp.read_manifest(ws)
     best = wsp.read_best(ws)
-    sv, pv = (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version)
-    out.append(Contender("final", wsp.harness_view(ws, sv, pv), sv, pv))
-    seen.add((sv, pv))
+    final = ("final", (best.skills, best.prompts) if best else (m.skills_version, m.prompts_version))
+    current = ("current", (m.skills_version, m.prompts_version))
+    versions = [final] if first == "best" else [current, final]
     epochs = int(ctx.cfg.train.epochs)
     layout = StateLayout(str(ctx.cfg.train.state_dir))  # not ctx.paths: a DVC stage declares no pools.* key
     for e in range(epochs - 1, 0, -1):
-        if len(out) > n_fallbacks:
-            break
         earlier = ctx.root / layout.slow(e)
         if not is_done(earlier):
             continue
         b = wsp.read_best(earlier / WORKSPACE)
-        if b is None or (b.skills, b.prompts) in seen:
+        if b is not None:
+            versions.append((f"epoch {e}", (b.skills, b.prompts)))
+    out: list[Contender] = []
+    for i, (label, (sv, pv)) in enumerate(versions):
+        if i > 0 and ((sv, pv) in seen or len(out) > n_fallbacks):
             continue
-        seen.add((b.skills, b.prompts))
-        out.append(Contender(f"epoch {e}", wsp.harness_view(ws, b.skills, b.prompts), b.skills, b.prompts))
+        seen.add((sv, pv))
+        out.append(Contender(label, wsp.harness_view(ws, sv, pv), sv, pv))
     return out
 
 
@@ -90,7 +92,7 @@ def stage_certify(ctx: StageContext, final_state: Path, pools: Path, out: Path) 
         path = Path(str(reference))
         path = path if path.is_absolute() else ctx.root / path
         baseline = Contender("reference", HarnessTree.load(path), path=str(reference))
-    candidates = training_candidates(ctx, prev, int(ctx.cfg.certify.fallbacks))
+    candidates = training_candidates(ctx, prev, int(ctx.cfg.certify.fallbacks), str(ctx.cfg.certify.candidate))
     test = read_pools(Path(pools))["test"]
     log = HarnessLog(out_dir / RUNLOG)
     try:
