@@ -472,13 +472,15 @@ def log_eval(cfg: Any, report: EvalReport, files: Sequence[Path], root: Path, wh
 
 
 def run_eval(cfg: Any, request: EvalRequest, root: Path) -> EvalReport:
-    """Evaluate, write eval.md / eval.json, log the MLflow run (tracking.enabled and request.tracking)."""
-    report = evaluate(cfg, request, root)
-    md = write_markdown(report, request.out)
-    if request.tracking and bool(cfg.tracking.enabled):
-        report.mlflow_run_id = log_eval(cfg, report, [md], root)
-        progress.info("[eval] MLflow run %s (experiment %s)", report.mlflow_run_id, cfg.tracking.experiment)
-    write_json(report, request.out)
+    """Evaluate, write eval.md / eval.json, log the MLflow run (tracking.enabled and request.tracking). A failure after
+    the rollouts (the tracking server) removes what the run wrote, as a failure during them does."""
+    with removed_if_unfinished(request.out, EVAL_OUT_ENTRIES):
+        report = evaluate(cfg, request, root)
+        md = write_markdown(report, request.out)
+        if request.tracking and bool(cfg.tracking.enabled):
+            report.mlflow_run_id = log_eval(cfg, report, [md], root)
+            progress.info("[eval] MLflow run %s (experiment %s)", report.mlflow_run_id, cfg.tracking.experiment)
+        write_json(report, request.out)
     return report
 
 
@@ -531,6 +533,11 @@ def diagnosis_markdown(doc: DiagnosisReport) -> str:
 def run_diagnose(cfg: Any, request: EvalRequest, root: Path) -> DiagnosisReport:
     """Evaluate (eval files in `out` as `run_eval` writes them), then the diagnoser on each failure; writes
     diagnosis.json / diagnosis.md and, with tracking, one MLflow run holding both reports."""
+    with removed_if_unfinished(request.out, EVAL_OUT_ENTRIES):  # a diagnoser fault after the eval leaves no half run
+        return _diagnose(cfg, request, root)
+
+
+def _diagnose(cfg: Any, request: EvalRequest, root: Path) -> DiagnosisReport:
     from harness.evolution.diagnose import run_diagnosis
     from harness.loop.context import make_context
 

@@ -281,3 +281,32 @@ def test_an_eval_that_fails_for_a_server_reason_leaves_no_run_behind(tmp_path):
         assert f"nothing is listening at {closed}" in _one_line_error(done, "stages.eval:")
     assert not (tmp_path / "new").exists()
     assert sorted(p.name for p in (tmp_path / "reused").iterdir()) == ["notes.txt"]
+
+
+def test_a_diagnose_whose_diagnoser_fails_after_the_eval_leaves_no_half_run(tmp_path):
+    """The eval part finishes (run log, questions, harness written), then the server dies under the diagnoser's
+    second request: exit 2 and nothing of the run left in --out, so the next diagnose into it is not refused and no
+    eval without its eval.json looks like a result."""
+    from tests.support.openai_server import FakeOpenAIServer
+
+    questions = questions_and_harness(tmp_path)
+    server = FakeOpenAIServer()
+
+    def reply(body):  # every answer wrong (9 failures to diagnose); the first diagnosis request takes the server down
+        system = body["messages"][0]["content"]
+        if "FORMAT: diagnosis" in system:
+            server.down = True
+            return "<diagnosis>The agent skipped a step.</diagnosis>"
+        return "Guessing.\nANSWER: B"
+
+    server.reply = reply
+    with server:
+        done = subprocess.run(
+            [sys.executable, "-m", "stages.diagnose", "--harness", str(tmp_path / "h"), "--no-tracking", "--out",
+             str(tmp_path / "d"), "llm=openai", "benchmark=jsonl", f"benchmark.path={questions}",
+             f"llm.base_url={server.base_url}", "llm.model=stand-in", "llm.concurrency=1", "llm.max_retries=0",
+             "llm.timeout_s=20", f"llm.cache_dir={tmp_path / 'cache'}"],
+            cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": "local"}, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sum("FORMAT: diagnosis" in r.body["messages"][0]["content"] for r in server.requests) >= 1  # the eval finished
+    assert not (tmp_path / "d").exists(), sorted(p.name for p in (tmp_path / "d").iterdir())
