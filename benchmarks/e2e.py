@@ -550,11 +550,13 @@ def run_one(job: dict) -> dict:
 
     seed, rule, epochs = job["seed"], job["rule"], job["epochs"]
     couple_arms(float(job.get("arm_coupling", 0.0)))
+    import harness.loop.slow_update as su
+
+    four_way_holdout = su._four_way_holdout
     if job.get("skip_epoch_holdout"):
         # the per-epoch four-way held-out is observation only (never a decision, excluded from the rollout
-        # counts); the benchmark judges with the oracle instead, so it skips those rollouts to save time
-        import harness.loop.slow_update as su
-
+        # counts); the benchmark judges with the oracle instead, so it skips those rollouts to save time (for this
+        # run only: restored below, so a caller in the same process, a test, gets the product's slow update back)
         su._four_way_holdout = lambda deps, state, log: []
     base_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     root = Path(tempfile.mkdtemp(prefix=f"e2e_{rule}_{seed}_", dir=base_dir))
@@ -677,6 +679,7 @@ def run_one(job: dict) -> dict:
         }
         return out
     finally:
+        su._four_way_holdout = four_way_holdout
         if restore_gate is not None:
             restore_gate()
         shutil.rmtree(root, ignore_errors=True)

@@ -19,8 +19,14 @@ def _tiny_run(rule: str) -> dict:
 @pytest.mark.parametrize("rule", [e2e.OURS, "gepa"])
 def test_one_tiny_run_splits_its_training_rollouts_by_purpose(rule):
     """The split sums to the run's training rollouts at every epoch end; screen + gate equal what the gate reports
-    charged (`gate_rollouts`, read from another source); every purpose this run used is > 0."""
+    charged (`gate_rollouts`, read from another source); every purpose this run used is > 0. The run skips the
+    per-epoch held-out for itself only: this process's slow update has it back afterwards (tests/loop runs later in
+    the same pytest process and reads holdout_eval)."""
+    import harness.loop.slow_update as su
+
+    four_way_holdout = su._four_way_holdout
     run = _tiny_run(rule)
+    assert su._four_way_holdout is four_way_holdout
     split = run["rollouts_by_purpose"]
     assert set(split) == set(e2e.PURPOSES)
     assert sum(split.values()) == run["curve"][-1]["rollouts"] > 0
