@@ -300,7 +300,9 @@ def removed_if_unfinished(out: Path, names: Sequence[str]) -> Iterator[None]:
 
 def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> EvalReport:
     """Run the evaluation of the module doc; writes runlog.sqlite, questions.parquet and harness/ into `request.out`
-    (the caller writes the report files). `ctx`: a StageContext to reuse (diagnose reuses its provider)."""
+    (the caller writes the report files, and removes what was written when the run stops without its result:
+    `run_eval` / `run_diagnose` around everything they write). `ctx`: a StageContext to reuse (diagnose reuses its
+    provider)."""
     from harness.loop import rollouts as ro
     from harness.loop.context import make_context
 
@@ -312,39 +314,37 @@ def evaluate(cfg: Any, request: EvalRequest, root: Path, ctx: Any = None) -> Eva
     ctx = ctx or make_context(cfg, root)
     started = time.monotonic()
     out = check_out(request.out)
-    # a server fault or an infra abort leaves no partial run log that looks like a result (nor blocks --out)
-    with removed_if_unfinished(out, EVAL_OUT_ENTRIES):
+    try:
+        questions = {q.qid: q for q in ctx.bench().questions()}
+        qids = pool_qids(cfg, root, request.pool, questions)
+        out.mkdir(parents=True, exist_ok=True)  # after the input checks: a refused eval leaves no directory
+        qpath = write_questions(out / EVAL_QUESTIONS, [questions[q] for q in sorted(questions)])
+        questions_ref = _questions_ref(qpath, root)
+        harness.tree.save(out / EVAL_HARNESS)
+        versions = (harness.skills_version, harness.prompts_version)
+        run_id = eval_run_id(str(cfg.train.run_name), request.pool, *(
+            (str(versions[0]), str(versions[1])) if None not in versions else ("tree", harness.tree.fingerprint[:12])))
+        indices = [EVAL_INDEX + k for k in range(request.samples)]
+        requests = [(questions[q], i) for q in qids for i in indices]
+        progress.info("[eval] %s (%s) on %d questions of pool %s x %d sample(s) = %d rollouts", request.harness,
+                      harness.kind, len(qids), request.pool, request.samples, len(requests))
+        log = HarnessLog(out / EVAL_RUNLOG)
         try:
-            questions = {q.qid: q for q in ctx.bench().questions()}
-            qids = pool_qids(cfg, root, request.pool, questions)
-            out.mkdir(parents=True, exist_ok=True)  # after the input checks: a refused eval leaves no directory
-            qpath = write_questions(out / EVAL_QUESTIONS, [questions[q] for q in sorted(questions)])
-            questions_ref = _questions_ref(qpath, root)
-            harness.tree.save(out / EVAL_HARNESS)
-            versions = (harness.skills_version, harness.prompts_version)
-            run_id = eval_run_id(str(cfg.train.run_name), request.pool, *(
-                (str(versions[0]), str(versions[1])) if None not in versions else ("tree", harness.tree.fingerprint[:12])))
-            indices = [EVAL_INDEX + k for k in range(request.samples)]
-            requests = [(questions[q], i) for q in qids for i in indices]
-            progress.info("[eval] %s (%s) on %d questions of pool %s x %d sample(s) = %d rollouts", request.harness,
-                          harness.kind, len(qids), request.pool, request.samples, len(requests))
-            log = HarnessLog(out / EVAL_RUNLOG)
-            try:
-                log.record_run(run_id, "eval", skills_version=harness.skills_version, prompts_version=harness.prompts_version,
-                               questions_ref=questions_ref,
-                               meta={"harness_fingerprint": harness.tree.fingerprint, "harness": str(request.harness),
-                                     "harness_kind": harness.kind, "pool": request.pool, "samples": request.samples,
-                                     "n_questions": len(qids)})
-                asyncio.run(ro.rollout_fn(ctx, log)(harness.tree, requests, run_id))
-            finally:
-                log.close()
+            log.record_run(run_id, "eval", skills_version=harness.skills_version, prompts_version=harness.prompts_version,
+                           questions_ref=questions_ref,
+                           meta={"harness_fingerprint": harness.tree.fingerprint, "harness": str(request.harness),
+                                 "harness_kind": harness.kind, "pool": request.pool, "samples": request.samples,
+                                 "n_questions": len(qids)})
+            asyncio.run(ro.rollout_fn(ctx, log)(harness.tree, requests, run_id))
         finally:
-            if own_ctx:
-                ctx.close()
-        rows = RunLogReader(out / EVAL_RUNLOG).query(
-            "SELECT qid, task_type, correct, soft_score, parse_mode, cost_usd FROM predictions WHERE run_id = ?", (run_id,))
-        n_infra = sum(r["correct"] is None for r in rows)
-        _check_infra(n_infra, len(rows), cfg, f"eval run {run_id}")
+            log.close()
+    finally:
+        if own_ctx:
+            ctx.close()
+    rows = RunLogReader(out / EVAL_RUNLOG).query(
+        "SELECT qid, task_type, correct, soft_score, parse_mode, cost_usd FROM predictions WHERE run_id = ?", (run_id,))
+    n_infra = sum(r["correct"] is None for r in rows)
+    _check_infra(n_infra, len(rows), cfg, f"eval run {run_id}")
     overall, per_type, counts = summarize_predictions(rows)
     from harness.contracts.answers import parse_shares
 
@@ -472,8 +472,8 @@ def log_eval(cfg: Any, report: EvalReport, files: Sequence[Path], root: Path, wh
 
 
 def run_eval(cfg: Any, request: EvalRequest, root: Path) -> EvalReport:
-    """Evaluate, write eval.md / eval.json, log the MLflow run (tracking.enabled and request.tracking). A failure after
-    the rollouts (the tracking server) removes what the run wrote, as a failure during them does."""
+    """Evaluate, write eval.md / eval.json, log the MLflow run (tracking.enabled and request.tracking). A run that stops
+    without its result (a server fault, an infra abort, the tracking server, Ctrl-C) leaves nothing of itself in --out."""
     with removed_if_unfinished(request.out, EVAL_OUT_ENTRIES):
         report = evaluate(cfg, request, root)
         md = write_markdown(report, request.out)
