@@ -178,6 +178,9 @@ class TrainConfig:
     momentum_check: str = "none"  # none | per_file (harness/loop/slow_update.py _check_momentum_files)
     type_check_drop: Optional[float] = None  # null | accuracy drop (harness/loop/slow_update.py _check_types)
     system_tool_update: bool = False
+    # the slow update's R and R2 ask only the validation questions whose input changed since the run they are compared
+    # with (harness/loop/slow_update.py evaluate); false: every question, every time
+    reuse_identical: bool = False
     # a seed directory (harness/store.py; `python -m stages.export --seed DIR` writes one) the run starts from
     # instead of the benchmark's base harness; null = the base harness
     init_seed: Optional[str] = None

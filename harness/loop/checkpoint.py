@@ -31,13 +31,13 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from harness.atomic import atomic_write_json
 from harness.inputs import rerun_advice
 from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
-from harness.loop.train_state import Progress, TrainState
+from harness.loop.train_state import EvalRef, Progress, TrainState
 
 FORMAT_VERSION = 3  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); older formats are refused by name
 PHASES = ("in_epoch", "epoch_done")
@@ -200,6 +200,7 @@ def serialize_state(state: TrainState) -> dict[str, Any]:
         "correctness": dict(state.correctness),
         "eval_prev_acc": state.eval_prev_acc,
         "eval_prev_run_id": state.eval_prev_run_id,
+        "eval_prev_ref": None if state.eval_prev_ref is None else dataclasses.asdict(state.eval_prev_ref),
         "baseline_skills_version": state.baseline_skills_version,
         "baseline_prompts_version": state.baseline_prompts_version,
         "steps_since_best_improved": state.steps_since_best_improved,
@@ -230,6 +231,7 @@ def deserialize_state(d: Mapping[str, Any], where: str = "state") -> TrainState:
         correctness=_dict_of(values["correctness"], bool, f"{where}.correctness"),
         eval_prev_acc=None if acc is None else float(acc),
         eval_prev_run_id=_expect(values["eval_prev_run_id"], str, f"{where}.eval_prev_run_id", allow_none=True),
+        eval_prev_ref=_eval_ref(values["eval_prev_ref"], f"{where}.eval_prev_ref"),
         baseline_skills_version=_expect(values["baseline_skills_version"], str, f"{where}.baseline_skills_version"),
         baseline_prompts_version=_expect(values["baseline_prompts_version"], str, f"{where}.baseline_prompts_version"),
         steps_since_best_improved=_expect(values["steps_since_best_improved"], int, f"{where}.steps_since_best_improved"),
@@ -245,6 +247,23 @@ def deserialize_state(d: Mapping[str, Any], where: str = "state") -> TrainState:
     )
     _check_keyed(state, where)
     return state
+
+
+def _eval_ref(value: Any, where: str) -> Optional[EvalRef]:
+    if value is None:
+        return None
+    names = tuple(f.name for f in dataclasses.fields(EvalRef))
+    values = {k: _req(_expect(value, dict, where), k, where) for k in names}
+    _no_extra(value, names, where)
+    outcomes = _expect(values["outcomes"], dict, f"{where}.outcomes")
+    soft = _expect(values["soft"], dict, f"{where}.soft")
+    for q, v in outcomes.items():
+        _expect(v, bool, f"{where}.outcomes[{q!r}]", allow_none=True)
+    for q, v in soft.items():
+        _expect(v, (int, float), f"{where}.soft[{q!r}]", allow_none=True)
+    return EvalRef(run_id=_expect(values["run_id"], str, f"{where}.run_id"), skills_version=_expect(values["skills_version"], str, f"{where}.skills_version"),
+                   prompts_version=_expect(values["prompts_version"], str, f"{where}.prompts_version"),
+                   outcomes=dict(outcomes), soft={q: None if v is None else float(v) for q, v in soft.items()})
 
 
 def _fdr_state(value: Any, where: str) -> FdrState:

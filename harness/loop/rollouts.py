@@ -49,6 +49,16 @@ def soft_score_fn(log: Any) -> Callable[[str], Optional[float]]:
     return soft
 
 
+def soft_by_question_fn(log: Any) -> Callable[[str], dict[str, Optional[float]]]:
+    """run_id -> qid -> the soft score of the run's judged rollout of that question (None where it has none); the
+    mean of its values is `soft_score_fn`'s, for a run that asks each question once (the slow update's R and R2)."""
+    def soft(run_id: str) -> dict[str, Optional[float]]:
+        rows = log.query("SELECT qid, soft_score FROM predictions WHERE run_id = ? AND correct IS NOT NULL", (run_id,))
+        return {str(r["qid"]): None if r["soft_score"] is None else float(r["soft_score"]) for r in rows}
+
+    return soft
+
+
 def gate_rollout_fn(ctx: Any, log: Any) -> GateRolloutFn:
     """The gate's `GateRolloutFn`: per request a `GateSample` of the value of `gate.metric` (bench/soft.gate_value: the
     hard outcome, a bool, for `hard`; the soft or mixed score, a float in [0, 1], otherwise) and the rollout's soft

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Optional, Protocol, TypeVar
 
 from harness import workspace as wsp
-from harness.bench.soft import mixed_score
+from harness.bench.soft import mean_soft_score, mixed_score
 from harness.contracts.solver import DEFAULT_SKILL, resolve_skill_file, skill_path
 from harness.evolution.evolve import evolve_single_tool, evolve_system_prompt
 from harness.evolution.momentum import ComparisonPair, run_momentum
@@ -47,7 +47,9 @@ from harness.identity import (
 )
 from harness.kernel.ladder import GatePools
 from harness.kernel.types import Probation, ProbationVerdict
+from harness.loop.certify import changed_types
 from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate
+from harness.loop.train_state import EvalRef
 from harness.loop.validate import RolloutFn
 from harness.questions import Question
 from harness.store import read_version_tree
@@ -70,6 +72,15 @@ class EvalRun:
     outcomes: dict[str, Optional[bool]]
     soft: Optional[float] = None
     sample_index: int = 0
+    soft_q: dict[str, Optional[float]] = field(default_factory=dict)  # qid -> soft score (measured or copied)
+    # the questions this run asked (train.reuse_identical: the others' answers are copied from the run it is compared
+    # with, their input being byte-identical); None: every question of `outcomes`
+    asked: Optional[tuple[str, ...]] = None
+
+    @property
+    def measured(self) -> dict[str, Optional[bool]]:
+        """The outcomes this run's own rollouts produced (what its run id holds in the run log)."""
+        return dict(self.outcomes) if self.asked is None else {q: self.outcomes[q] for q in self.asked}
 
     @property
     def correctness(self) -> dict[str, bool]:
@@ -104,7 +115,8 @@ class SlowDeps:
     llm: Any
     traces: Callable[[str, str, int], str]  # (run_id, qid, sample_index) -> trace text (for momentum)
     probation_verdict: ProbationSettle
-    soft_score: Optional[Callable[[str], Optional[float]]] = None  # run_id -> soft score, None when it does not exist
+    # run_id -> qid -> soft score of the run's judged rollouts (None where one has none); None: no soft scores
+    soft_by_question: Optional[Callable[[str], dict[str, Optional[float]]]] = None
     # the best mixed score of the earlier epochs' shadow gate and its versions (mixed, skills, prompts); None: none yet
     shadow_best: Optional[tuple[float, str, str]] = None
     edit_budget_end: int = 1
@@ -123,6 +135,9 @@ class SlowDeps:
     # train.type_check_drop=d: at the epoch end, a skill file changed this epoch goes back to its epoch-start text when
     # a task type reading it answers its validation questions worse at R than at the epoch's start by more than d
     type_check_drop: Optional[float] = None
+    # train.reuse_identical: R asks only the validation questions whose input differs from eval_prev's pair, R2 only
+    # those that differ from R's; the others keep the compared run's answers (exactly the same in distribution)
+    reuse_identical: bool = False
 
 
 @dataclass
@@ -140,15 +155,31 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Sequence[str], sample_index: int, log: Any) -> EvalRun:
-    """record_run (workspace + run log) before the inference, versions filled in the run log after it."""
+def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Sequence[str], sample_index: int, log: Any,
+             reference: Optional[EvalRun] = None) -> EvalRun:
+    """record_run (workspace + run log) before the inference, versions filled in the run log after it.
+
+    `reference` (train.reuse_identical): a question whose task type reads byte-identical input under (sv, pv) and the
+    reference's pair (harness.loop.certify.changed_types) is not asked: it keeps the reference's answer and soft
+    score, which are a draw from the same distribution. The returned run's `asked` lists the questions it asked."""
     wsp.record_run(deps.workspace_dir, run_id)
     log.record_run(run_id, kind, skills_version=sv, prompts_version=pv)
     tree = wsp.harness_view(deps.workspace_dir, sv, pv)
-    got = _run(deps.rollout(tree, [(deps.questions[q], sample_index) for q in qids], run_id))
+    copied: set[str] = set()
+    if reference is not None:
+        ref_tree = wsp.harness_view(deps.workspace_dir, reference.skills_version, reference.prompts_version)
+        changed = set(changed_types(tree, ref_tree, sorted({deps.questions[q].task_type for q in qids})))
+        copied = {q for q in qids if deps.questions[q].task_type not in changed and q in reference.outcomes}
+    asked = [q for q in qids if q not in copied]
+    got = _run(deps.rollout(tree, [(deps.questions[q], sample_index) for q in asked], run_id)) if asked else []
     log.update_run_versions(run_id, sv, pv, None)
-    soft = deps.soft_score(run_id) if deps.soft_score else None
-    return EvalRun(run_id, sv, pv, dict(zip(qids, got)), soft=soft, sample_index=sample_index)
+    measured_soft = deps.soft_by_question(run_id) if deps.soft_by_question else {}
+    answers = dict(zip(asked, got))
+    outcomes = {q: reference.outcomes[q] if reference is not None and q in copied else answers[q] for q in qids}
+    soft_q = {q: reference.soft_q.get(q) if reference is not None and q in copied else measured_soft.get(q) for q in qids}
+    soft = mean_soft_score([soft_q[q] for q in qids if outcomes[q] is not None]) if deps.soft_by_question else None
+    return EvalRun(run_id, sv, pv, outcomes, soft=soft, sample_index=sample_index, soft_q=soft_q,
+                   asked=None if reference is None else tuple(asked))
 
 
 def next_shadow_best(previous: Optional[tuple[float, str, str]], mixed: Optional[float], skills_version: str,
@@ -203,6 +234,11 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     """
     E, ws = deps.epoch, deps.workspace_dir
     rollouts = 0
+    ref = state.eval_prev_ref
+    prev_ref: Optional[EvalRun] = None  # eval_prev in full: what R copies the unchanged questions' answers from
+    if deps.reuse_identical and ref is not None and ref.run_id == state.eval_prev_run_id and prev_eval_outcomes is not None:
+        prev_ref = EvalRun(ref.run_id, ref.skills_version, ref.prompts_version, dict(ref.outcomes), soft_q=dict(ref.soft))
+        prev_eval_outcomes = prev_ref.outcomes
     # -- 0. an unmeasured start: evaluate the epoch's starting pair once (it becomes eval_prev and the first best)
     if state.eval_prev_acc is None or prev_eval_outcomes is None:
         r0 = evaluate(deps, r0_run_id(deps.run_name, E), "slow_r0", state.baseline_skills_version,
@@ -210,13 +246,15 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
         rollouts += len(deps.validation)
         state.eval_prev_acc, state.eval_prev_run_id = r0.acc, r0.run_id
         prev_eval_outcomes = r0.outcomes
+        prev_ref = r0
         _argmax_best(ws, r0, E)
     prev_acc = state.eval_prev_acc
     prev_corr = {q: bool(v) for q, v in prev_eval_outcomes.items() if v is not None}
     # -- 1. version snapshot + full validation re-run R
     m = wsp.read_manifest(ws)
-    r = evaluate(deps, r_run_id(deps.run_name, E), "slow_r", m.skills_version, m.prompts_version, deps.validation, SLOW_R_INDEX * E, log)
-    rollouts += len(deps.validation)
+    r = evaluate(deps, r_run_id(deps.run_name, E), "slow_r", m.skills_version, m.prompts_version, deps.validation, SLOW_R_INDEX * E, log,
+                 reference=prev_ref if deps.reuse_identical else None)
+    rollouts += len(r.measured)
     # -- 2. soft score + dual metric
     write_dual_metric(deps.runlog_path, run_id=r.run_id, epoch=E, kind="R", skills_version=r.skills_version,
                       prompts_version=r.prompts_version, n=len(deps.validation), hard_acc=r.acc, soft_score=r.soft,
@@ -249,7 +287,7 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     type_reverted: list[str] = []
     r_measured = r
     if deps.type_check_drop is not None:
-        r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop)
+        r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop, prev_ref.soft_q if prev_ref else {})
     # -- 5. best argmax (strict)
     improved = _argmax_best(ws, r, E)
     # -- 6. momentum: one new immutable skills version, one guidance per changed skill file
@@ -268,8 +306,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     momentum_reverted: list[str] = []
     if (m2.skills_version, m2.prompts_version) != (r.skills_version, r.prompts_version):
         r2 = evaluate(deps, r2_run_id(deps.run_name, E), "slow_r2", m2.skills_version, m2.prompts_version, deps.validation,
-                      SLOW_R_INDEX * E + 1, log)
-        rollouts += len(deps.validation)
+                      SLOW_R_INDEX * E + 1, log, reference=r if deps.reuse_identical else None)
+        rollouts += len(r2.measured)
         write_dual_metric(deps.runlog_path, run_id=r2.run_id, epoch=E, kind="R2", skills_version=r2.skills_version,
                           prompts_version=r2.prompts_version, n=len(deps.validation), hard_acc=r2.acc, soft_score=r2.soft,
                           mixed_score=_mixed(r2.acc, r2.soft))
@@ -288,6 +326,7 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
             improved = _argmax_best(ws, r2, E) or improved
     final = r2 if r2_kept and r2 is not None else r  # r2_kept implies r2
     state.eval_prev_acc, state.eval_prev_run_id = final.acc, final.run_id
+    state.eval_prev_ref = EvalRef(final.run_id, final.skills_version, final.prompts_version, dict(final.outcomes), dict(final.soft_q))
     # -- 9. three-state labels, shadow gate, four-way held-out, epoch report
     label = "improved" if final.acc > prev_acc else ("regressed" if final.acc < prev_acc else "unchanged")
     best = wsp.read_best(ws)
@@ -302,10 +341,10 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     sources = ladder_sources(list(step_outcomes), deps.run_name, E, r.run_id, r2.run_id if r2_kept and r2 else None)
     observed: set[str] = {tt for tt, warm in state.gate_epoch_observed.items() if warm}
     for run_id in sources:
-        if run_id == r.run_id:  # what R observed (never the type check's merge)
-            triples = [(q, r_measured.sample_index, v) for q, v in r_measured.outcomes.items()]
+        if run_id == r.run_id:  # what R observed (never the type check's merge, never a copied answer)
+            triples = [(q, r_measured.sample_index, v) for q, v in r_measured.measured.items()]
         elif r2_measured is not None and run_id == r2_measured.run_id:  # what R2 observed (never the check's merge)
-            triples = [(q, r2_measured.sample_index, v) for q, v in r2_measured.outcomes.items()]
+            triples = [(q, r2_measured.sample_index, v) for q, v in r2_measured.measured.items()]
         else:
             triples = [(q, idx, v) for q, (idx, v) in step_outcomes[run_id].items()]
         if pools.update_from_run(run_id, triples, gamma=deps.ema_gamma):
@@ -323,7 +362,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
         "type_check_drop": deps.type_check_drop, "type_check_reverted": type_reverted,
         "changed_task_types": sorted(state.changed_task_types_this_epoch), "ladder_sources": sources,
         "holdout": holdout_rows, "early_stop": False, "steps_since_best_improved": None,
-        "r_acc": r.acc, "rollouts": rollouts,
+        "r_acc": r.acc, "rollouts": rollouts, "reuse_identical": deps.reuse_identical,
+        "r_asked": len(r_measured.measured), "r2_asked": len(r2_measured.measured) if r2_measured else None,
     }
     return SlowResult(report=report, improved_best=improved, r=r, r2=r2, r2_kept=r2_kept, rollbacks=rollbacks, rollouts=rollouts)
 
@@ -357,7 +397,7 @@ def _momentum(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bo
         pairs = [ComparisonPair(q, deps.questions[q].task_type, deps.questions[q].question, bool(prev_corr[q]), bool(r.outcomes[q]),
                                 deps.traces(r.run_id, q, r.sample_index))
                  for q in deps.validation
-                 if deps.questions[q].task_type in tts and q in prev_corr and r.outcomes.get(q) is not None]
+                 if deps.questions[q].task_type in tts and q in prev_corr and r.measured.get(q) is not None]
         if not pairs:
             continue
         out = _run(run_momentum(deps.llm, task_type=tts[0], skill_file=f, skill_text=skills[f], pairs=pairs,
@@ -378,7 +418,7 @@ def _changed_files(old: Mapping[str, str], new: Mapping[str, str], measured: Map
 
 
 def _revert_files(deps: SlowDeps, run: EvalRun, current: HarnessTree, restore: Mapping[str, Optional[str]],
-                  answers: Mapping[str, Optional[bool]], reason: str,
+                  answers: Mapping[str, Optional[bool]], soft: Mapping[str, Optional[float]], reason: str,
                   reuse: Optional[tuple[str, HarnessTree]] = None) -> EvalRun:
     """Put `restore` (file -> text, None: delete) back into `current` as one new skills version (or, when the result
     is exactly `reuse`'s tree, make `reuse`'s version current again) and return the run that describes it: `run`'s
@@ -391,7 +431,9 @@ def _revert_files(deps: SlowDeps, run: EvalRun, current: HarnessTree, restore: M
     else:
         version = wsp.promote(ws, "skills", restored, {"reason": reason, "epoch": deps.epoch, "files": sorted(restore)})
     outcomes = {**run.outcomes, **answers}
-    return EvalRun(run.run_id, version, run.prompts_version, outcomes, soft=run.soft, sample_index=run.sample_index)
+    soft_q = {**run.soft_q, **{q: soft.get(q) for q in answers}}
+    return EvalRun(run.run_id, version, run.prompts_version, outcomes, soft=run.soft, sample_index=run.sample_index,
+                   soft_q=soft_q, asked=run.asked)
 
 
 def _change(after: Mapping[str, Optional[bool]], before: Mapping[str, Optional[bool]], qids: Sequence[str]) -> tuple[int, int]:
@@ -400,7 +442,8 @@ def _change(after: Mapping[str, Optional[bool]], before: Mapping[str, Optional[b
     return sum(bool(after[q]) for q in both) - sum(bool(before[q]) for q in both), len(both)
 
 
-def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float) -> tuple[EvalRun, list[str]]:
+def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float,
+                 prev_soft: Optional[Mapping[str, Optional[float]]] = None) -> tuple[EvalRun, list[str]]:
     """train.type_check_drop: every skill file changed this epoch (R's text differs from the epoch start's, and no
     probation rollback touched it since R) is judged per task type reading it, R's answers on that type's validation
     questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
@@ -432,7 +475,7 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
         answers.update({q: prev_corr.get(q) for q in affected})
     if not reverted:
         return r, []
-    run = _revert_files(deps, r, current, reverted, answers, "type check: reverted")
+    run = _revert_files(deps, r, current, reverted, answers, prev_soft or {}, "type check: reverted")
     for q, v in run.outcomes.items():
         if v is not None:
             state.correctness[q] = bool(v)
@@ -462,7 +505,7 @@ def _check_momentum_files(deps: SlowDeps, r: EvalRun, r2: EvalRun, sv_before: st
             answers.update({q: r.outcomes[q] for q in affected})
     if not reverted:
         return r2, []
-    run = _revert_files(deps, r2, after, reverted, answers, "momentum check: reverted", reuse=(r.skills_version, measured))
+    run = _revert_files(deps, r2, after, reverted, answers, r.soft_q, "momentum check: reverted", reuse=(r.skills_version, measured))
     progress.info("[slow@e%d] momentum check: %s answered worse by R2 than by R -> back to the text before momentum (skills %s)",
                   deps.epoch, ", ".join(sorted(reverted)), run.skills_version)
     return run, sorted(reverted)

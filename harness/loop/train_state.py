@@ -19,12 +19,26 @@ TOOL_PACK_EXAMPLES = 8  # examples kept per tool pack
 
 
 @dataclass
+class EvalRef:
+    """What eval_prev answered, in full (train.reuse_identical): its version pair, every validation question's outcome
+    (None: an infrastructure failure) and soft score. A later evaluation copies the answers of the questions whose
+    input is byte-identical under its own pair, so they need not be in its run's predictions."""
+
+    run_id: str
+    skills_version: str
+    prompts_version: str
+    outcomes: dict[str, Optional[bool]] = field(default_factory=dict)
+    soft: dict[str, Optional[float]] = field(default_factory=dict)
+
+
+@dataclass
 class TrainState:
     """The mutable training state carried across steps, epochs and stages (seed 000 §13 field set)."""
 
     correctness: dict[str, bool] = field(default_factory=dict)  # qid -> last observed correctness
     eval_prev_acc: float | None = None
     eval_prev_run_id: str | None = None
+    eval_prev_ref: EvalRef | None = None  # eval_prev's full answers (set by every slow update; read with train.reuse_identical)
     baseline_skills_version: str = "v0"
     baseline_prompts_version: str = "v0"
     steps_since_best_improved: int = 0

@@ -77,11 +77,12 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             rollout=ScoredShareGuard(ctx.infra_limits, f"slow@e{epoch} (slow update and validation eval)").rollout(ro.rollout_fn(ctx, log)),
             llm=ctx.llm(),
             traces=lambda run_id, qid, idx: ro.trace_text(out_dir / RUNLOG, run_id, qid, idx),
-            probation_verdict=ro.probation_verdict_fn(ctx), soft_score=ro.soft_score_fn(log), shadow_best=shadow_best(fragments),
+            probation_verdict=ro.probation_verdict_fn(ctx), soft_by_question=ro.soft_by_question_fn(log), shadow_best=shadow_best(fragments),
             edit_budget_end=int(cfg.evolve.edit_budget_end), momentum=bool(cfg.train.momentum) and bool(cfg.train.slow_update),
             system_tool_update=bool(cfg.train.system_tool_update) and bool(cfg.train.slow_update),
             momentum_check=str(cfg.train.momentum_check),
             type_check_drop=None if cfg.train.type_check_drop is None else float(cfg.train.type_check_drop),
+            reuse_identical=bool(cfg.train.reuse_identical),
             max_skill_chars=int(cfg.evolve.max_skill_chars), ema_gamma=float(params_of(PoolParams, ctx.gate).ema_gamma),
             settle_with_anchor=params_of(ProbationParams, ctx.gate).probation_settlement == "eprocess", meta_prompts=ctx.meta_prompts(),
         )
