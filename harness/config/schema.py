@@ -180,7 +180,7 @@ class TrainConfig:
     system_tool_update: bool = False
     # the slow update's R and R2 ask only the validation questions whose input changed since the run they are compared
     # with (harness/loop/slow_update.py evaluate); false: every question, every time
-    reuse_identical: bool = False
+    reuse_identical: bool = True
     # a seed directory (harness/store.py; `python -m stages.export --seed DIR` writes one) the run starts from
     # instead of the benchmark's base harness; null = the base harness
     init_seed: Optional[str] = None
