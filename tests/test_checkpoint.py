@@ -1,6 +1,7 @@
 import copy
 import json
 import logging
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,13 +24,15 @@ from harness.loop.checkpoint import (
     serialize_progress,
     serialize_state,
 )
+from harness.loop.train_state import EvalRef
 
 SEED_FIELDS = {
     "correctness", "eval_prev_acc", "eval_prev_run_id", "baseline_skills_version", "baseline_prompts_version",
     "steps_since_best_improved", "epoch_start_skills", "changed_task_types_this_epoch", "rejected_buffer",
     "system_packs", "tool_packs", "probations", "gate_cooldown", "gate_epoch_observed",
 }
-ADDED_FIELDS = {"gate_fdr"}  # issue 13: the run's e-LOND sequence must survive resume
+ADDED_FIELDS = {"gate_fdr", "eval_prev_ref"}  # issue 13: the run's e-LOND sequence must survive resume; eval_prev's answers
+# in full (train.reuse_identical)
 
 CFG = {
     "benchmark": {"name": "sim", "seed": 7, "task_types": ["a", "b"]},
@@ -64,6 +67,7 @@ def _state():
         gate_cooldown={"ocr": 1},
         gate_epoch_observed={"count": True, "ocr": False},
         gate_fdr=FdrState(tests=5, discoveries=2, spent=0.0061),
+        eval_prev_ref=EvalRef("r_e1_slowR", "v3", "v1", {"q1": False, "q2": True, "q3": None}, {"q1": 0.25, "q2": 0.5, "q3": None}),
     )
 
 
@@ -81,6 +85,19 @@ def test_roundtrip_revives_nested_dataclasses():
     assert isinstance(back.probations["count"].pending_edits[0], RejectedEdit)
     assert isinstance(back.tool_packs["zoom"], ToolCasePack)
     assert back.changed_task_types_this_epoch == {"count", "ocr"}
+
+
+@pytest.mark.parametrize("change, where", [
+    (lambda ref: ref["outcomes"].update(q1="yes"), "state.eval_prev_ref.outcomes['q1']"),
+    (lambda ref: ref["soft"].update(q2="high"), "state.eval_prev_ref.soft['q2']"),
+    (lambda ref: ref.pop("skills_version"), "key 'skills_version' is missing"),
+    (lambda ref: ref.update(extra=1), "extra"),
+])
+def test_a_malformed_eval_prev_ref_is_a_checkpoint_error_naming_the_field(change, where):
+    d = json.loads(json.dumps(serialize_state(_state())))
+    change(d["eval_prev_ref"])
+    with pytest.raises(CheckpointError, match=re.escape(where)):
+        deserialize_state(d)
 
 
 @pytest.mark.parametrize("key", sorted(SEED_FIELDS))

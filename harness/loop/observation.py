@@ -225,6 +225,7 @@ EPOCH_REPORT_FIELDS = (
     "momentum_updated_task_types", "system_tool_action", "r2_run_id", "r2_acc", "r2_kept",
     "changed_task_types", "ladder_sources", "holdout", "early_stop", "steps_since_best_improved", "r_acc", "rollouts",
     "momentum_check", "momentum_reverted", "type_check_drop", "type_check_reverted",
+    "reuse_identical", "r_asked", "r2_asked",  # train.reuse_identical: the questions R and R2 asked (the others copied)
 )
 
 
