@@ -15,7 +15,7 @@ from harness.pipeline.entry import run_stage, stage_parser
 # The config keys the stage reads: its `params:` in dvc.yaml (tests/pipeline/test_dvc_params.py), enforced by KeyView.
 PARAMS = ("benchmark", "llm", "gate", "evolve.edit_budget_end", "evolve.max_skill_chars", "evolve.prompts_dir", "train.run_name",
           "train.steps_per_epoch", "train.early_stop_patience", "train.slow_update", "train.momentum", "train.momentum_check", "train.type_check_drop",
-          "train.system_tool_update")
+          "train.system_tool_update", "train.reuse_identical")
 # Path keys DVC already sees in the stage's command line, deps or outs.
 LOCATIONS = ("train.state_dir", "pools.path")
 
