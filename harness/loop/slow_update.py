@@ -1,6 +1,7 @@
 """The slow update at the end of an epoch (seed 000 §15 `_slow_update_cycle`), ten steps in order.
 
- 1. capture the version pair, re-run the full validation pool: run R
+ 1. capture the version pair, re-run the full validation pool: run R (train.reuse_identical: only the questions
+    whose input differs from eval_prev's pair are asked, the others keep eval_prev's answers; R2 likewise against R)
  2. soft score + dual metric written (NULL where a metric does not exist)
  3. R's per-question correctness written back unconditionally
  4. probation settlement against R; rollbacks override step 3 (file-level
