@@ -39,7 +39,7 @@ from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 from harness.loop.train_state import EvalRef, Progress, TrainState
 
-FORMAT_VERSION = 3  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); older formats are refused by name
+FORMAT_VERSION = 4  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); 4: eval_prev_ref (train.reuse_identical); older formats are refused by name
 PHASES = ("in_epoch", "epoch_done")
 STRUCTURAL_PREFIXES = ("benchmark.", "pools.", "batching.")
 STRUCTURAL_KEYS = ("train.epochs", "train.seed")
