@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-RULES = ("betting", "betting_elond", "accept_all", "gepa", "mcnemar", "skillopt", "cap_evolve", "sequential", "oracle")
+RULES = ("betting", "betting_elond", "accept_all", "gepa", "minibatch", "mcnemar", "skillopt", "cap_evolve", "sequential", "oracle")
 OURS = RULES[0]  # the default config (conf/gate/betting.yaml, whatever its gate.rule); it sets the budget B
 ORACLE = "oracle"  # not a gate.rule: the ideal gate, free (oracle_gate); its runs use CONFIG_GROUP[ORACLE]
 STRICT = "betting_elond"  # the default before issue 26: the betting e-process at e-LOND levels (conf/gate/strict.yaml)

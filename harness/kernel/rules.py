@@ -18,11 +18,14 @@ INFRA guard and the block barrier live in gate.py, around every rule.
   the population's only under the strong null (docs/kernel.md).
 - `accept_all`: accepts every candidate at its first look (ablation).
 - `gepa`: GEPA's rule, one block: accept iff strictly more wins than losses.
+- `minibatch`: GEPA's questions and known baseline with `gate.lambda` as the threshold: accept iff
+  wins > losses and (wins - losses) / sqrt(wins + losses) >= sqrt(2 lambda) (lambda 0: GEPA's rule).
 - `mcnemar`: fixed-n exact one-sided McNemar at `mcnemar_n` pairs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Protocol
@@ -178,6 +181,29 @@ class GepaRule:
 
 
 @dataclass(frozen=True)
+class MinibatchRule:
+    """GEPA's question plan with `gate.lambda` as its threshold: one block of the step's minibatch questions of the
+    skill, the step rollout as the baseline arm (only the candidate is asked), accept iff wins > losses and
+    (wins - losses) / sqrt(wins + losses) >= sqrt(2 lambda), the z of the discordant pairs' sign test at the
+    betting gate's budget threshold. lambda 0 is GEPA's rule; a larger lambda installs fewer, surer edits. A cheap
+    decision, not a guarantee (the in-sample minibatch the editor read): the certificate guards what is delivered."""
+
+    name: str = "minibatch"
+    questions: str = "step_minibatch"
+    single_block: bool = True
+    sequential: bool = False
+    weighted: bool = False
+
+    def decide(self, wins: int, losses: int, ties: int, params: GateParams, *, final: bool,
+               pairs: Sequence[PairResult] = ()) -> RuleDecision:
+        d, n = wins - losses, wins + losses
+        need = math.sqrt(2.0 * params.lambda_accept * n)
+        if d > 0 and d >= need:
+            return RuleDecision("accept", f"minibatch: wins {wins} - losses {losses} = {d} >= sqrt(2 x lambda {params.lambda_accept:g} x {n}) = {need:.2f}")
+        return RuleDecision("reject", f"minibatch: wins {wins} - losses {losses} = {d} < max(1, sqrt(2 x lambda {params.lambda_accept:g} x {n}) = {need:.2f})")
+
+
+@dataclass(frozen=True)
 class McNemarParams:
     """The settings the fixed-n McNemar rule owns (gate.<field>)."""
 
@@ -263,6 +289,7 @@ RULES: Registry[AcceptanceRule] = Registry("gate.rule", {
     "sequential": SequentialRule(),
     "accept_all": AcceptAllRule(),
     "gepa": GepaRule(),
+    "minibatch": MinibatchRule(),
     "mcnemar": McNemarFixedRule(),
     "skillopt": "harness.kernel.rule_skillopt:RULE",
     "cap_evolve": "harness.kernel.rule_cap_evolve:RULE",

@@ -421,7 +421,7 @@ def cause_of(action: str, reason: str, *, parse_error: str = "", edits_proposed:
         return "settled"
     if "undecided" in text or "end of the budget" in text:
         return "budget"
-    if "reached log" in text or "lambda_dir" in text or "direction" in text or text.startswith(("gepa", "skillopt", "cap_evolve", "mcnemar", "re-checked")):
+    if "reached log" in text or "lambda_dir" in text or "direction" in text or text.startswith(("gepa", "minibatch", "skillopt", "cap_evolve", "mcnemar", "re-checked")):
         return "evidence_against"
     return "other"
 

@@ -58,7 +58,7 @@ RULES = [
     ("gate.block_size", 0, 1, ">= 1"),
     ("gate.max_pairs", 2, 3, ">= gate.block_size"),
     ("gate.undecided", "maybe", "reject", "probation, reject"),
-    ("gate.rule", "vibes", "gepa", "accept_all, betting, betting_budget, cap_evolve, gepa, mcnemar, sequential, skillopt"),
+    ("gate.rule", "vibes", "gepa", "accept_all, betting, betting_budget, cap_evolve, gepa, mcnemar, minibatch, sequential, skillopt"),
     ("gate.plan", "adaptiv", "random", "importance, random, static"),
     ("gate.plan", "static", "random", "gate.rule=betting_budget needs a plan that draws questions with known probabilities"),
     ("gate.fdr", "bh", "none", "elond, none"),

@@ -124,6 +124,21 @@ def test_accept_all_rule_spends_no_rollout(ws):
     assert rows[0]["action"] == "accept" and rows[0]["rollouts"] == 0 and not calls
 
 
+@pytest.mark.parametrize("lam, action", [(0.0, "accept"), (0.5, "accept"), (1.0, "reject")])
+def test_minibatch_rule_asks_only_the_candidate_on_the_minibatch_and_lambda_decides(ws, lam, action):
+    """gate=minibatch: GEPA's questions and known baseline (only the candidate arm is asked). On these three questions
+    the seeded candidate wins one discordant pair and loses none: accepted while 1 >= sqrt(2 x lambda x 1), i.e. up to
+    lambda 0.5, rejected at 1."""
+    calls: list = []
+    gc, pools = _ctx(ws, calls, rule="minibatch", lambda_accept=lam)
+    gc.batch_outcomes = {"alpha-0": False, "alpha-1": False, "alpha-2": True, "beta-0": True}
+    state = TrainState()
+    cand = Candidate("alpha", ["alpha"], "alpha/SKILL.md", _record("alpha/SKILL.md", "alpha skill\n", "alpha skill\n- GOOD\n"))
+    rows, _ = gate_batch_skills(gc, state, [cand], pools)
+    assert rows[0]["n_pairs"] == 3 and rows[0]["rollouts"] == 3 and calls == ["r_e1_s1_gate_alpha_cand"]
+    assert rows[0]["action"] == action and rows[0]["reason"].startswith("minibatch: wins 1 - losses 0 = 1 ")
+
+
 def test_gepa_rule_uses_the_minibatch(ws):
     calls: list = []
     gc, pools = _ctx(ws, calls, rule="gepa")
