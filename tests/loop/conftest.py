@@ -89,3 +89,24 @@ def tiny_run(tmp_path_factory):
     result = runner.train()
     cache.close()
     return {"root": root, "cfg": cfg, "runner": runner, "result": result, "calls": counting.calls}
+
+
+def slow_setup(tmp_path: Path, types, per_type: int, **deps):
+    """A workspace of one skill file per task type ("<t> v0") and a system prompt, `per_type` questions a type
+    ("<t><i>", all validation), and the slow update's SlowDeps over them (`deps` fills or overrides its fields).
+    Returns (workspace, deps, skills tree, prompts tree)."""
+    from harness import workspace as wsp
+    from harness.loop.slow_update import SlowDeps
+    from harness.questions import Question
+    from harness.tree import HarnessTree
+
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text("{}\n")
+    skills = HarnessTree({f"{t}/SKILL.md": f"{t} v0" for t in types})
+    prompts = HarnessTree({"system_prompt.md": "solve"})
+    ws = tmp_path / "ws"
+    wsp.init_workspace(ws, skills, prompts, str(qfile))
+    questions = {f"{t}{i}": Question(f"{t}{i}", t, f"q {t} {i}", "A", ("A", "B")) for t in types for i in range(per_type)}
+    slow = SlowDeps(**{"run_name": "t", "epoch": 1, "workspace_dir": ws, "runlog_path": tmp_path / "runlog", "questions": questions,
+                       "validation": sorted(questions), "test": [], "llm": None, **deps})
+    return ws, slow, skills, prompts

@@ -11,7 +11,6 @@ from harness import workspace as wsp
 from harness.config.errors import ConfigError
 from harness.config.load import load_config
 from harness.loop.slow_update import EvalRun, SlowDeps, _check_momentum_files
-from harness.questions import Question
 from harness.store import read_version, read_version_tree
 from harness.tree import HarnessTree
 
@@ -24,16 +23,10 @@ def _unused(*_args, **_kwargs):
 
 
 def _setup(tmp_path: Path):
-    qfile = tmp_path / "questions.jsonl"
-    qfile.write_text("{}\n")
-    skills = HarnessTree({f"{t}/SKILL.md": f"{t} v0" for t in TYPES})
-    prompts = HarnessTree({"system_prompt.md": "solve"})
-    ws = tmp_path / "ws"
-    wsp.init_workspace(ws, skills, prompts, str(qfile))
-    questions = {f"{t}{i}": Question(f"{t}{i}", t, f"q {t} {i}", "A", ("A", "B")) for t in TYPES for i in range(PER_TYPE)}
-    deps = SlowDeps(run_name="t", epoch=1, workspace_dir=ws, runlog_path=tmp_path / "runlog", questions=questions,
-                    validation=sorted(questions), test=[], rollout=_unused, llm=None, traces=_unused,
-                    probation_verdict=_unused, momentum_check="per_file")
+    from conftest import slow_setup
+
+    ws, deps, skills, _ = slow_setup(tmp_path, TYPES, PER_TYPE, rollout=_unused, traces=_unused, probation_verdict=_unused,
+                                     momentum_check="per_file")
     return ws, deps, skills
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 from harness import workspace as wsp
 from harness.log import HarnessLog
 from harness.loop.slow_update import EvalRun, SlowDeps, evaluate
-from harness.questions import Question
-from harness.tree import HarnessTree
 
 TYPES = ("alpha", "beta", "gamma")
 PER_TYPE = 3
@@ -33,18 +31,19 @@ class Solver:
 
 
 def _setup(tmp_path: Path, solver: Solver):
-    qfile = tmp_path / "questions.jsonl"
-    qfile.write_text("{}\n")
-    skills = HarnessTree({f"{t}/SKILL.md": f"{t} v0" for t in TYPES})
-    prompts = HarnessTree({"system_prompt.md": "solve"})
-    ws = tmp_path / "ws"
-    wsp.init_workspace(ws, skills, prompts, str(qfile))
-    questions = {f"{t}{i}": Question(f"{t}{i}", t, f"q {t} {i}", "A", ("A", "B")) for t in TYPES for i in range(PER_TYPE)}
-    deps = SlowDeps(run_name="t", epoch=1, workspace_dir=ws, runlog_path=tmp_path / "runlog", questions=questions,
-                    validation=sorted(questions), test=[], rollout=solver, llm=None, traces=lambda *a: "",
-                    probation_verdict=lambda *a: None, soft_by_question=lambda run_id: {q: 0.75 for q, _ in solver.asked},
-                    reuse_identical=True)
-    return ws, deps, skills, prompts
+    from conftest import slow_setup
+
+    return slow_setup(tmp_path, TYPES, PER_TYPE, rollout=solver, traces=lambda *a: "", probation_verdict=lambda *a: None,
+                      soft_by_question=lambda run_id: {q: 0.75 for q, _ in solver.asked}, reuse_identical=True)
+
+
+def _evaluate(tmp_path: Path, deps: SlowDeps, sv: str, pv: str, reference: EvalRun | None) -> EvalRun:
+    """One evaluation "R" at sample index 7 over the whole pool, with a real run log."""
+    log = HarnessLog(tmp_path / "runlog")
+    try:
+        return evaluate(deps, "R", "slow_r", sv, pv, deps.validation, 7, log, reference=reference)
+    finally:
+        log.close()
 
 
 def _reference(deps: SlowDeps) -> EvalRun:
@@ -56,11 +55,7 @@ def test_only_the_changed_types_questions_are_asked_and_the_rest_keep_the_refere
     solver = Solver()
     ws, deps, skills, _ = _setup(tmp_path, solver)
     changed = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha edited"}), {"reason": "test"})
-    log = HarnessLog(tmp_path / "runlog")
-    try:
-        run = evaluate(deps, "R", "slow_r", changed, "v0", deps.validation, 7, log, reference=_reference(deps))
-    finally:
-        log.close()
+    run = _evaluate(tmp_path, deps, changed, "v0", _reference(deps))
     alpha = [f"alpha{i}" for i in range(PER_TYPE)]
     assert sorted(q for q, _ in solver.asked) == alpha and {idx for _, idx in solver.asked} == {7}
     assert run.asked == tuple(alpha) and sorted(run.measured) == alpha
@@ -75,11 +70,7 @@ def test_a_system_prompt_change_asks_every_question(tmp_path):
     solver = Solver()
     ws, deps, _, prompts = _setup(tmp_path, solver)
     pv = wsp.promote(ws, "prompts", prompts.with_files({"system_prompt.md": "solve carefully"}), {"reason": "test"})
-    log = HarnessLog(tmp_path / "runlog")
-    try:
-        run = evaluate(deps, "R", "slow_r", "v0", pv, deps.validation, 7, log, reference=_reference(deps))
-    finally:
-        log.close()
+    run = _evaluate(tmp_path, deps, "v0", pv, _reference(deps))
     assert sorted(q for q, _ in solver.asked) == sorted(deps.validation)
     assert run.measured == run.outcomes
 
@@ -87,11 +78,7 @@ def test_a_system_prompt_change_asks_every_question(tmp_path):
 def test_without_a_reference_every_question_is_asked(tmp_path):
     solver = Solver()
     ws, deps, _, _ = _setup(tmp_path, solver)
-    log = HarnessLog(tmp_path / "runlog")
-    try:
-        run = evaluate(deps, "R", "slow_r", "v0", "v0", deps.validation, 7, log)
-    finally:
-        log.close()
+    run = _evaluate(tmp_path, deps, "v0", "v0", None)
     assert sorted(q for q, _ in solver.asked) == sorted(deps.validation) and run.asked is None
 
 

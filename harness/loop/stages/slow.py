@@ -64,7 +64,10 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
         step_outcomes[doc.run_id] = {q: (doc.sample_index, v) for q, v in doc.outcomes.items()}
     fragments = resolve_fragments(ctx.root, lineage)
     prev_eval = None
-    if state.eval_prev_run_id:
+    ref = state.eval_prev_ref
+    if bool(ctx.cfg.train.reuse_identical) and ref is not None and ref.run_id == state.eval_prev_run_id:
+        prev_eval = dict(ref.outcomes)  # eval_prev in full, from the checkpoint (the slow update reads it there too)
+    elif state.eval_prev_run_id:
         rows = RunLogReader(fragments).predictions(run_id=state.eval_prev_run_id) if fragments else []
         if rows:
             prev_eval = {r["qid"]: (None if r["correct"] is None else bool(r["correct"])) for r in rows}
