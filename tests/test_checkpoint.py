@@ -67,7 +67,8 @@ def _state():
         gate_cooldown={"ocr": 1},
         gate_epoch_observed={"count": True, "ocr": False},
         gate_fdr=FdrState(tests=5, discoveries=2, spent=0.0061),
-        eval_prev_ref=EvalRef("r_e1_slowR", "v3", "v1", {"q1": False, "q2": True, "q3": None}, {"q1": 0.25, "q2": 0.5, "q3": None}),
+        eval_prev_ref=EvalRef("r_e1_slowR", "v3", "v1", {"q1": False, "q2": True, "q3": None}, {"q1": 0.25, "q2": 0.5, "q3": None},
+                              {"q1": "3f1a", "q2": "3f1a", "q3": "9b0c"}),
     )
 
 
@@ -90,6 +91,8 @@ def test_roundtrip_revives_nested_dataclasses():
 @pytest.mark.parametrize("change, where", [
     (lambda ref: ref["outcomes"].update(q1="yes"), "state.eval_prev_ref.outcomes['q1']"),
     (lambda ref: ref["soft"].update(q2="high"), "state.eval_prev_ref.soft['q2']"),
+    (lambda ref: ref["inputs"].update(q3=None), "state.eval_prev_ref.inputs['q3']"),
+    (lambda ref: ref.pop("inputs"), "key 'inputs' is missing"),
     (lambda ref: ref.pop("skills_version"), "key 'skills_version' is missing"),
     (lambda ref: ref.update(extra=1), "extra"),
 ])

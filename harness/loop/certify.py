@@ -117,28 +117,36 @@ def rollback_tree(parent: HarnessTree, baseline: HarnessTree, task_types: Sequen
     return parent.with_files(changes), files, kept
 
 
-def changed_types(tree: HarnessTree, baseline: HarnessTree, task_types: Sequence[str]) -> list[str]:
-    """The task types whose solver input may differ between `tree` and `baseline`; every other type reads
-    byte-identical input under both, so its paired difference is exactly 0 in distribution (certify.skip_identical).
-
-    Conservative: t is unchanged only when (1) every file outside skills/ is equal in both trees (the system prompt,
-    the tool guides, and any other file, read or not), (2) the skill file t resolves to (`resolve_skill_file`) is the
-    same path with the same text in both, and (3) `render_system_message` for t is equal in both. The rendered system
-    message is the native solver's whole harness-dependent input (harness/agent/loop.py reads the tree only through it;
-    the user message is the question's, tools and scorer the benchmark's), so (3) follows from (1) and (2) today and
-    guards the rule against a reader of the tree it does not cover: if they ever disagree, t counts as changed. The
-    certificate's trees are native (the certify stage's workspace views; stages.compare converts other surfaces); an
-    agent that reads the harness some other way sets certify.skip_identical false (every type counts as changed)."""
-    every = sorted(set(task_types))
-    if any(tree.get(p) != baseline.get(p) for p in set(tree) | set(baseline) if not p.startswith(SKILLS_PREFIX)):
-        return every
-
-    def same_input(task_type: str) -> bool:
+def input_keys(tree: HarnessTree, task_types: Sequence[str]) -> dict[str, str]:
+    """task type -> a fingerprint of everything in `tree` its solver input may depend on: two trees give a type the
+    same key only when its input is byte-identical under both (`changed_types`' rule). Conservative: the key covers
+    (1) every file outside skills/ (the system prompt, the tool guides, and any other file, read or not), (2) the
+    skill file the type resolves to (`resolve_skill_file`), path and text, and (3) `render_system_message` for the
+    type. The rendered system message is the native solver's whole harness-dependent input (harness/agent/loop.py
+    reads the tree only through it; the user message is the question's, tools and scorer the benchmark's), so (3)
+    follows from (1) and (2) today and guards the rule against a reader of the tree it does not cover."""
+    shared = hashlib.sha256()
+    for path in sorted(p for p in tree if not p.startswith(SKILLS_PREFIX)):
+        shared.update(f"{len(path)}:{path}{len(tree[path])}:".encode() + tree[path].encode())
+    keys: dict[str, str] = {}
+    for task_type in sorted(set(task_types)):
         path = resolve_skill_file(tree, task_type)
-        return (path == resolve_skill_file(baseline, task_type) and tree.get(path) == baseline.get(path)
-                and render_system_message(tree, task_type) == render_system_message(baseline, task_type))
+        h = shared.copy()
+        for part in (path, tree.get(path), render_system_message(tree, task_type)):
+            text = "\x00<absent>" if part is None else part
+            h.update(f"{len(text)}:".encode() + text.encode())
+        keys[task_type] = h.hexdigest()[:32]
+    return keys
 
-    return [t for t in every if not same_input(t)]
+
+def changed_types(tree: HarnessTree, baseline: HarnessTree, task_types: Sequence[str]) -> list[str]:
+    """The task types whose solver input may differ between `tree` and `baseline` (their `input_keys` differ); every
+    other type reads byte-identical input under both, so its paired difference is exactly 0 in distribution
+    (certify.skip_identical). The certificate's trees are native (the certify stage's workspace views;
+    stages.compare converts other surfaces); an agent that reads the harness some other way sets
+    certify.skip_identical false (every type counts as changed)."""
+    mine, theirs = input_keys(tree, task_types), input_keys(baseline, task_types)
+    return [t for t in sorted(mine) if mine[t] != theirs[t]]
 
 
 def asked_qids(qids: Sequence[str], task_type_of: Mapping[str, str], changed: Sequence[str]) -> list[str]:

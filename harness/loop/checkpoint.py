@@ -39,7 +39,7 @@ from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 from harness.loop.train_state import EvalRef, Progress, TrainState
 
-FORMAT_VERSION = 4  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); 4: eval_prev_ref (train.reuse_identical); older formats are refused by name
+FORMAT_VERSION = 5  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); 4: eval_prev_ref (train.reuse_identical); 5: eval_prev_ref.inputs (each answer's input key); older formats are refused by name
 PHASES = ("in_epoch", "epoch_done")
 STRUCTURAL_PREFIXES = ("benchmark.", "pools.", "batching.")
 STRUCTURAL_KEYS = ("train.epochs", "train.seed")
@@ -257,13 +257,17 @@ def _eval_ref(value: Any, where: str) -> Optional[EvalRef]:
     _no_extra(value, names, where)
     outcomes = _expect(values["outcomes"], dict, f"{where}.outcomes")
     soft = _expect(values["soft"], dict, f"{where}.soft")
+    inputs = _expect(values["inputs"], dict, f"{where}.inputs")
+    for q, v in inputs.items():
+        _expect(v, str, f"{where}.inputs[{q!r}]")
     for q, v in outcomes.items():
         _expect(v, bool, f"{where}.outcomes[{q!r}]", allow_none=True)
     for q, v in soft.items():
         _expect(v, (int, float), f"{where}.soft[{q!r}]", allow_none=True)
     return EvalRef(run_id=_expect(values["run_id"], str, f"{where}.run_id"), skills_version=_expect(values["skills_version"], str, f"{where}.skills_version"),
                    prompts_version=_expect(values["prompts_version"], str, f"{where}.prompts_version"),
-                   outcomes=dict(outcomes), soft={q: None if v is None else float(v) for q, v in soft.items()})
+                   outcomes=dict(outcomes), soft={q: None if v is None else float(v) for q, v in soft.items()},
+                   inputs=dict(inputs))
 
 
 def _fdr_state(value: Any, where: str) -> FdrState:

@@ -48,7 +48,7 @@ from harness.identity import (
 )
 from harness.kernel.ladder import GatePools
 from harness.kernel.types import Probation, ProbationVerdict
-from harness.loop.certify import changed_types
+from harness.loop.certify import input_keys
 from harness.loop.observation import write_dual_metric, write_holdout_eval, write_shadow_gate
 from harness.loop.train_state import EvalRef
 from harness.loop.validate import RolloutFn
@@ -77,6 +77,9 @@ class EvalRun:
     # the questions this run asked (train.reuse_identical: the others' answers are copied from the run it is compared
     # with, their input being byte-identical); None: every question of `outcomes`
     asked: Optional[tuple[str, ...]] = None
+    # qid -> the input key (harness.loop.certify.input_keys) of the tree its answer was produced with; a merged run
+    # (a check put an earlier run's answers back) keeps each answer's own key; absent: unknown, never copied
+    inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def measured(self) -> dict[str, Optional[bool]]:
@@ -160,17 +163,20 @@ def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Seq
              reference: Optional[EvalRun] = None) -> EvalRun:
     """record_run (workspace + run log) before the inference, versions filled in the run log after it.
 
-    `reference` (train.reuse_identical): a question whose task type reads byte-identical input under (sv, pv) and the
-    reference's pair (harness.loop.certify.changed_types) is not asked: it keeps the reference's answer and soft
-    score, which are a draw from the same distribution. The returned run's `asked` lists the questions it asked."""
+    `reference` (train.reuse_identical): a question whose reference answer was produced with byte-identical input
+    (the same `input_keys` key as (sv, pv) gives its task type) is not asked: it keeps the reference's answer and
+    soft score, which are a draw from the same distribution. The key is the answer's own, not the reference's version
+    label: a merged reference (a check put back an earlier run's answers) is copied only where its answers describe
+    this input. A reference answer that is None (an infrastructure failure) is asked again. The returned run's
+    `asked` lists the questions it asked."""
     wsp.record_run(deps.workspace_dir, run_id)
     log.record_run(run_id, kind, skills_version=sv, prompts_version=pv)
     tree = wsp.harness_view(deps.workspace_dir, sv, pv)
+    keys = input_keys(tree, sorted({deps.questions[q].task_type for q in qids}))
+    inputs = {q: keys[deps.questions[q].task_type] for q in qids}
     copied: set[str] = set()
     if reference is not None:
-        ref_tree = wsp.harness_view(deps.workspace_dir, reference.skills_version, reference.prompts_version)
-        changed = set(changed_types(tree, ref_tree, sorted({deps.questions[q].task_type for q in qids})))
-        copied = {q for q in qids if deps.questions[q].task_type not in changed and q in reference.outcomes}
+        copied = {q for q in qids if reference.inputs.get(q) == inputs[q] and reference.outcomes.get(q) is not None}
     asked = [q for q in qids if q not in copied]
     got = _run(deps.rollout(tree, [(deps.questions[q], sample_index) for q in asked], run_id)) if asked else []
     log.update_run_versions(run_id, sv, pv, None)
@@ -180,7 +186,7 @@ def evaluate(deps: SlowDeps, run_id: str, kind: str, sv: str, pv: str, qids: Seq
     soft_q = {q: reference.soft_q.get(q) if reference is not None and q in copied else measured_soft.get(q) for q in qids}
     soft = mean_soft_score([soft_q[q] for q in qids if outcomes[q] is not None]) if deps.soft_by_question else None
     return EvalRun(run_id, sv, pv, outcomes, soft=soft, sample_index=sample_index, soft_q=soft_q,
-                   asked=None if reference is None else tuple(asked))
+                   asked=None if reference is None else tuple(asked), inputs=inputs)
 
 
 def next_shadow_best(previous: Optional[tuple[float, str, str]], mixed: Optional[float], skills_version: str,
@@ -238,7 +244,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     ref = state.eval_prev_ref
     prev_ref: Optional[EvalRun] = None  # eval_prev in full: what R copies the unchanged questions' answers from
     if deps.reuse_identical and ref is not None and ref.run_id == state.eval_prev_run_id and prev_eval_outcomes is not None:
-        prev_ref = EvalRun(ref.run_id, ref.skills_version, ref.prompts_version, dict(ref.outcomes), soft_q=dict(ref.soft))
+        prev_ref = EvalRun(ref.run_id, ref.skills_version, ref.prompts_version, dict(ref.outcomes), soft_q=dict(ref.soft),
+                           inputs=dict(ref.inputs))
         prev_eval_outcomes = prev_ref.outcomes
     # -- 0. an unmeasured start: evaluate the epoch's starting pair once (it becomes eval_prev and the first best)
     if state.eval_prev_acc is None or prev_eval_outcomes is None:
@@ -288,7 +295,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     type_reverted: list[str] = []
     r_measured = r
     if deps.type_check_drop is not None:
-        r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop, prev_ref.soft_q if prev_ref else {})
+        r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop, prev_ref.soft_q if prev_ref else {},
+                                        prev_ref.inputs if prev_ref else {})
     # -- 5. best argmax (strict)
     improved = _argmax_best(ws, r, E)
     # -- 6. momentum: one new immutable skills version, one guidance per changed skill file
@@ -327,7 +335,8 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
             improved = _argmax_best(ws, r2, E) or improved
     final = r2 if r2_kept and r2 is not None else r  # r2_kept implies r2
     state.eval_prev_acc, state.eval_prev_run_id = final.acc, final.run_id
-    state.eval_prev_ref = EvalRef(final.run_id, final.skills_version, final.prompts_version, dict(final.outcomes), dict(final.soft_q))
+    state.eval_prev_ref = EvalRef(final.run_id, final.skills_version, final.prompts_version, dict(final.outcomes), dict(final.soft_q),
+                                  dict(final.inputs))
     # -- 9. three-state labels, shadow gate, four-way held-out, epoch report
     label = "improved" if final.acc > prev_acc else ("regressed" if final.acc < prev_acc else "unchanged")
     best = wsp.read_best(ws)
@@ -419,11 +428,12 @@ def _changed_files(old: Mapping[str, str], new: Mapping[str, str], measured: Map
 
 
 def _revert_files(deps: SlowDeps, run: EvalRun, current: HarnessTree, restore: Mapping[str, Optional[str]],
-                  answers: Mapping[str, Optional[bool]], soft: Mapping[str, Optional[float]], reason: str,
-                  reuse: Optional[tuple[str, HarnessTree]] = None) -> EvalRun:
+                  answers: Mapping[str, Optional[bool]], soft: Mapping[str, Optional[float]], inputs: Mapping[str, str],
+                  reason: str, reuse: Optional[tuple[str, HarnessTree]] = None) -> EvalRun:
     """Put `restore` (file -> text, None: delete) back into `current` as one new skills version (or, when the result
     is exactly `reuse`'s tree, make `reuse`'s version current again) and return the run that describes it: `run`'s
-    id and answers, with `answers` (the questions of the restored files, answered by the restored texts) merged in."""
+    id and answers, with `answers` (the questions of the restored files, answered by the restored texts) merged in,
+    each with its own input key from `inputs` (none where `inputs` has none: such an answer is never copied later)."""
     ws = deps.workspace_dir
     restored = current.with_files(restore)
     if reuse is not None and restored.fingerprint == reuse[1].fingerprint:
@@ -433,8 +443,9 @@ def _revert_files(deps: SlowDeps, run: EvalRun, current: HarnessTree, restore: M
         version = wsp.promote(ws, "skills", restored, {"reason": reason, "epoch": deps.epoch, "files": sorted(restore)})
     outcomes = {**run.outcomes, **answers}
     soft_q = {**run.soft_q, **{q: soft.get(q) for q in answers}}
+    keys = {q: k for q, k in run.inputs.items() if q not in answers} | {q: inputs[q] for q in answers if q in inputs}
     return EvalRun(run.run_id, version, run.prompts_version, outcomes, soft=run.soft, sample_index=run.sample_index,
-                   soft_q=soft_q, asked=run.asked)
+                   soft_q=soft_q, asked=run.asked, inputs=keys)
 
 
 def _change(after: Mapping[str, Optional[bool]], before: Mapping[str, Optional[bool]], qids: Sequence[str]) -> tuple[int, int]:
@@ -444,7 +455,8 @@ def _change(after: Mapping[str, Optional[bool]], before: Mapping[str, Optional[b
 
 
 def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float,
-                 prev_soft: Optional[Mapping[str, Optional[float]]] = None) -> tuple[EvalRun, list[str]]:
+                 prev_soft: Optional[Mapping[str, Optional[float]]] = None,
+                 prev_inputs: Optional[Mapping[str, str]] = None) -> tuple[EvalRun, list[str]]:
     """train.type_check_drop: every skill file changed this epoch (R's text differs from the epoch start's, and no
     probation rollback touched it since R) is judged per task type reading it, R's answers on that type's validation
     questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
@@ -476,7 +488,7 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
         answers.update({q: prev_corr.get(q) for q in affected})
     if not reverted:
         return r, []
-    run = _revert_files(deps, r, current, reverted, answers, prev_soft or {}, "type check: reverted")
+    run = _revert_files(deps, r, current, reverted, answers, prev_soft or {}, prev_inputs or {}, "type check: reverted")
     for q, v in run.outcomes.items():
         if v is not None:
             state.correctness[q] = bool(v)
@@ -506,7 +518,8 @@ def _check_momentum_files(deps: SlowDeps, r: EvalRun, r2: EvalRun, sv_before: st
             answers.update({q: r.outcomes[q] for q in affected})
     if not reverted:
         return r2, []
-    run = _revert_files(deps, r2, after, reverted, answers, r.soft_q, "momentum check: reverted", reuse=(r.skills_version, measured))
+    run = _revert_files(deps, r2, after, reverted, answers, r.soft_q, r.inputs, "momentum check: reverted",
+                        reuse=(r.skills_version, measured))
     progress.info("[slow@e%d] momentum check: %s answered worse by R2 than by R -> back to the text before momentum (skills %s)",
                   deps.epoch, ", ".join(sorted(reverted)), run.skills_version)
     return run, sorted(reverted)

@@ -29,6 +29,9 @@ class EvalRef:
     prompts_version: str
     outcomes: dict[str, Optional[bool]] = field(default_factory=dict)
     soft: dict[str, Optional[float]] = field(default_factory=dict)
+    # qid -> the input key (harness.loop.certify.input_keys) its answer was produced with: what a later evaluation
+    # compares before copying it (the version label alone can describe a merge of answers from different trees)
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """train.reuse_identical: the slow update's R asks only the validation questions whose solver input differs from
 eval_prev's version pair (R2: from R's); the others keep the compared run's answers (harness/loop/slow_update.py
-`evaluate`, harness/loop/certify.py `changed_types`)."""
+`evaluate`: an answer is copied only where the input key it was produced with, harness/loop/certify.py `input_keys`,
+is the one the evaluated pair gives its type)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ import sqlite3
 from pathlib import Path
 
 from harness import workspace as wsp
+from harness.contracts.solver import render_system_message
+from harness.kernel.ladder import GatePools
+from harness.kernel.types import Probation, ProbationVerdict
 from harness.log import HarnessLog
-from harness.loop.slow_update import EvalRun, SlowDeps, evaluate
+from harness.loop.certify import input_keys
+from harness.loop.slow_update import EvalRun, SlowDeps, evaluate, slow_update_cycle
+from harness.loop.train_state import EvalRef, TrainState
+from harness.store import read_version_tree
 
 TYPES = ("alpha", "beta", "gamma")
 PER_TYPE = 3
@@ -46,9 +53,16 @@ def _evaluate(tmp_path: Path, deps: SlowDeps, sv: str, pv: str, reference: EvalR
         log.close()
 
 
+def _keys(deps: SlowDeps, sv: str = "v0", pv: str = "v0") -> dict[str, str]:
+    """qid -> the input key (sv, pv) gives its task type."""
+    keys = input_keys(wsp.harness_view(deps.workspace_dir, sv, pv), TYPES)
+    return {q: keys[deps.questions[q].task_type] for q in deps.validation}
+
+
 def _reference(deps: SlowDeps) -> EvalRun:
     """eval_prev at v0/v0: every answer wrong, soft 0.25 (the solver would answer half of them right)."""
-    return EvalRun("prev", "v0", "v0", {q: False for q in deps.validation}, soft_q={q: 0.25 for q in deps.validation})
+    return EvalRun("prev", "v0", "v0", {q: False for q in deps.validation}, soft_q={q: 0.25 for q in deps.validation},
+                   inputs=_keys(deps))
 
 
 def test_only_the_changed_types_questions_are_asked_and_the_rest_keep_the_reference(tmp_path):
@@ -73,6 +87,96 @@ def test_a_system_prompt_change_asks_every_question(tmp_path):
     run = _evaluate(tmp_path, deps, "v0", pv, _reference(deps))
     assert sorted(q for q, _ in solver.asked) == sorted(deps.validation)
     assert run.measured == run.outcomes
+
+
+def test_a_failed_reference_answer_is_asked_again(tmp_path):
+    """An infrastructure failure (None) in the compared run is not an answer to keep: the question is asked."""
+    solver = Solver()
+    _, deps, _, _ = _setup(tmp_path, solver)
+    reference = _reference(deps)
+    reference.outcomes["beta1"] = None
+    run = _evaluate(tmp_path, deps, "v0", "v0", reference)
+    assert [q for q, _ in solver.asked] == ["beta1"] and run.outcomes["beta1"] is False  # the solver's answer, measured
+
+
+def test_an_answer_is_copied_only_where_its_own_input_is_the_evaluated_one(tmp_path):
+    """A merged reference (a check put back answers of another tree) may carry its version label over answers that
+    describe other text: the answer's own input key decides, not the label."""
+    solver = Solver()
+    ws, deps, skills, _ = _setup(tmp_path, solver)
+    edited = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha edited"}), {"reason": "test"})
+    reference = _reference(deps)  # labelled v0/v0 ...
+    reference.inputs.update({q: k for q, k in _keys(deps, edited).items() if q.startswith("alpha")})  # ... alpha's from `edited`
+    del reference.inputs["gamma0"]  # an answer of unknown input
+    run = _evaluate(tmp_path, deps, "v0", "v0", reference)
+    assert sorted(q for q, _ in solver.asked) == ["alpha0", "alpha1", "alpha2", "gamma0"]
+    assert run.inputs == _keys(deps)  # every answer of the new run was produced with (or copied for) v0's input
+
+
+def test_after_a_probation_rollback_and_a_type_check_revert_the_next_epoch_asks_the_rolled_back_type(tmp_path):
+    """One epoch, two checks: alpha's edit is rolled back by its probation (after R measured it) and beta's edit is
+    reverted by the type check. The run that becomes eval_prev is labelled with the version both produced, but its
+    alpha answers were measured on alpha's edit: the next epoch's R must ask alpha again (and may copy beta's
+    answers, which eval_prev answered on the text beta went back to)."""
+    def right(tree, task_type):  # alpha is right only with its edit; beta only with its starting text
+        message = render_system_message(tree, task_type)
+        return "GOOD" in message or "beta v0" in message
+
+    asked: list[tuple[str, str]] = []
+
+    def rollout(tree, items, run_id):
+        async def answer():
+            asked.extend((run_id, q.qid) for q, _ in items)
+            return [right(tree, q.task_type) for q, _ in items]
+        return answer()
+
+    from conftest import slow_setup
+
+    ws, deps, skills, _ = slow_setup(tmp_path, ("alpha", "beta"), 3, rollout=rollout, traces=lambda *a: "",
+                                     probation_verdict=lambda p, rerun, anchor=None: ProbationVerdict("rollback", 0, 3, 3, 1.0, 0.0, "test"),
+                                     soft_by_question=None, reuse_identical=True, momentum=False, system_tool_update=False,
+                                     type_check_drop=0.1, holdout=False)
+    state = TrainState(epoch_start_skills=read_version_tree(ws / "skills", "v0").to_dict())
+    installed = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha GOOD", "beta/SKILL.md": "beta BAD"}), {"reason": "test"})
+    state.changed_task_types_this_epoch = {"alpha", "beta"}
+    state.probations = {"alpha": Probation("alpha", "alpha/SKILL.md", "v0", 1, 1, {}, [], installed, "probation")}
+    pools = GatePools.build({t: [q for q in deps.validation if q.startswith(t)] for t in ("alpha", "beta")})
+    log = HarnessLog(tmp_path / "runlog")
+    try:
+        first = slow_update_cycle(deps, state, pools, log, {}, None)
+        assert first.rollbacks == ["alpha/SKILL.md"] and first.report["type_check_reverted"] == ["beta/SKILL.md"]
+        current = wsp.read_manifest(ws)
+        ref = state.eval_prev_ref
+        assert ref is not None and ref.skills_version == current.skills_version
+        tree = wsp.harness_view(ws, current.skills_version, current.prompts_version)
+        state.begin_epoch(current.skills_version, current.prompts_version, read_version_tree(ws / "skills", current.skills_version).to_dict())
+        deps.epoch = 2
+        asked.clear()
+        second = slow_update_cycle(deps, state, pools, log, {}, dict(ref.outcomes))
+    finally:
+        log.close()
+    assert sorted(q for _, q in asked if _.endswith("slowR")) == ["alpha0", "alpha1", "alpha2"]
+    truth = {q: right(tree, deps.questions[q].task_type) for q in deps.validation}
+    assert second.r.outcomes == truth  # alpha measured on the rolled-back text, beta's copied answers describe beta v0
+
+
+def test_eval_prev_comes_from_the_checkpoint_whatever_the_key_says_now(tmp_path):
+    """harness/loop/stages/slow.py: eval_prev's answers in full from `eval_prev_ref` when it describes eval_prev (the
+    run log holds only what eval_prev asked, and a resume may switch train.reuse_identical off); the run log's
+    predictions otherwise."""
+    from harness.loop.stages.slow import eval_prev_outcomes
+
+    runlog = tmp_path / "runlog.sqlite"
+    with HarnessLog(runlog) as log:  # eval_prev asked one question; its other answers were copied
+        log.record_run("e1_R", "slow_r", skills_version="v1", prompts_version="v0")
+        log.insert("predictions", [{"run_id": "e1_R", "qid": "q2", "sample_index": 7, "task_type": "t", "predicted": "A",
+                                    "answer": "A", "correct": True, "stop_reason": "answer"}])
+    full = {"q1": False, "q2": True, "q3": None}
+    state = TrainState(eval_prev_run_id="e1_R", eval_prev_ref=EvalRef("e1_R", "v1", "v0", dict(full), {}, {}))
+    assert eval_prev_outcomes(state, [runlog]) == full
+    state.eval_prev_ref = EvalRef("e0_R0", "v0", "v0", {"q1": True}, {}, {})  # describes another run: not eval_prev
+    assert eval_prev_outcomes(state, [runlog]) == {"q2": True}
+    assert eval_prev_outcomes(TrainState(), [runlog]) is None
 
 
 def test_without_a_reference_every_question_is_asked(tmp_path):

@@ -30,7 +30,7 @@ from harness.loop.state import (
     save_state,
     write_lineage,
 )
-from harness.loop.train_state import Progress
+from harness.loop.train_state import Progress, TrainState
 from harness.loop.validate import ScoredShareGuard
 from harness.store import read_version_tree
 
@@ -44,6 +44,17 @@ def shadow_best(fragments: list[Path]) -> Optional[tuple[float, str, str]]:
         return None
     last = max(rows, key=lambda r: int(r["epoch"]))
     return float(last["shadow_best_mixed"]), str(last["shadow_skills_version"]), str(last["shadow_prompts_version"])
+
+
+def eval_prev_outcomes(state: TrainState, fragments: list[Path]) -> Optional[dict[str, Optional[bool]]]:
+    """eval_prev's answers on the validation pool: in full from the checkpoint (`eval_prev_ref`) when it describes
+    eval_prev, whatever train.reuse_identical says now (under the reuse the run log holds only the questions eval_prev
+    asked, and a resume may switch the key off); else its run-log predictions; None when there are none."""
+    ref = state.eval_prev_ref
+    if ref is not None and ref.run_id == state.eval_prev_run_id:
+        return dict(ref.outcomes)
+    rows = RunLogReader(fragments).predictions(run_id=state.eval_prev_run_id) if fragments and state.eval_prev_run_id else []
+    return {r["qid"]: (None if r["correct"] is None else bool(r["correct"])) for r in rows} if rows else None
 
 
 def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Path], out: Path) -> None:
@@ -63,14 +74,7 @@ def stage_slow(ctx: StageContext, epoch: int, last_gate: Path, rollouts: list[Pa
             continue
         step_outcomes[doc.run_id] = {q: (doc.sample_index, v) for q, v in doc.outcomes.items()}
     fragments = resolve_fragments(ctx.root, lineage)
-    prev_eval = None
-    ref = state.eval_prev_ref
-    if bool(ctx.cfg.train.reuse_identical) and ref is not None and ref.run_id == state.eval_prev_run_id:
-        prev_eval = dict(ref.outcomes)  # eval_prev in full, from the checkpoint (the slow update reads it there too)
-    elif state.eval_prev_run_id:
-        rows = RunLogReader(fragments).predictions(run_id=state.eval_prev_run_id) if fragments else []
-        if rows:
-            prev_eval = {r["qid"]: (None if r["correct"] is None else bool(r["correct"])) for r in rows}
+    prev_eval = eval_prev_outcomes(state, fragments)
     log = HarnessLog(out_dir / RUNLOG)
     try:
         cfg = ctx.cfg
