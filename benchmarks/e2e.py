@@ -809,7 +809,9 @@ def own_run_lines(own: dict[str, dict]) -> list[str]:
          "Not cut at B: each rule trains its own epochs (our rule the config's, the others up to the max epochs, an early stop "
          "ends one sooner), then the product's certify stage tests its final harness against the base and delivers what it "
          "certified (or the start). Rollouts: training (the whole run) + the certificate's; gain: the delivered harness "
-         "against the base (oracle, test pool).", "",
+         "against the base (oracle, test pool)." + (
+             " The ideal rows at K pairs (`oracle_n<K>`, `oracle_seq<K>`) are charged one rollout a pair they drew (the "
+             "baseline arm free), included in training." if any(IDEAL_RULE.match(rule) for rule in own) else ""), "",
          "| rule | runs | epochs | training | certificate | total | delivered gain (pts) | certified | worse than base | some type worse > 2 pts |",
          "|---|---|---|---|---|---|---|---|---|---|"]
     for rule, o in own.items():
@@ -1031,7 +1033,7 @@ def summarize(runs: list[dict], quick: bool, wall: float, cmd: str, measured: st
               "| seed | e-LOND tests (gates given a level) | base budget spent (of fdr_level) |", "|---|---|---|"]
         L += [f"| {seed} | {t} | {sp:.4f} |" if sp is not None else f"| {seed} | {t} | — |" for seed, t, sp in fdr_runs]
     L += delivery_lines(summary)
-    summary["own_runs"] = own_runs(runs, [r for r in rules if r not in ideal_rules(runs)])  # K-pair ideal rows: charged pairs
+    summary["own_runs"] = own_runs(runs, rules)
     L += own_run_lines(summary["own_runs"])
     summary["per_type_modes"] = per_type_modes(runs)
     L += per_type_lines(summary["per_type_modes"])
@@ -1210,6 +1212,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--type-trace", action="store_true",
                     help="diagnostic: record, per run of our rule, every skills version of the final best's lineage with its oracle change per task type")
     ap.add_argument("--rules", nargs="*", default=None, help=f"subset of {list(RULES)} ({OURS} is always run: it sets B)")
+    ap.add_argument("--prior-start", type=Path, default=PRIOR_START,
+                    help="the start pool of oracle_n<K> / oracle_seq<K>'s prior (JSON with 'effects'; default: the default world's, dev seeds 15-30)")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
     if args.from_json:
@@ -1226,7 +1230,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--rules {unknown}: expected names in {list(RULES)} or oracle_n<K> / oracle_seq<K>")
     others = [r for r in RULES[1:] if args.rules is None or r in args.rules] + [r for r in args.rules or [] if IDEAL_RULE.match(r)]
-    start = json.loads(PRIOR_START.read_text(encoding="utf-8"))["effects"] if PRIOR_START.exists() else []
+    start: list[float] = []
+    if any(IDEAL_RULE.match(rule) for rule in others):
+        if not args.prior_start.is_file():
+            raise SystemExit(f"--prior-start {args.prior_start}: no such file (the oracle_n<K> / oracle_seq<K> rows need it)")
+        start = json.loads(args.prior_start.read_text(encoding="utf-8"))["effects"]
     epochs = args.epochs or (2 if args.quick else 3)
     max_epochs = args.max_epochs or (4 if args.quick else 6)
     jobs = []

@@ -28,3 +28,12 @@ def test_totals_gains_and_counts_per_rule():
 def test_a_rule_without_a_certificate_on_every_run_has_no_row():
     runs = [_run("betting", 1, 600, 400, 0.5, 0.6, True, 0.0), _run("skillopt", 1, 900, None, 0.5, 0.7, False, 0.0)]
     assert set(e2e.own_runs(runs, ["betting", "skillopt"])) == {"betting"}
+
+
+def test_an_ideal_row_at_k_pairs_has_its_charged_pairs_in_training_and_says_so():
+    runs = [_run("betting", 1, 600, 400, 0.5, 0.6, True, 0.0), _run("oracle_n3", 1, 660, 150, 0.5, 0.7, True, 0.0)]
+    own = e2e.own_runs(runs, ["betting", "oracle_n3"])
+    assert own["oracle_n3"]["total"] == 810
+    text = "\n".join(e2e.own_run_lines(own))
+    assert "charged one rollout a pair" in text and "| oracle_n3 | 1 | 2 | 660 | 150 | 810 |" in text
+    assert "charged one rollout a pair" not in "\n".join(e2e.own_run_lines(e2e.own_runs(runs, ["betting"])))
