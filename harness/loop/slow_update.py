@@ -213,15 +213,22 @@ def _rollback(deps: SlowDeps, p: Probation) -> str:
                                                 "anchor": p.anchor_skills_version, "epoch": deps.epoch})
 
 
-def _anchor_rerun(deps: SlowDeps, p: Probation, r_tree: HarnessTree, qids: Sequence[str], log: Any) -> dict[str, Optional[bool]]:
-    """R's harness with this one file at its anchor content, on `qids` at a fresh sample index (never a gate's)."""
+def _anchor_rerun(deps: SlowDeps, p: Probation, r_tree: HarnessTree, qids: Sequence[str], log: Any) -> EvalRun:
+    """R's harness with this one file at its anchor content, on `qids` at a fresh sample index (never a gate's). The
+    returned run carries each answer's input key and soft score: after a rollback these answers describe the
+    rolled-back text (the type check's merge uses them)."""
     anchor = read_version_tree(deps.workspace_dir / "skills", p.anchor_skills_version).get(p.skill_file)
     tree = r_tree.with_files({f"skills/{p.skill_file}": anchor})
     run_id = anchor_run_id(deps.run_name, deps.epoch, p.task_type)
+    prompts_version = wsp.read_manifest(deps.workspace_dir).prompts_version
     wsp.record_run(deps.workspace_dir, run_id)
-    log.record_run(run_id, "slow_anchor", skills_version=p.anchor_skills_version, prompts_version=wsp.read_manifest(deps.workspace_dir).prompts_version)
-    got = _run(deps.rollout(tree, [(deps.questions[q], PROBATION_ANCHOR_INDEX + deps.epoch) for q in qids], run_id))
-    return dict(zip(qids, got))
+    log.record_run(run_id, "slow_anchor", skills_version=p.anchor_skills_version, prompts_version=prompts_version)
+    index = PROBATION_ANCHOR_INDEX + deps.epoch
+    got = _run(deps.rollout(tree, [(deps.questions[q], index) for q in qids], run_id))
+    keys = input_keys(tree, sorted({deps.questions[q].task_type for q in qids}))
+    soft = deps.soft_by_question(run_id) if deps.soft_by_question else {}
+    return EvalRun(run_id, p.anchor_skills_version, prompts_version, dict(zip(qids, got)), sample_index=index,
+                   soft_q={q: soft.get(q) for q in qids}, inputs={q: keys[deps.questions[q].task_type] for q in qids})
 
 
 def _affected_qids(deps: SlowDeps, tree: HarnessTree, skill_file: str) -> list[str]:
@@ -272,12 +279,16 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     # -- 4. probation settlement; rollbacks override step 3
     r_tree = wsp.harness_view(ws, r.skills_version, r.prompts_version)
     rollbacks, settled = [], []
+    # the rolled-back files' questions answered on their rolled-back text (the anchor re-runs; None without them, then
+    # no answer describes that text): what the type check's merge, labelled with a post-rollback version, carries
+    rolled_back = EvalRun("", "", "", {})
     for _, p in sorted(state.probations.items()):
         affected = _affected_qids(deps, r_tree, p.skill_file)
+        anchor_run: Optional[EvalRun] = None
         if deps.settle_with_anchor:
-            anchor = _anchor_rerun(deps, p, r_tree, affected, log)
+            anchor_run = _anchor_rerun(deps, p, r_tree, affected, log)
             rollouts += len(affected)
-            verdict = deps.probation_verdict(p, {q: r.outcomes.get(q) for q in affected}, anchor)
+            verdict = deps.probation_verdict(p, {q: r.outcomes.get(q) for q in affected}, anchor_run.outcomes)
         else:
             verdict = deps.probation_verdict(p, {q: r.correctness[q] for q in affected if q in r.correctness})
         settled.append({"skill_file": p.skill_file, "kind": p.kind, "action": verdict.action, "reason": verdict.reason,
@@ -285,6 +296,10 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
         if verdict.action == "rollback":
             version = _rollback(deps, p)
             rollbacks.append(p.skill_file)
+            rolled_back.outcomes.update({q: anchor_run.outcomes[q] if anchor_run else None for q in affected})
+            if anchor_run is not None:
+                rolled_back.soft_q.update(anchor_run.soft_q)
+                rolled_back.inputs.update(anchor_run.inputs)
             for q in affected:
                 state.correctness.pop(q, None)
             state.correctness.update({q: v for q, v in p.correctness_snapshot.items() if q in set(affected)})
@@ -296,7 +311,7 @@ def slow_update_cycle(deps: SlowDeps, state: Any, pools: GatePools, log: Any,
     r_measured = r
     if deps.type_check_drop is not None:
         r, type_reverted = _check_types(deps, state, r, prev_corr, deps.type_check_drop, prev_ref.soft_q if prev_ref else {},
-                                        prev_ref.inputs if prev_ref else {})
+                                        prev_ref.inputs if prev_ref else {}, rolled_back)
     # -- 5. best argmax (strict)
     improved = _argmax_best(ws, r, E)
     # -- 6. momentum: one new immutable skills version, one guidance per changed skill file
@@ -456,7 +471,8 @@ def _change(after: Mapping[str, Optional[bool]], before: Mapping[str, Optional[b
 
 def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str, bool], drop: float,
                  prev_soft: Optional[Mapping[str, Optional[float]]] = None,
-                 prev_inputs: Optional[Mapping[str, str]] = None) -> tuple[EvalRun, list[str]]:
+                 prev_inputs: Optional[Mapping[str, str]] = None,
+                 rolled_back: Optional[EvalRun] = None) -> tuple[EvalRun, list[str]]:
     """train.type_check_drop: every skill file changed this epoch (R's text differs from the epoch start's, and no
     probation rollback touched it since R) is judged per task type reading it, R's answers on that type's validation
     questions against the epoch-start evaluation's (eval_prev: fresh samples of the epoch's starting pair, already
@@ -465,8 +481,10 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
     - a file several types read (default-strategy) goes back only when some type lost more than `drop` AND all the
       questions that read it, pooled, lost too: with k readers, one of k noisy ~20-question differences below -drop
       is likely by chance, and reverting a shared file takes every reader's gain with it.
-    Reverted files go back in one new version; the returned run (R's id) carries eval_prev's answers on their
-    questions, which describe the restored texts."""
+    Reverted files go back in one new version, built on the current one (after this epoch's probation rollbacks);
+    the returned run (R's id) carries eval_prev's answers on their questions, which describe the restored texts, and
+    `rolled_back`'s on the questions of the files a probation rolled back since R (R's own describe the text before
+    the rollback), so that every answer it holds describes the version it is labelled with."""
     ws = deps.workspace_dir
     measured = read_version_tree(ws / "skills", r.skills_version)
     current = read_version_tree(ws / "skills", wsp.read_manifest(ws).skills_version)
@@ -488,7 +506,13 @@ def _check_types(deps: SlowDeps, state: Any, r: EvalRun, prev_corr: Mapping[str,
         answers.update({q: prev_corr.get(q) for q in affected})
     if not reverted:
         return r, []
-    run = _revert_files(deps, r, current, reverted, answers, prev_soft or {}, prev_inputs or {}, "type check: reverted")
+    soft = {q: (prev_soft or {}).get(q) for q in answers}
+    keys = {q: (prev_inputs or {})[q] for q in answers if q in (prev_inputs or {})}
+    if rolled_back is not None:  # disjoint from `answers`: a rolled-back file is not one R measured as it is now
+        answers.update(rolled_back.outcomes)
+        soft.update({q: rolled_back.soft_q.get(q) for q in rolled_back.outcomes})
+        keys.update({q: rolled_back.inputs[q] for q in rolled_back.outcomes if q in rolled_back.inputs})
+    run = _revert_files(deps, r, current, reverted, answers, soft, keys, "type check: reverted")
     for q, v in run.outcomes.items():
         if v is not None:
             state.correctness[q] = bool(v)

@@ -9,6 +9,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from harness import workspace as wsp
 from harness.contracts.solver import render_system_message
 from harness.kernel.ladder import GatePools
@@ -113,11 +115,13 @@ def test_an_answer_is_copied_only_where_its_own_input_is_the_evaluated_one(tmp_p
     assert run.inputs == _keys(deps)  # every answer of the new run was produced with (or copied for) v0's input
 
 
-def test_after_a_probation_rollback_and_a_type_check_revert_the_next_epoch_asks_the_rolled_back_type(tmp_path):
+@pytest.mark.parametrize("with_anchor", [True, False])
+def test_after_a_probation_rollback_and_a_type_check_revert_every_answer_describes_the_labelled_version(tmp_path, with_anchor):
     """One epoch, two checks: alpha's edit is rolled back by its probation (after R measured it) and beta's edit is
-    reverted by the type check. The run that becomes eval_prev is labelled with the version both produced, but its
-    alpha answers were measured on alpha's edit: the next epoch's R must ask alpha again (and may copy beta's
-    answers, which eval_prev answered on the text beta went back to)."""
+    reverted by the type check. The run that becomes eval_prev (and the best pointer's record) is labelled with the
+    version both produced: its alpha answers are the anchor re-run's, which answered alpha's rolled-back text
+    (`gate.probation_settlement=eprocess`), or none (the snapshot settlement has no such answers), never R's, which
+    answered alpha's edit. The next epoch's R asks exactly the questions without such an answer."""
     def right(tree, task_type):  # alpha is right only with its edit; beta only with its starting text
         message = render_system_message(tree, task_type)
         return "GOOD" in message or "beta v0" in message
@@ -135,29 +139,33 @@ def test_after_a_probation_rollback_and_a_type_check_revert_the_next_epoch_asks_
     ws, deps, skills, _ = slow_setup(tmp_path, ("alpha", "beta"), 3, rollout=rollout, traces=lambda *a: "",
                                      probation_verdict=lambda p, rerun, anchor=None: ProbationVerdict("rollback", 0, 3, 3, 1.0, 0.0, "test"),
                                      soft_by_question=None, reuse_identical=True, momentum=False, system_tool_update=False,
-                                     type_check_drop=0.1, holdout=False)
+                                     type_check_drop=0.1, holdout=False, settle_with_anchor=with_anchor)
     state = TrainState(epoch_start_skills=read_version_tree(ws / "skills", "v0").to_dict())
     installed = wsp.promote(ws, "skills", skills.with_files({"alpha/SKILL.md": "alpha GOOD", "beta/SKILL.md": "beta BAD"}), {"reason": "test"})
     state.changed_task_types_this_epoch = {"alpha", "beta"}
     state.probations = {"alpha": Probation("alpha", "alpha/SKILL.md", "v0", 1, 1, {}, [], installed, "probation")}
     pools = GatePools.build({t: [q for q in deps.validation if q.startswith(t)] for t in ("alpha", "beta")})
+    alpha = ["alpha0", "alpha1", "alpha2"]
     log = HarnessLog(tmp_path / "runlog")
     try:
         first = slow_update_cycle(deps, state, pools, log, {}, None)
         assert first.rollbacks == ["alpha/SKILL.md"] and first.report["type_check_reverted"] == ["beta/SKILL.md"]
         current = wsp.read_manifest(ws)
+        tree = wsp.harness_view(ws, current.skills_version, current.prompts_version)
+        truth = {q: right(tree, deps.questions[q].task_type) for q in deps.validation}
         ref = state.eval_prev_ref
         assert ref is not None and ref.skills_version == current.skills_version
-        tree = wsp.harness_view(ws, current.skills_version, current.prompts_version)
+        assert {q: ref.outcomes[q] for q in alpha} == ({q: truth[q] for q in alpha} if with_anchor else dict.fromkeys(alpha))
+        if with_anchor:  # the best pointer's record is the labelled version's: beta right, alpha wrong on the rolled-back text
+            assert wsp.read_best(ws).val_acc == 0.5
         state.begin_epoch(current.skills_version, current.prompts_version, read_version_tree(ws / "skills", current.skills_version).to_dict())
         deps.epoch = 2
         asked.clear()
         second = slow_update_cycle(deps, state, pools, log, {}, dict(ref.outcomes))
     finally:
         log.close()
-    assert sorted(q for _, q in asked if _.endswith("slowR")) == ["alpha0", "alpha1", "alpha2"]
-    truth = {q: right(tree, deps.questions[q].task_type) for q in deps.validation}
-    assert second.r.outcomes == truth  # alpha measured on the rolled-back text, beta's copied answers describe beta v0
+    assert sorted(q for run_id, q in asked if run_id.endswith("slowR")) == ([] if with_anchor else alpha)
+    assert second.r.outcomes == truth
 
 
 def test_eval_prev_comes_from_the_checkpoint_whatever_the_key_says_now(tmp_path):
