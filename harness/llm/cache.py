@@ -51,6 +51,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -186,6 +187,23 @@ class CachedEntry:
     logprobs: tuple[TokenLogprob, ...] | None = None
 
 
+def _retry_busy(step: Any, deadline: float) -> Any:
+    """Run `step()` again, after a short randomized back-off, while SQLite says the database is locked or busy and
+    `deadline` (time.monotonic) is not past. Processes opening one fresh cache file at once race for the lock that
+    switches it to WAL (or creates its schema); SQLite answers the loser of that lock upgrade "database is locked" at
+    once, without its busy handler (deadlock avoidance), so busy_timeout alone does not cover the open."""
+    delay = 0.005
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as error:
+            text = str(error).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay * (1 + random.random()))
+        delay = min(2 * delay, 0.25)
+
+
 class ResponseCache:
     """SQLite response store; one connection per instance, guarded by a lock (thread-safe).
 
@@ -204,22 +222,29 @@ class ResponseCache:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            conn = self._conn
+            deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+            mode = _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0], deadline)
             if str(mode).lower() != "wal":
                 raise LocalStoreError(f"{target}: could not switch the response cache to WAL mode (got {mode!r})")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            with self._transaction(self._conn):
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    self._conn.execute(statement)
-                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
-                if "logprobs" not in columns:  # a cache file written before token log-probabilities were stored
-                    self._conn.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT")
-                adopted = []
-                if "checksum" not in columns:  # written before checksums: its rows are adopted, once
-                    self._conn.execute("ALTER TABLE responses ADD COLUMN checksum TEXT")
-                    adopted = self._conn.execute(f"SELECT key, {_ROW_COLUMNS} FROM responses").fetchall()
-                    self._conn.executemany("UPDATE responses SET checksum = ? WHERE key = ?",
-                                           [(row_checksum(r[0], tuple(r[1:])), r[0]) for r in adopted])
+            conn.execute("PRAGMA synchronous=NORMAL")
+
+            def schema() -> list:
+                with self._transaction(conn):
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        conn.execute(statement)
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+                    if "logprobs" not in columns:  # a cache file written before token log-probabilities were stored
+                        conn.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT")
+                    adopted = []
+                    if "checksum" not in columns:  # written before checksums: its rows are adopted, once
+                        conn.execute("ALTER TABLE responses ADD COLUMN checksum TEXT")
+                        adopted = conn.execute(f"SELECT key, {_ROW_COLUMNS} FROM responses").fetchall()
+                        conn.executemany("UPDATE responses SET checksum = ? WHERE key = ?",
+                                         [(row_checksum(r[0], tuple(r[1:])), r[0]) for r in adopted])
+                return adopted
+
+            adopted = _retry_busy(schema, deadline)
             if adopted:
                 logger.info("%s: %d response-cache entries written before checksums were adopted (checksums computed "
                             "from their content)", target, len(adopted))
