@@ -255,9 +255,32 @@ def log_epoch(tracking_uri: str, run_id: str, epoch: int, metrics: Mapping[str, 
     return True
 
 
-# The MLflow SQLite schema (alembic revision) whose `metrics` / `latest_metrics` tables `log_epoch_sqlite` writes;
-# tests/pipeline/test_mlflow_log.py checks it against MLflow's own log_batch. Another revision: MLflow's client.
-EPOCH_SQL_REVISION = "dc11669786a5"
+# The `metrics` / `latest_metrics` tables `log_epoch_sqlite` writes, as MLflow creates them (CREATE TABLE text,
+# whitespace collapsed); tests/pipeline/test_mlflow_log.py checks its rows against MLflow's own log_batch at the
+# installed MLflow. Tables of another shape (whatever the alembic revision, which moves with unrelated tables):
+# MLflow's client.
+EPOCH_SQL_TABLES = {
+    "metrics": 'CREATE TABLE "metrics" ( "key" VARCHAR(250) NOT NULL, value FLOAT NOT NULL, timestamp BIGINT NOT NULL, '
+               "run_uuid VARCHAR(32) NOT NULL, step BIGINT DEFAULT '0' NOT NULL, is_nan BOOLEAN DEFAULT '0' NOT NULL, "
+               'CONSTRAINT metric_pk PRIMARY KEY ("key", timestamp, step, run_uuid, value, is_nan), '
+               "FOREIGN KEY(run_uuid) REFERENCES runs (run_uuid), CHECK (is_nan IN (0, 1)) )",
+    "latest_metrics": 'CREATE TABLE "latest_metrics" ( "key" VARCHAR(250) NOT NULL, value FLOAT NOT NULL, '
+                      "timestamp BIGINT, step BIGINT NOT NULL, is_nan BOOLEAN NOT NULL, run_uuid VARCHAR(32) NOT NULL, "
+                      'CONSTRAINT latest_metric_pk PRIMARY KEY ("key", run_uuid), '
+                      "FOREIGN KEY(run_uuid) REFERENCES runs (run_uuid), CHECK (is_nan IN (0, 1)) )",
+}
+
+
+def epoch_tables_known(connection: sqlite3.Connection) -> bool:
+    """Whether the store's `metrics` / `latest_metrics` tables are the ones `log_epoch_sqlite` was checked
+    against (`EPOCH_SQL_TABLES`)."""
+    for table, shape in EPOCH_SQL_TABLES.items():
+        row = connection.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+        if row is None or " ".join(str(row[0]).split()) != shape:
+            return False
+    return True
+
+
 _MAX_FLOAT = 1.7976931348623157e308
 
 
@@ -265,8 +288,8 @@ def log_epoch_sqlite(tracking_uri: str, run_id: str, epoch: int, metrics: Mappin
     """`log_epoch` on a local SQLite store in one transaction, as MLflow's SqlAlchemyStore.log_batch writes
     metrics (a row per point; `latest_metrics` updated when the point is newer by (step, timestamp, value);
     NaN stored as 0 with is_nan, infinities as the largest float). None, with nothing written, when the
-    store is not a local SQLite file at `EPOCH_SQL_REVISION`, cannot be read, or the run is not an active
-    run there: the caller then uses MLflow's client, which names the problem."""
+    store is not a local SQLite file whose tables are `EPOCH_SQL_TABLES`, cannot be read, or the run is not an
+    active run there: the caller then uses MLflow's client, which names the problem."""
     db = sqlite_path(tracking_uri)
     if db is None or not db.is_file():
         return None
@@ -276,9 +299,8 @@ def log_epoch_sqlite(tracking_uri: str, run_id: str, epoch: int, metrics: Mappin
         with contextlib.closing(sqlite3.connect(db, timeout=60, isolation_level=None)) as connection:
             try:  # BEGIN inside: a signal handler raising right after it still rolls back (cf. harness/log.py)
                 connection.execute("BEGIN IMMEDIATE")
-                revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()
                 run = connection.execute("SELECT lifecycle_stage FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
-                if revision is None or revision[0] != EPOCH_SQL_REVISION or run is None or run[0] != "active":
+                if run is None or run[0] != "active" or not epoch_tables_known(connection):
                     connection.execute("ROLLBACK")
                     return None
                 if connection.execute("SELECT 1 FROM metrics WHERE run_uuid = ? AND key = ? AND step = ?",
