@@ -1,6 +1,7 @@
 """Tables of reports/benchmarks/ideal_decisions.md from an e2e JSON with ideal rows (oracle_n<K>, oracle_seq<K>).
 
     python benchmarks/ideal_decisions.py /tmp/bayes_dev.json
+    python benchmarks/ideal_decisions.py --own e2.json e3.json e4.json     # section 4: certified products vs GEPA's run
 
 Per row, within our rule's budget B (e2e.summarize's cut): mean gain, rollouts used, installs by true effect, reach of
 GEPA's budget-matched accuracy; per ideal row, over every candidate it gated in the whole run: pairs per gate and how
@@ -78,9 +79,10 @@ def perfect_at_cost(runs: list[dict], pairs: int) -> list[dict]:
     for r in runs:
         if r["rule"] != e2e.ORACLE or r["tradeoff"]:
             continue
-        curve = [dict(c) for c in r["curve"]]
-        e2e.charge_ideal_pairs(curve, [{**g, "pairs": pairs} for g in r["ideal_gates"]])
-        out.append({**r, "rule": f"oracle_perfect{pairs}", "curve": curve})
+        curve = [{**c, "by_purpose": dict(c["by_purpose"])} for c in r["curve"]]  # the run's own dicts untouched
+        charged = [{**g, "pairs": pairs} for g in r["ideal_gates"]]
+        e2e.charge_ideal_pairs(curve, charged)
+        out.append({**r, "rule": f"oracle_perfect{pairs}", "curve": curve, "ideal_gates": charged})
     return out
 
 
@@ -156,11 +158,90 @@ def tables(saved: dict) -> str:
     return "\n".join(L) + "\n"
 
 
+PERFECT_COSTS = (1, 2, 3, 6)
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    return statistics.mean(xs), (statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0)
+
+
+def own_totals(files: list[dict]) -> tuple[dict[int, float], dict[tuple[str, int], dict[int, dict]]]:
+    """Over e2e JSONs whose runs all end with the certify stage (one file per --max-epochs): GEPA's own run per seed
+    (`gepa` at the most epochs any file ran it: training rollouts, no certificate) and, per (rule, epochs), each
+    seed's run as a certified product: training + certificate rollouts, delivered gain (pts), certified, some task
+    type worse than the base by > 2 pts, gated candidates and pairs a gate (ideal rows); the free ideal gate's runs
+    also re-priced at K rollouts a gated candidate (`oracle_perfect<K>`, K in PERFECT_COSTS: same decisions, same
+    certificate). A (seed, rule, epochs) met in two files (our rule, run at its own epochs in each) must be the same
+    run."""
+    by: dict[tuple[str, int], dict[int, dict]] = {}
+    for saved in files:
+        runs = [*saved["runs"], *(r for k in PERFECT_COSTS for r in perfect_at_cost(saved["runs"], k))]
+        for r in runs:
+            if r["tradeoff"] or not r["curve"] or not r.get("certificate"):
+                continue
+            epochs = int(r["curve"][-1]["epoch"])
+            gates = r.get("ideal_gates") or []
+            row = {"training": float(r["curve"][-1]["rollouts"]), "certificate": float(r["certificate"].get("rollouts") or 0),
+                   "gain": 100 * (r["delivered_test"] - r["base_test"]), "certified": bool(r["certificate"].get("certified")),
+                   "type2": any(r["delivered_by_type"][t] - r["base_by_type"][t] < -0.02 for t in r["base_by_type"]),
+                   "gated": len(gates), "pairs": sum(g["pairs"] for g in gates) if gates else None}
+            row["total"] = row["training"] + row["certificate"]
+            seen = by.setdefault((r["rule"], epochs), {})
+            if r["seed"] in seen and abs(seen[r["seed"]]["total"] - row["total"]) > 1e-9:
+                raise ValueError(f"{r['rule']} at {epochs} epochs, seed {r['seed']}: two different runs in the files")
+            seen[r["seed"]] = row
+    gepa_epochs = max((e for rule, e in by if rule == "gepa"), default=None)
+    if gepa_epochs is None:
+        raise ValueError("no gepa runs in the files: GEPA's own run is the reference")
+    reference = {seed: row["training"] for seed, row in by[("gepa", gepa_epochs)].items()}
+    return reference, by
+
+
+def own_lines(files: list[dict]) -> list[str]:
+    """Section 4's tables: per (rule, epochs), over the seeds GEPA's own run has, training + certificate as a certified
+    product, its paired difference from the same seed's GEPA own run, gain, certified, type > 2 pts, ideal rows' gated
+    candidates and pairs a gate, and the runs at or under GEPA's own. Rows missing some seed are listed apart."""
+    reference, by = own_totals(files)
+    seeds = sorted(reference)
+    ref_mean, ref_se = _mean_se([reference[s] for s in seeds])
+    L = [f"GEPA's own run (its rule, {max(e for rule, e in by if rule == 'gepa')} epochs, no certificate): {ref_mean:,.0f} a "
+         f"run (± {ref_se:.0f}), {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}).", "",
+         "| rule | epochs | training | certificate | total (± se) | minus GEPA's own (± se, paired) | gain (pts) | certified | "
+         "type > 2 pts | gated a run | pairs a gate | runs at or under GEPA's own |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    partial = []
+    for (rule, epochs), rows in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if any(s not in rows for s in seeds):
+            partial.append(f"{rule} at {epochs} epochs ({len([s for s in seeds if s in rows])} of {len(seeds)} seeds)")
+            continue
+        got = [rows[s] for s in seeds]
+        total, total_se = _mean_se([g["total"] for g in got])
+        diff, diff_se = _mean_se([g["total"] - reference[s] for g, s in zip(got, seeds)])
+        pairs = [g["pairs"] for g in got if g["pairs"] is not None]  # pairs a gate: pooled over the runs' gates
+        L.append(f"| {rule} | {epochs} | {statistics.mean(g['training'] for g in got):,.0f} | "
+                 f"{statistics.mean(g['certificate'] for g in got):,.0f} | {total:,.0f} (± {total_se:.0f}) | "
+                 f"{diff:+,.0f} (± {diff_se:.0f}) | {statistics.mean(g['gain'] for g in got):+.2f} | "
+                 f"{sum(g['certified'] for g in got)}/{len(got)} | {sum(g['type2'] for g in got)}/{len(got)} | "
+                 + (f"{statistics.mean(g['gated'] for g in got):.1f} | {sum(pairs) / sum(g['gated'] for g in got):.1f} | " if pairs else " |  | ")
+                 + f"{sum(g['total'] <= reference[s] + 1e-9 for g, s in zip(got, seeds))}/{len(got)} |")
+    if partial:
+        L += ["", "Not on every seed (left out): " + "; ".join(partial) + "."]
+    return L
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("json", type=Path, help="an e2e JSON (benchmarks/e2e.py --out X.md writes X.json)")
+    ap.add_argument("json", type=Path, nargs="+", help="e2e JSONs (benchmarks/e2e.py --out X.md writes X.json); one "
+                    "unless --own")
+    ap.add_argument("--own", action="store_true", help="section 4: every rule's own run as a certified product, paired "
+                    "with the same seed's GEPA own run, over all the files' seeds")
     args = ap.parse_args(argv)
-    print(tables(json.loads(args.json.read_text(encoding="utf-8"))))
+    files = [json.loads(path.read_text(encoding="utf-8")) for path in args.json]
+    if args.own:
+        print("\n".join(own_lines(files)))
+    elif len(files) != 1:
+        ap.error("one JSON (several only with --own)")
+    else:
+        print(tables(files[0]))
     return 0
 
 
