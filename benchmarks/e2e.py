@@ -1192,6 +1192,14 @@ def _compare_text(specs: list[str], runs: list[dict]) -> str:
     return "\n".join(ablation_lines(entries, runs)) + "\n" if entries else ""
 
 
+def _shown_path(path: Path) -> str:
+    """A path as the report's command line shows it: relative to the project when inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="CI mode: 1 seed, small world, 2 epochs")
@@ -1215,7 +1223,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prior-start", type=Path, default=PRIOR_START,
                     help="the start pool of oracle_n<K> / oracle_seq<K>'s prior (JSON with 'effects'; default: the default world's, dev seeds 15-30)")
     args = ap.parse_args(argv)
-    args.out = args.out or ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
+    default_out = ROOT / "reports" / "benchmarks" / ("e2e_quick.md" if args.quick else "e2e.md")
+    out_given = args.out is not None and args.out.resolve() != default_out
+    args.out = args.out or default_out
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         text, _ = summarize(saved["runs"], args.quick, saved.get("wall_s", 0.0), saved.get("cmd", "python benchmarks/e2e.py"),
@@ -1273,7 +1283,9 @@ def main(argv: list[str] | None = None) -> int:
            + (f" --epochs {args.epochs}" if args.epochs else "") + (f" --max-epochs {args.max_epochs}" if args.max_epochs else "")
            + (" --no-tradeoff" if args.no_tradeoff else "") + (" --epoch-holdout" if args.epoch_holdout else "")
            + "".join(f" --override {o}" for o in args.override) + (f" --rules {' '.join(args.rules)}" if args.rules is not None else "")
-           + (f" --arm-coupling {args.arm_coupling}" if args.arm_coupling else ""))
+           + (f" --arm-coupling {args.arm_coupling}" if args.arm_coupling else "") + (" --type-trace" if args.type_trace else "")
+           + (f" --prior-start {_shown_path(args.prior_start)}" if start and args.prior_start != PRIOR_START else "")
+           + (f" --out {_shown_path(args.out)}" if out_given else ""))
     measured = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
     text, summary = summarize(runs, args.quick, wall, cmd, measured)
     text += _compare_text(args.compare, runs)
