@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,8 @@ def _runs(db: Path) -> list[tuple[str, str, str]]:
         return connection.execute("SELECT run_uuid, status, lifecycle_stage FROM runs ORDER BY start_time").fetchall()
 
 
-def _epochs_logged(db: Path) -> list[int]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+def _epochs_logged(db: Path, timeout: float = 5.0) -> list[int]:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=timeout)) as connection:
         return [int(r[0]) for r in connection.execute("SELECT step FROM metrics WHERE key = 'epoch' ORDER BY step")]
 
 
@@ -93,12 +94,24 @@ def test_train_killed_by_sigterm_is_killed_then_resumed_in_the_same_run(tmp_path
                f"tracking.tracking_uri={uri}", "hydra.run.dir=runs/killed"]
     child = subprocess.Popen(command, cwd=project, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and child.poll() is None:
-        if mlflow_db.stat().st_size and _runs(mlflow_db) and _epochs_logged(mlflow_db) == [1]:
-            break
-        time.sleep(0.2)
-    assert child.poll() is None, "training ended before its first epoch was seen in MLflow:\n" + child.stdout.read()
-    child.send_signal(signal.SIGTERM)
+    while time.monotonic() < deadline and child.poll() is None and not (mlflow_db.stat().st_size and _runs(mlflow_db)):
+        time.sleep(0.2)  # MLflow's import and the live run's creation take seconds; the first epoch ~0.2 s more
+    assert child.poll() is None, "training ended before its MLflow run was seen:\n" + child.stdout.read()
+
+    def first_epoch_only() -> bool:  # the process is stopped, maybe inside a write: a locked store is "not yet"
+        try:
+            return _epochs_logged(mlflow_db, timeout=0.05) == [1]
+        except sqlite3.OperationalError:
+            return False
+
+    # epoch 2 is logged ~0.2 s after epoch 1 (CI once missed that window polling): stepped, so the SIGTERM lands
+    # while exactly epoch 1 is logged; it waits as pending and is handled on SIGCONT
+    try:
+        _stop_once(child.pid, first_epoch_only, "epoch 1 alone was logged", timeout=300)
+        child.send_signal(signal.SIGTERM)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGCONT)
     out, _ = child.communicate(timeout=300)
     assert child.returncode != 0, out
     (run_id, status, _), = _runs(mlflow_db)
@@ -126,19 +139,19 @@ def _group_gone(pgid: int, timeout: float) -> bool:
     return False
 
 
-def _stop_once_exists(pid: int, marker: Path, timeout: float) -> None:
-    """Step process `pid` (SIGSTOP, look, SIGCONT, ~2 ms) until `marker` exists while it is stopped; it is left
+def _stop_once(pid: int, ready: Callable[[], bool], what: str, timeout: float) -> None:
+    """Step process `pid` (SIGSTOP, look, SIGCONT, ~2 ms) until `ready()` holds while it is stopped; it is left
     stopped."""
     deadline = time.monotonic() + timeout
     while True:
         os.kill(pid, signal.SIGSTOP)  # delivered asynchronously: wait until the process is really stopped
         while (state := Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) not in "tT":
-            assert state not in "ZX", f"process {pid} ended before {marker} appeared"
+            assert state not in "ZX", f"process {pid} ended before {what}"
             time.sleep(0.0005)
-        if marker.exists():
+        if ready():
             return
         os.kill(pid, signal.SIGCONT)
-        assert time.monotonic() < deadline, f"{marker} never appeared"
+        assert time.monotonic() < deadline, f"never {what}"
         time.sleep(0.002)
 
 
@@ -179,7 +192,8 @@ def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp
         # is found as soon as it starts and stepped: stopped, the marker looked at, run for ~2 ms, until the
         # marker is there while it is stopped; the SIGTERM then waits as pending and is handled on SIGCONT
         stage = _stage_pid(proc.pid, "stages.gate", timeout=300)
-        _stop_once_exists(stage, project / "state/e1/s1/gate/runlog.sqlite", timeout=300)
+        marker = project / "state/e1/s1/gate/runlog.sqlite"
+        _stop_once(stage, marker.exists, f"{marker} appeared", timeout=300)
         assert not (project / "state/e1/s1/gate/DONE.json").exists(), "the gate stage finished within one step"
         try:
             if target == "group":

@@ -6,6 +6,9 @@ cluster at the address is one line and exit 2."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -95,6 +98,35 @@ def test_the_ray_sweep_gives_the_local_sweeps_children_and_results(tmp_path: Pat
     assert sorted(c.info.run_id for c in again_children) == sorted(c.info.run_id for c in ray_children)
 
 
+def _busy_task(pgid: int) -> int | None:
+    """The pid of a Ray worker process of node group `pgid` running a task (its title `ray::<task>`, not
+    `ray::IDLE`), or None."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            title = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            if title.startswith(b"ray::") and not title.startswith(b"ray::IDLE"):
+                return int(entry.name)
+    return None
+
+
+def _stopped(pid: int, timeout: float = 10.0) -> bool:
+    """SIGSTOP `pid` and wait until it is stopped; False when it ended first."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "tT":
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return True
+
+
 def test_a_worker_node_killed_mid_sweep_fails_its_job_alone(tmp_path: Path, cluster: LocalCluster) -> None:
     project = make_project(tmp_path / "project")
     with mlflow_server() as server:
@@ -105,14 +137,19 @@ def test_a_worker_node_killed_mid_sweep_fails_its_job_alone(tmp_path: Path, clus
             client = MlflowClient(tracking_uri=server.url)
             deadline = time.monotonic() + 240
             running: list = []
-            while time.monotonic() < deadline and sweep.poll() is None:  # both nodes busy: a job on the worker
+            # the worker's job is stopped (SIGSTOP) while we look, and killed stopped: it cannot finish between the
+            # look and the kill (a job caught near its end did once in CI under load, its MLflow run FINISHED first)
+            while time.monotonic() < deadline and sweep.poll() is None:
+                task = _busy_task(cluster.worker.pid)
                 experiment = client.get_experiment_by_name("harness-trainer")
-                if experiment is not None:
+                if task is not None and experiment is not None and _stopped(task):
                     running = [r for r in client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
                                if r.data.tags.get("mlflow.parentRunId")]
-                    if len(running) == 2:
+                    if len(running) == 2:  # one job a node: the worker's job has its run and has not ended it
                         break
-                time.sleep(0.5)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(task, signal.SIGCONT)
+                time.sleep(0.2)
             assert len(running) == 2, f"never two jobs running at once: {_finished(sweep).stderr[-3000:]}"
             cluster.kill_worker()
             done = _finished(sweep)
