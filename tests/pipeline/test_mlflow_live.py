@@ -22,6 +22,7 @@ import pytest
 
 from harness.pipeline.repro_progress import WATCH_INTERVAL_S
 from tests.pipeline.support import BIN, TEST_OVERRIDES, env, make_project, run
+from tests.support.processes import group_members, resume, stop
 
 pytestmark = pytest.mark.slow
 
@@ -110,8 +111,7 @@ def test_train_killed_by_sigterm_is_killed_then_resumed_in_the_same_run(tmp_path
         _stop_once(child.pid, first_epoch_only, "epoch 1 alone was logged", timeout=300)
         child.send_signal(signal.SIGTERM)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGCONT)
+        resume(child.pid)
     out, _ = child.communicate(timeout=300)
     assert child.returncode != 0, out
     (run_id, status, _), = _runs(mlflow_db)
@@ -144,13 +144,10 @@ def _stop_once(pid: int, ready: Callable[[], bool], what: str, timeout: float) -
     stopped."""
     deadline = time.monotonic() + timeout
     while True:
-        os.kill(pid, signal.SIGSTOP)  # delivered asynchronously: wait until the process is really stopped
-        while (state := Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) not in "tT":
-            assert state not in "ZX", f"process {pid} ended before {what}"
-            time.sleep(0.0005)
+        assert stop(pid), f"process {pid} ended before {what}"
         if ready():
             return
-        os.kill(pid, signal.SIGCONT)
+        resume(pid)
         assert time.monotonic() < deadline, f"never {what}"
         time.sleep(0.002)
 
@@ -159,15 +156,9 @@ def _stage_pid(pgid: int, module: str, timeout: float = 60) -> int:
     """The pid of the Python process of group `pgid` that runs `python -m <module>`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-                if b"python" in cmdline[0] and module.encode() in cmdline:
-                    return int(entry.name)
+        for pid, argv in group_members(pgid):
+            if b"python" in argv[0] and module.encode() in argv:
+                return pid
         time.sleep(0.01)
     raise AssertionError(f"no process of group {pgid} runs python -m {module}")
 

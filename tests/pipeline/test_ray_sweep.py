@@ -6,9 +6,6 @@ cluster at the address is one line and exit 2."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,6 +15,7 @@ import pytest
 
 from tests.pipeline.support import BIN, TEST_OVERRIDES, env, make_project
 from tests.support.mlflow_server import mlflow_server
+from tests.support.processes import group_members, resume, stop
 from tests.support.ray_cluster import LocalCluster, local_cluster
 
 pytestmark = pytest.mark.slow
@@ -101,30 +99,8 @@ def test_the_ray_sweep_gives_the_local_sweeps_children_and_results(tmp_path: Pat
 def _busy_task(pgid: int) -> int | None:
     """The pid of a Ray worker process of node group `pgid` running a task (its title `ray::<task>`, not
     `ray::IDLE`), or None."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
-                continue
-            title = (entry / "cmdline").read_bytes().split(b"\0")[0]
-            if title.startswith(b"ray::") and not title.startswith(b"ray::IDLE"):
-                return int(entry.name)
-    return None
-
-
-def _stopped(pid: int, timeout: float = 10.0) -> bool:
-    """SIGSTOP `pid` and wait until it is stopped; False when it ended first."""
-    try:
-        os.kill(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + timeout
-        while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "tT":
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.0005)
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return True
+    return next((pid for pid, argv in group_members(pgid)
+                 if argv[0].startswith(b"ray::") and not argv[0].startswith(b"ray::IDLE")), None)
 
 
 def test_a_worker_node_killed_mid_sweep_fails_its_job_alone(tmp_path: Path, cluster: LocalCluster) -> None:
@@ -142,13 +118,12 @@ def test_a_worker_node_killed_mid_sweep_fails_its_job_alone(tmp_path: Path, clus
             while time.monotonic() < deadline and sweep.poll() is None:
                 task = _busy_task(cluster.worker.pid)
                 experiment = client.get_experiment_by_name("harness-trainer")
-                if task is not None and experiment is not None and _stopped(task):
+                if task is not None and experiment is not None and stop(task):
                     running = [r for r in client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
                                if r.data.tags.get("mlflow.parentRunId")]
                     if len(running) == 2:  # one job a node: the worker's job has its run and has not ended it
                         break
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(task, signal.SIGCONT)
+                    resume(task)
                 time.sleep(0.2)
             assert len(running) == 2, f"never two jobs running at once: {_finished(sweep).stderr[-3000:]}"
             cluster.kill_worker()

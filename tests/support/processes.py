@@ -1,0 +1,47 @@
+"""Processes of a test, seen through /proc: the members of a process group with their command lines, and a
+SIGSTOP that waits until the process is really stopped (for tests that must act on a process at an exact point)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def _stat_fields(pid: int | str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state first, then ppid, pgrp, ...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def group_members(pgid: int) -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, argv) of every live process of group `pgid` (processes that end while looked at are skipped)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(_stat_fields(entry.name)[2]) == pgid:
+                yield int(entry.name), (entry / "cmdline").read_bytes().split(b"\0")
+
+
+def stop(pid: int, timeout: float = 10.0) -> bool:
+    """SIGSTOP `pid` and wait until it is stopped (the signal is delivered asynchronously); False when the process
+    ended (or became a zombie) first or did not stop within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        while (state := _stat_fields(pid)[0]) not in "tT":
+            if state in "ZX" or time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return True
+
+
+def resume(pid: int) -> None:
+    """SIGCONT `pid`, if it still exists."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
