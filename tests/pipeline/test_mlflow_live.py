@@ -15,14 +15,13 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from harness.pipeline.repro_progress import WATCH_INTERVAL_S
 from tests.pipeline.support import BIN, TEST_OVERRIDES, env, make_project, run
-from tests.support.processes import group_members, resume, stop
+from tests.support.processes import group_members, resume, stop_when
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +107,7 @@ def test_train_killed_by_sigterm_is_killed_then_resumed_in_the_same_run(tmp_path
     # epoch 2 is logged ~0.2 s after epoch 1 (CI once missed that window polling): stepped, so the SIGTERM lands
     # while exactly epoch 1 is logged; it waits as pending and is handled on SIGCONT
     try:
-        _stop_once(child.pid, first_epoch_only, "epoch 1 alone was logged", timeout=300)
+        stop_when(lambda: [child.pid], first_epoch_only, "epoch 1 alone was logged", timeout=300)
         child.send_signal(signal.SIGTERM)
     finally:
         resume(child.pid)
@@ -137,19 +136,6 @@ def _group_gone(pgid: int, timeout: float) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-def _stop_once(pid: int, ready: Callable[[], bool], what: str, timeout: float) -> None:
-    """Step process `pid` (SIGSTOP, look, SIGCONT, ~2 ms) until `ready()` holds while it is stopped; it is left
-    stopped."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert stop(pid), f"process {pid} ended before {what}"
-        if ready():
-            return
-        resume(pid)
-        assert time.monotonic() < deadline, f"never {what}"
-        time.sleep(0.002)
 
 
 def _stage_pid(pgid: int, module: str, timeout: float = 60) -> int:
@@ -184,7 +170,7 @@ def test_dvc_repro_sigterm_ends_the_run_killed_and_the_next_repro_resumes_it(tmp
         # marker is there while it is stopped; the SIGTERM then waits as pending and is handled on SIGCONT
         stage = _stage_pid(proc.pid, "stages.gate", timeout=300)
         marker = project / "state/e1/s1/gate/runlog.sqlite"
-        _stop_once(stage, marker.exists, f"{marker} appeared", timeout=300)
+        stop_when(lambda: [stage], marker.exists, f"{marker} appeared", timeout=300)
         assert not (project / "state/e1/s1/gate/DONE.json").exists(), "the gate stage finished within one step"
         try:
             if target == "group":

@@ -5,19 +5,21 @@ RUNNING by a dead process is ended KILLED by the next start anywhere on the host
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from harness.tracking.live import Owner, owner_alive, process_owner, run_owner
 from tests.pipeline.support import BIN, env
+from tests.support.processes import children, resume, stop_when
 
 pytestmark = pytest.mark.slow  # imports mlflow, starts processes
 
@@ -37,10 +39,18 @@ time.sleep(600)
 """
 
 
-def _runs(db: Path) -> dict[str, str]:
+def _runs(db: Path, timeout: float = 5.0) -> dict[str, str]:
     """run id -> status of every active run in the store."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=timeout)) as connection:
         return dict(connection.execute("SELECT run_uuid, status FROM runs WHERE lifecycle_stage = 'active'"))
+
+
+def _quietly(read: Callable[..., dict[str, str]], db: Path, default: dict[str, str], *args: str) -> dict[str, str]:
+    """`read(db, *args)` with a short lock wait, or `default` while a stopped writer holds the store."""
+    try:
+        return read(db, *args, timeout=0.05)
+    except sqlite3.OperationalError:
+        return default
 
 
 def _owner_process(db: Path, state: Path, name: str) -> tuple[subprocess.Popen, str]:
@@ -121,10 +131,9 @@ def test_stages_train_killed_then_run_again_in_a_new_run_dir_leaves_no_running_r
     command = [str(BIN / "python"), "-m", "stages.train", "train=tiny", "train.epochs=1", f"tracking.tracking_uri={uri}"]
     child = subprocess.Popen(command, cwd=project, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and child.poll() is None and "RUNNING" not in _runs(mlflow_db).values():
-        time.sleep(0.1)
-    assert child.poll() is None, "training ended before its MLflow run was seen"
+    # the run exists ~0.3 s before training ends: stepped, so that it is killed while its run is RUNNING
+    stop_when(lambda: [child.pid], lambda: "RUNNING" in _quietly(_runs, mlflow_db, {}).values(),
+              "its MLflow run was seen RUNNING", timeout=600)
     os.killpg(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
     (killed_id, status), = _runs(mlflow_db).items()
@@ -135,9 +144,9 @@ def test_stages_train_killed_then_run_again_in_a_new_run_dir_leaves_no_running_r
     assert list(runs.values()) == ["FINISHED"]
 
 
-def _tagged(db: Path, key: str) -> dict[str, str]:
+def _tagged(db: Path, key: str, timeout: float = 5.0) -> dict[str, str]:
     """run id -> value of tag `key`, for the active runs that have it."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=timeout)) as connection:
         return dict(connection.execute("SELECT t.run_uuid, t.value FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
                                        "WHERE t.key = ? AND r.lifecycle_stage = 'active'", (key,)))
 
@@ -153,15 +162,24 @@ def test_a_killed_job_process_fails_its_own_job_only_and_the_rerun_sweep_keeps_o
                "train.epochs=1,2", f"tracking.tracking_uri={uri}", "hydra/launcher=processes", "hydra.launcher.n_jobs=2",
                "hydra.sweep.dir=multirun/killed"]
     sweep = subprocess.Popen(command, cwd=project, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 600
     owners: dict[str, str] = {}
-    while time.monotonic() < deadline and sweep.poll() is None and not owners.get("0"):
-        owners = {run_dir.rsplit("/", 1)[-1]: _tagged(mlflow_db, "harness.owner_pid").get(run_id, "")
-                  for run_id, run_dir in _tagged(mlflow_db, "harness.run_dir").items()}
-        time.sleep(0.05)
-    assert sweep.poll() is None and owners.get("0"), "job 0's run was not seen"
-    # job 0 (train.epochs=1) is killed as soon as its run exists; job 1 (2 epochs, started with it) must go on
+
+    def job_0_running() -> bool:
+        owners.clear()
+        owner_pids = _quietly(_tagged, mlflow_db, {}, "harness.owner_pid")
+        statuses = _quietly(_runs, mlflow_db, {})
+        owners.update({run_dir.rsplit("/", 1)[-1]: owner_pids.get(run_id, "")
+                       for run_id, run_dir in _quietly(_tagged, mlflow_db, {}, "harness.run_dir").items()
+                       if statuses.get(run_id) == "RUNNING"})
+        return bool(owners.get("0"))
+
+    # job 0 (train.epochs=1) is killed as soon as its run exists, job 1 (2 epochs, started with it) must go on; the
+    # sweep's job processes are stepped (stopped while we look), so job 0 cannot end its run before the kill
+    stopped = stop_when(lambda: children(sweep.pid), job_0_running, "job 0's run was seen RUNNING", timeout=600,
+                        appear=True)
     os.kill(int(owners["0"]), signal.SIGKILL)
+    for pid in stopped:
+        resume(pid)
     out, _ = sweep.communicate(timeout=900)
     assert sweep.returncode != 0, out[-3000:]
     assert "its process was killed by SIGKILL" in out, out[-3000:]

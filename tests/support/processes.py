@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -45,3 +45,32 @@ def resume(pid: int) -> None:
     """SIGCONT `pid`, if it still exists."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid`."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int(_stat_fields(entry.name)[1]) == pid:
+                    out.append(int(entry.name))
+    return out
+
+
+def stop_when(pids: Callable[[], list[int]], ready: Callable[[], bool], what: str, timeout: float,
+              appear: bool = False) -> list[int]:
+    """Step the processes `pids()` names (SIGSTOP them all, look, SIGCONT, ~2 ms) until `ready()` holds while they
+    are stopped; they are left stopped and returned. For a test that must act on a process at an exact point of its
+    run, closer than a polling loop can be sure to catch on a loaded machine. No process to stop fails at once,
+    unless `appear` (processes still to be started: wait for them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stopped = [pid for pid in pids() if stop(pid)]
+        assert stopped or appear, f"the processes ended before {what}"
+        if stopped and ready():
+            return stopped
+        for pid in stopped:
+            resume(pid)
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.002)
