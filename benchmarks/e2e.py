@@ -779,26 +779,36 @@ def delivery_lines(summary: dict) -> list[str]:
     return L
 
 
+def as_product(run: dict) -> dict:
+    """One run (with a certificate) as a certified product: its epochs, training and certificate rollouts and their
+    total, the delivered gain (pts), certified, worse than the base, and some task type worse than the base by > 2 pts
+    (None when the run has no per-type figures)."""
+    cert = run["certificate"]
+    training, certificate = float(run["curve"][-1]["rollouts"]), float(int(cert.get("rollouts") or 0))
+    typed = bool(run.get("delivered_by_type") and run.get("base_by_type"))
+    return {"epochs": int(run["curve"][-1]["epoch"]), "training": training, "certificate": certificate,
+            "total": training + certificate, "gain_pts": 100 * (run["delivered_test"] - run["base_test"]),
+            "certified": bool(cert.get("certified")), "worse": run["delivered_test"] < run["base_test"],
+            "type_worse_2pt": any(run["delivered_by_type"][t] - run["base_by_type"][t] < -0.02 for t in run["base_by_type"])
+                              if typed else None}
+
+
 def own_runs(runs: list[dict], rules: Sequence[str]) -> dict[str, dict]:
     """Each rule's own run (its epochs, not cut at B) with what the product's certify stage delivered from it: every
     run ends with that stage, whatever its rule, so the rules compare as certified products (issue 26)."""
     out: dict[str, dict] = {}
     for rule in rules:
         rs = [r for r in runs if r["rule"] == rule and not r["tradeoff"] and r["curve"]]
-        certs = [r["certificate"] for r in rs if r.get("certificate")]
-        if not rs or len(certs) != len(rs):
+        if not rs or not all(r.get("certificate") for r in rs):
             continue  # an ideal row's charged pairs, or a JSON from before the certify stage: no comparable total
-        typed = [r for r in rs if r.get("delivered_by_type") and r.get("base_by_type")]
-        training = statistics.mean(r["curve"][-1]["rollouts"] for r in rs)
-        certificate = statistics.mean(int(c.get("rollouts") or 0) for c in certs)
-        out[rule] = {"runs": len(rs), "epochs": sorted({int(r["curve"][-1]["epoch"]) for r in rs}), "training": training,
+        ps = [as_product(r) for r in rs]
+        typed = [p["type_worse_2pt"] for p in ps if p["type_worse_2pt"] is not None]
+        training, certificate = statistics.mean(p["training"] for p in ps), statistics.mean(p["certificate"] for p in ps)
+        out[rule] = {"runs": len(rs), "epochs": sorted({p["epochs"] for p in ps}), "training": training,
                      "certificate": certificate, "total": training + certificate,
-                     "gain_pts": 100 * statistics.mean(r["delivered_test"] - r["base_test"] for r in rs),
-                     "certified": sum(bool(c.get("certified")) for c in certs),
-                     "worse": sum(r["delivered_test"] < r["base_test"] for r in rs),
-                     "typed_runs": len(typed),
-                     "type_worse_2pt": sum(any(r["delivered_by_type"][t] - r["base_by_type"][t] < -0.02 for t in r["base_by_type"])
-                                           for r in typed)}
+                     "gain_pts": statistics.mean(p["gain_pts"] for p in ps),
+                     "certified": sum(p["certified"] for p in ps), "worse": sum(p["worse"] for p in ps),
+                     "typed_runs": len(typed), "type_worse_2pt": sum(typed)}
     return out
 
 

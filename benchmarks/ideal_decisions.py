@@ -179,13 +179,9 @@ def own_totals(files: list[dict]) -> tuple[dict[int, float], dict[tuple[str, int
         for r in runs:
             if r["tradeoff"] or not r["curve"] or not r.get("certificate"):
                 continue
-            epochs = int(r["curve"][-1]["epoch"])
             gates = r.get("ideal_gates") or []
-            row = {"training": float(r["curve"][-1]["rollouts"]), "certificate": float(r["certificate"].get("rollouts") or 0),
-                   "gain": 100 * (r["delivered_test"] - r["base_test"]), "certified": bool(r["certificate"].get("certified")),
-                   "type2": any(r["delivered_by_type"][t] - r["base_by_type"][t] < -0.02 for t in r["base_by_type"]),
-                   "gated": len(gates), "pairs": sum(g["pairs"] for g in gates) if gates else None}
-            row["total"] = row["training"] + row["certificate"]
+            row = {**e2e.as_product(r), "gated": len(gates), "pairs": sum(g["pairs"] for g in gates) if gates else None}
+            epochs = row["epochs"]
             seen = by.setdefault((r["rule"], epochs), {})
             if r["seed"] in seen and abs(seen[r["seed"]]["total"] - row["total"]) > 1e-9:
                 raise ValueError(f"{r['rule']} at {epochs} epochs, seed {r['seed']}: two different runs in the files")
@@ -219,8 +215,8 @@ def own_lines(files: list[dict]) -> list[str]:
         pairs = [g["pairs"] for g in got if g["pairs"] is not None]  # pairs a gate: pooled over the runs' gates
         L.append(f"| {rule} | {epochs} | {statistics.mean(g['training'] for g in got):,.0f} | "
                  f"{statistics.mean(g['certificate'] for g in got):,.0f} | {total:,.0f} (± {total_se:.0f}) | "
-                 f"{diff:+,.0f} (± {diff_se:.0f}) | {statistics.mean(g['gain'] for g in got):+.2f} | "
-                 f"{sum(g['certified'] for g in got)}/{len(got)} | {sum(g['type2'] for g in got)}/{len(got)} | "
+                 f"{diff:+,.0f} (± {diff_se:.0f}) | {statistics.mean(g['gain_pts'] for g in got):+.2f} | "
+                 f"{sum(g['certified'] for g in got)}/{len(got)} | {sum(bool(g['type_worse_2pt']) for g in got)}/{len(got)} | "
                  + (f"{statistics.mean(g['gated'] for g in got):.1f} | {sum(pairs) / sum(g['gated'] for g in got):.1f} | " if pairs else " |  | ")
                  + f"{sum(g['total'] <= reference[s] + 1e-9 for g, s in zip(got, seeds))}/{len(got)} |")
     if partial:

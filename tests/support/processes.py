@@ -16,14 +16,20 @@ def _stat_fields(pid: int | str) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def group_members(pgid: int) -> Iterator[tuple[int, list[bytes]]]:
-    """(pid, argv) of every live process of group `pgid` (processes that end while looked at are skipped)."""
+def _processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, stat fields) of every live process (processes that end while looked at are skipped)."""
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(_stat_fields(entry.name)[2]) == pgid:
-                yield int(entry.name), (entry / "cmdline").read_bytes().split(b"\0")
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                yield int(entry.name), _stat_fields(entry.name)
+
+
+def group_members(pgid: int) -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, argv) of every live process of group `pgid`."""
+    for pid, fields in _processes():
+        if fields[2] == str(pgid):
+            with contextlib.suppress(OSError):
+                yield pid, Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
 
 
 def stop(pid: int, timeout: float = 10.0) -> bool:
@@ -49,13 +55,7 @@ def resume(pid: int) -> None:
 
 def children(pid: int) -> list[int]:
     """The live child processes of `pid`."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if int(_stat_fields(entry.name)[1]) == pid:
-                    out.append(int(entry.name))
-    return out
+    return [child for child, fields in _processes() if fields[1] == str(pid)]
 
 
 def stop_when(pids: Callable[[], list[int]], ready: Callable[[], bool], what: str, timeout: float,
