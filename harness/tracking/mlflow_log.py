@@ -645,15 +645,19 @@ def _log_dataset(client, run_id: str, dataset) -> None:
             frame[column] = frame[column].map(_json_cell)
     ds = from_pandas(frame, source=local_dataset_source(dataset.path), name=dataset.name)
     entity = DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", dataset.context)])
-    # MLflow's SQL store looks the dataset up, then inserts it: two jobs of a parallel sweep logging the same dataset
-    # at the same moment can both insert, and the second violates the datasets table's unique key (seen on
-    # PostgreSQL). Its transaction is rolled back whole, so a retry finds the dataset and only links this run to it.
+    # Two failures are retried, both safe because MLflow's SQL store reuses a dataset and a run's link to it that
+    # already exist (a repeated request changes nothing):
+    # - the store looks the dataset up, then inserts it: two jobs of a parallel sweep logging the same dataset at the
+    #   same moment can both insert, and the second violates the datasets table's unique key (seen on PostgreSQL).
+    #   Its transaction is rolled back whole, so a retry finds the dataset and only links this run to it.
+    # - a connection reset or aborted before the reply came (seen against `mlflow server` in CI). From MLflow 3.18
+    #   the client no longer retries a LogInputs request once it may have reached the server.
     for attempt in range(_DATASET_ATTEMPTS):
         try:
             client.log_inputs(run_id, datasets=[entity])
             return
-        except Exception as exc:  # MlflowException wrapping the driver's IntegrityError
-            if attempt == _DATASET_ATTEMPTS - 1 or not _is_unique_violation(exc):
+        except Exception as exc:  # MlflowException wrapping the driver's IntegrityError or the connection's error
+            if attempt == _DATASET_ATTEMPTS - 1 or not (_is_unique_violation(exc) or _is_connection_lost(exc)):
                 raise
             time.sleep(0.1 * (attempt + 1))
 
@@ -674,6 +678,21 @@ _UNIQUE_VIOLATION = ("duplicate key value violates unique constraint", "UNIQUE c
 
 def _is_unique_violation(exc: BaseException) -> bool:
     return any(marker in str(exc) for marker in _UNIQUE_VIOLATION)
+
+
+def _is_connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` is, or was raised while handling, a lost connection (reset, aborted, refused): MLflow wraps
+    the `requests` error in an MlflowException raised inside its handler, so the cause is the exception's context."""
+    import requests
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain: MlflowException <- requests ConnectionError <- urllib3 / OSError
+        if seen is None:
+            return False
+        if isinstance(seen, (ConnectionError, requests.exceptions.ConnectionError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _flat_row(row: Mapping[str, Any]) -> dict[str, Any]:

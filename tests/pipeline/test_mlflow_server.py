@@ -6,13 +6,17 @@ nor the server's reads the parent, the children, their metrics and artifacts bac
 artifact directory is the only place the artifacts were written. The two concurrent jobs share the project's
 response cache: nothing is lost (the single run re-doing one job's work pays no call) and nothing is stored twice.
 A dead server is one line at start (exit 2), for a run and for a sweep; the one-request check itself
-(`check_tracking_server`) is tested against small real HTTP servers that are not MLflow.
+(`check_tracking_server`) is tested against small real HTTP servers that are not MLflow. A connection reset after the
+server stored a run's dataset input (a TCP proxy in front of the server resets it) costs nothing: the input is logged
+once.
 """
 
 from __future__ import annotations
 
 import filecmp
+import select
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -183,3 +187,76 @@ def test_refused_unknown_and_silent_servers_are_one_line_without_the_password() 
             check_tracking_server(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=1.0)
         assert time.monotonic() - started < 10
     check_tracking_server("postgresql+psycopg2://postgres@127.0.0.1:1/mlflow")  # not http(s): not checked here
+
+
+class _ResetAfterReply:
+    """A TCP proxy on 127.0.0.1 to `upstream_port`. The first request whose bytes contain `marker` is passed to the
+    server; the server's reply is dropped and the client's connection reset (RST): the server did the work, the
+    client never heard. Every other byte passes both ways."""
+
+    def __init__(self, upstream_port: int, marker: bytes) -> None:
+        self.upstream_port, self.marker = upstream_port, marker
+        self.armed, self.resets = True, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        # one thread per connection, both directions by select: a socket another thread is blocked reading from is
+        # not released by close(), and then no RST would be sent
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+        doomed = False
+        with client, upstream:
+            while True:
+                readable, _, _ = select.select([client, upstream], [], [], 60)
+                if not readable:
+                    return
+                for side in readable:
+                    data = side.recv(65536)
+                    if not data:
+                        return
+                    if side is client:
+                        if self.armed and self.marker in data:
+                            self.armed, doomed = False, True
+                        upstream.sendall(data)
+                    elif doomed:  # the server answered the marked request: drop its reply, reset the client
+                        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        self.resets += 1
+                        return
+                    else:
+                        client.sendall(data)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_connection_reset_after_the_server_stored_the_dataset_input_logs_it_once(tmp_path: Path,
+                                                                                   server: MlflowServer) -> None:
+    """CI's sweep once died at its end on `runs/log-inputs ... ConnectionResetError`: from MLflow 3.18 the client
+    does not resend a LogInputs request that may have reached the server. The run's input is logged anyway, once."""
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.mlflow_log import _log_dataset
+    from harness.tracking.record import DatasetRef
+
+    proxy = _ResetAfterReply(int(server.url.rsplit(":", 1)[1]), b"/api/2.0/mlflow/runs/log-inputs")
+    try:
+        client = MlflowClient(tracking_uri=f"http://127.0.0.1:{proxy.port}")
+        run_id = client.create_run(client.create_experiment("reset-after-reply")).info.run_id
+        path = tmp_path / "questions.parquet"
+        pd.DataFrame({"qid": [f"q{i}" for i in range(8)], "answer": list("ABCD") * 2}).to_parquet(path)
+        _log_dataset(client, run_id, DatasetRef(path=path, name="sim-questions", context="validation"))
+    finally:
+        proxy.close()
+    assert proxy.resets == 1  # the reset happened, after the server's reply
+    inputs = MlflowClient(tracking_uri=server.url).get_run(run_id).inputs.dataset_inputs
+    assert [(d.dataset.name, [t.value for t in d.tags]) for d in inputs] == [("sim-questions", ["validation"])]
