@@ -13,6 +13,7 @@ once.
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import select
 import socket
@@ -61,12 +62,13 @@ def test_a_sweep_and_a_run_log_everything_through_one_server(tmp_path: Path, ser
     from mlflow.tracking import MlflowClient
 
     project = make_project(tmp_path / "project")
-    run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", *TRACKED, "gate.lambda=0.5,6.0",
-         "hydra/launcher=processes", "hydra.launcher.n_jobs=2", f"tracking.tracking_uri={server.url}",
-         "hydra.sweep.dir=multirun/srv"], project, extra_env={"TMPDIR": str(_dir(tmp_path / "job-tmp"))})
-    entries_after_sweep, paid_after_sweep = cache_counts(project)
-    run([str(BIN / "python"), "-m", "stages.train", *TRACKED, "gate.lambda=0.5", f"tracking.tracking_uri={server.url}",
-         "hydra.run.dir=runs/single"], project)
+    with _server_log_on_failure(server):
+        run([str(BIN / "python"), "-m", "stages.train", "+sweep=gate_lambda", *TRACKED, "gate.lambda=0.5,6.0",
+             "hydra/launcher=processes", "hydra.launcher.n_jobs=2", f"tracking.tracking_uri={server.url}",
+             "hydra.sweep.dir=multirun/srv"], project, extra_env={"TMPDIR": str(_dir(tmp_path / "job-tmp"))})
+        entries_after_sweep, paid_after_sweep = cache_counts(project)
+        run([str(BIN / "python"), "-m", "stages.train", *TRACKED, "gate.lambda=0.5",
+             f"tracking.tracking_uri={server.url}", "hydra.run.dir=runs/single"], project)
 
     # the reader shares nothing with the jobs or the server but the URL
     reader = _dir(tmp_path / "reader")
@@ -109,6 +111,15 @@ def test_a_sweep_and_a_run_log_everything_through_one_server(tmp_path: Path, ser
     assert entries <= paid_after_sweep  # a row is stored once, however many jobs raced for it
     child = next(c for c in children if c.data.params["gate.lambda"] == "0.5")
     assert singles[0].data.metrics["val_hard_acc"] == child.data.metrics["val_hard_acc"]
+
+
+@contextlib.contextmanager
+def _server_log_on_failure(server: MlflowServer) -> Iterator[None]:
+    """A failed job's message also carries the end of the server's log (the server's side of a reset connection)."""
+    try:
+        yield
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n--- mlflow server log (end) ---\n{server.log_tail()}") from None
 
 
 def _dir(path: Path) -> Path:
