@@ -21,6 +21,7 @@ import math
 import sqlite3
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -75,9 +76,7 @@ def log_tracked_run(
         tags = {**run.tags, IDENTITY_TAG: identity, BASE_NAME_TAG: _tag_safe(run.run_name)}
         if parent_run_id:
             tags[PARENT_TAG] = parent_run_id
-        created = client.create_run(experiment_id, run_name=distinct_run_name(client, experiment_id, run.run_name),
-                                    tags=tags)
-        run_id = created.info.run_id
+        run_id = create_run_once(client, experiment_id, distinct_run_name(client, experiment_id, run.run_name), tags)
         try:
             _log_content(client, run_id, run)
         except BaseException:
@@ -88,6 +87,31 @@ def log_tracked_run(
 
 
 BASE_NAME_TAG = "harness.base_run_name"
+CREATE_TOKEN_TAG = "harness.create_token"  # a fresh random token per created run: finds it after a lost connection
+_CREATE_ATTEMPTS = 3
+
+
+def create_run_once(client, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
+    """`client.create_run`, exactly once across a lost connection; returns the run's id.
+
+    From MLflow 3.18 the client does not resend a CreateRun request that may have reached the server (a connection
+    reset or aborted before the reply), and resending it blindly could leave two runs. The run carries a fresh
+    `CREATE_TOKEN_TAG`; after a lost connection the experiment is searched for that token (a read MLflow retries):
+    the run found is the one created, and when there is none the request never took effect and is sent again.
+    Any other error, or a connection still lost after `_CREATE_ATTEMPTS`, is raised."""
+    token = uuid.uuid4().hex
+    all_tags = {**tags, CREATE_TOKEN_TAG: token}
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+        except Exception as exc:  # MlflowException wrapping the connection's error
+            if attempt == _CREATE_ATTEMPTS - 1 or not _is_connection_lost(exc):
+                raise
+        found = client.search_runs([experiment_id], f"tags.`{CREATE_TOKEN_TAG}` = '{token}'", max_results=1)
+        if found:
+            return found[0].info.run_id
+        time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 EPOCH_MARKER = "epoch"  # logged with every epoch's metrics (value = step = epoch): which epochs a run holds
 
 
@@ -128,8 +152,7 @@ def open_run(
         all_tags = {**tags, BASE_NAME_TAG: _tag_safe(run_name)}
         if parent_run_id:
             all_tags[PARENT_TAG] = parent_run_id
-        run_id = client.create_run(experiment_id, run_name=distinct_run_name(client, experiment_id, run_name),
-                                   tags=all_tags).info.run_id
+        run_id = create_run_once(client, experiment_id, distinct_run_name(client, experiment_id, run_name), all_tags)
         for chunk in _chunks([Param(k, _param_value(v)) for k, v in sorted(params.items())], _MAX_PARAMS_PER_BATCH):
             client.log_batch(run_id, params=chunk)
         return run_id
@@ -426,7 +449,7 @@ def start_parent_run(
         init_tracking_db(tracking_uri, locked=True)
         client = MlflowClient(tracking_uri=tracking_uri)
         experiment_id = ensure_experiment(client, experiment, artifact_location_for(tracking_uri, project_root))
-        return client.create_run(experiment_id, run_name=run_name, tags=dict(tags)).info.run_id
+        return create_run_once(client, experiment_id, run_name, tags)
 
 
 def finish_parent_run(

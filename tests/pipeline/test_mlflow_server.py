@@ -8,7 +8,7 @@ response cache: nothing is lost (the single run re-doing one job's work pays no 
 A dead server is one line at start (exit 2), for a run and for a sweep; the one-request check itself
 (`check_tracking_server`) is tested against small real HTTP servers that are not MLflow. A connection reset after the
 server stored a run's dataset input (a TCP proxy in front of the server resets it) costs nothing: the input is logged
-once.
+once; a reset around creating a run leaves one run, whether the server saw the request or not.
 """
 
 from __future__ import annotations
@@ -203,10 +203,11 @@ def test_refused_unknown_and_silent_servers_are_one_line_without_the_password() 
 class _ResetAfterReply:
     """A TCP proxy on 127.0.0.1 to `upstream_port`. The first request whose bytes contain `marker` is passed to the
     server; the server's reply is dropped and the client's connection reset (RST): the server did the work, the
-    client never heard. Every other byte passes both ways."""
+    client never heard. `reached=False`: that request is not passed on, the connection is reset at once (the server
+    never saw it). Every other byte passes both ways."""
 
-    def __init__(self, upstream_port: int, marker: bytes) -> None:
-        self.upstream_port, self.marker = upstream_port, marker
+    def __init__(self, upstream_port: int, marker: bytes, *, reached: bool = True) -> None:
+        self.upstream_port, self.marker, self.reached = upstream_port, marker, reached
         self.armed, self.resets = True, 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -237,13 +238,17 @@ class _ResetAfterReply:
                     if side is client:
                         if self.armed and self.marker in data:
                             self.armed, doomed = False, True
+                            if not self.reached:
+                                return self._reset(client)
                         upstream.sendall(data)
                     elif doomed:  # the server answered the marked request: drop its reply, reset the client
-                        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                        self.resets += 1
-                        return
+                        return self._reset(client)
                     else:
                         client.sendall(data)
+
+    def _reset(self, client: socket.socket) -> None:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close() sends RST
+        self.resets += 1
 
     def close(self) -> None:
         self.listener.close()
@@ -271,3 +276,25 @@ def test_a_connection_reset_after_the_server_stored_the_dataset_input_logs_it_on
     assert proxy.resets == 1  # the reset happened, after the server's reply
     inputs = MlflowClient(tracking_uri=server.url).get_run(run_id).inputs.dataset_inputs
     assert [(d.dataset.name, [t.value for t in d.tags]) for d in inputs] == [("sim-questions", ["validation"])]
+
+
+@pytest.mark.parametrize("reached", [True, False], ids=["server-created-it", "server-never-saw-it"])
+def test_a_run_created_across_a_connection_reset_is_created_once(server: MlflowServer, reached: bool) -> None:
+    """MLflow 3.18 does not resend a CreateRun that may have reached the server. `create_run_once` finds the run the
+    server created by its token, or sends the request again when the server never saw it: one run either way."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.mlflow_log import CREATE_TOKEN_TAG, create_run_once
+
+    proxy = _ResetAfterReply(int(server.url.rsplit(":", 1)[1]), b"/api/2.0/mlflow/runs/create", reached=reached)
+    try:
+        client = MlflowClient(tracking_uri=f"http://127.0.0.1:{proxy.port}")
+        experiment_id = client.create_experiment(f"create-reset-{reached}")
+        run_id = create_run_once(client, experiment_id, "training", {"harness.kind": "training"})
+    finally:
+        proxy.close()
+    assert proxy.resets == 1
+    runs = MlflowClient(tracking_uri=server.url).search_runs([experiment_id])
+    assert [r.info.run_id for r in runs] == [run_id]
+    assert runs[0].info.run_name == "training" and runs[0].data.tags["harness.kind"] == "training"
+    assert len(runs[0].data.tags[CREATE_TOKEN_TAG]) == 32
