@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # the scripts that import other benchmark modules or the report helper (the ones a broken import would break)
-SCRIPTS = ("gate", "fdr", "futility", "soft_gate", "evidence_floor", "lambda_curve", "zero_sum_pool", "ideal_decisions")
+SCRIPTS = ("gate", "fdr", "futility", "soft_gate", "evidence_floor", "lambda_curve", "zero_sum_pool", "ideal_decisions",
+           "cert_bets")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
