@@ -89,29 +89,6 @@ def log_tracked_run(
 BASE_NAME_TAG = "harness.base_run_name"
 CREATE_TOKEN_TAG = "harness.create_token"  # a fresh random token per created run: finds it after a lost connection
 _CREATE_ATTEMPTS = 3
-
-
-def create_run_once(client, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
-    """`client.create_run`, exactly once across a lost connection; returns the run's id.
-
-    From MLflow 3.18 the client does not resend a CreateRun request that may have reached the server (a connection
-    reset or aborted before the reply), and resending it blindly could leave two runs. The run carries a fresh
-    `CREATE_TOKEN_TAG`; after a lost connection the experiment is searched for that token (a read MLflow retries):
-    the run found is the one created, and when there is none the request never took effect and is sent again.
-    Any other error, or a connection still lost after `_CREATE_ATTEMPTS`, is raised."""
-    token = uuid.uuid4().hex
-    all_tags = {**tags, CREATE_TOKEN_TAG: token}
-    for attempt in range(_CREATE_ATTEMPTS):
-        try:
-            return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
-        except Exception as exc:  # MlflowException wrapping the connection's error
-            if attempt == _CREATE_ATTEMPTS - 1 or not _is_connection_lost(exc):
-                raise
-        found = client.search_runs([experiment_id], f"tags.`{CREATE_TOKEN_TAG}` = '{token}'", max_results=1)
-        if found:
-            return found[0].info.run_id
-        time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable: the last attempt returns or raises")
 EPOCH_MARKER = "epoch"  # logged with every epoch's metrics (value = step = epoch): which epochs a run holds
 
 
@@ -125,6 +102,30 @@ def distinct_run_name(client, experiment_id: str, base: str) -> str:
     while f"{base} #{n}" in taken:
         n += 1
     return f"{base} #{n}"
+
+
+def create_run_once(client, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
+    """`client.create_run`, exactly once across a lost connection; returns the run's id.
+
+    From MLflow 3.18 the client does not resend a CreateRun request that may have reached the server (a connection
+    reset or aborted before the reply), and resending it blindly could leave two runs. The run carries a fresh
+    `CREATE_TOKEN_TAG`; after a lost connection the experiment is searched for that token (a read MLflow retries):
+    the run found is the one created, and when there is none the request never took effect and is sent again.
+    Any other error (a refused connection included: the request never left), or a connection still lost after
+    `_CREATE_ATTEMPTS`, is raised."""
+    token = uuid.uuid4().hex
+    all_tags = {**tags, CREATE_TOKEN_TAG: token}
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+        except Exception as exc:  # MlflowException wrapping the connection's error
+            if attempt == _CREATE_ATTEMPTS - 1 or not _is_reset(exc):
+                raise
+        found = client.search_runs([experiment_id], f"tags.`{CREATE_TOKEN_TAG}` = '{token}'", max_results=1)
+        if found:
+            return found[0].info.run_id
+        time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def open_run(
@@ -680,7 +681,7 @@ def _log_dataset(client, run_id: str, dataset) -> None:
             client.log_inputs(run_id, datasets=[entity])
             return
         except Exception as exc:  # MlflowException wrapping the driver's IntegrityError or the connection's error
-            if attempt == _DATASET_ATTEMPTS - 1 or not (_is_unique_violation(exc) or _is_connection_lost(exc)):
+            if attempt == _DATASET_ATTEMPTS - 1 or not (_is_unique_violation(exc) or _is_reset(exc)):
                 raise
             time.sleep(0.1 * (attempt + 1))
 
@@ -703,16 +704,21 @@ def _is_unique_violation(exc: BaseException) -> bool:
     return any(marker in str(exc) for marker in _UNIQUE_VIOLATION)
 
 
-def _is_connection_lost(exc: BaseException) -> bool:
-    """Whether `exc` is, or was raised while handling, a lost connection (reset, aborted, refused): MLflow wraps
-    the `requests` error in an MlflowException raised inside its handler, so the cause is the exception's context."""
-    import requests
+def _is_reset(exc: BaseException) -> bool:
+    """Whether `exc` is, or was raised while handling, a connection that broke once the request may have reached
+    the server: reset, aborted or closed during the exchange (urllib3's "Connection aborted." ProtocolError). MLflow
+    wraps the `requests` error in an MlflowException raised inside its handler, so the cause is in the context chain.
+    A refused connection is not one: the request never left, and MLflow's client has already retried it."""
+    import http.client
 
+    from urllib3.exceptions import ProtocolError
+
+    broken = (ProtocolError, http.client.RemoteDisconnected, ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
     seen: BaseException | None = exc
-    for _ in range(8):  # a short chain: MlflowException <- requests ConnectionError <- urllib3 / OSError
-        if seen is None:
+    for _ in range(8):  # a short chain: MlflowException <- requests ConnectionError <- ProtocolError <- OSError
+        if seen is None or isinstance(seen, ConnectionRefusedError):
             return False
-        if isinstance(seen, (ConnectionError, requests.exceptions.ConnectionError)):
+        if isinstance(seen, broken):
             return True
         seen = seen.__cause__ or seen.__context__
     return False

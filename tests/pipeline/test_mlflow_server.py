@@ -298,3 +298,17 @@ def test_a_run_created_across_a_connection_reset_is_created_once(server: MlflowS
     assert [r.info.run_id for r in runs] == [run_id]
     assert runs[0].info.run_name == "training" and runs[0].data.tags["harness.kind"] == "training"
     assert len(runs[0].data.tags[CREATE_TOKEN_TAG]) == 32
+
+
+def test_a_refused_connection_is_raised_not_retried_as_a_reset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing listening: the request never left, so it is not searched for or resent (MLflow's client retried the
+    connection already; 0 retries here to keep the test short)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.mlflow_log import _is_reset, create_run_once
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with pytest.raises(MlflowException, match="Connection refused") as refused:
+        create_run_once(MlflowClient(tracking_uri=f"http://127.0.0.1:{free_port()}"), "0", "training", {})
+    assert not _is_reset(refused.value)
