@@ -254,6 +254,7 @@ class _ResetAfterReply:
         self.listener.close()
 
 
+@pytest.mark.slow
 def test_a_connection_reset_after_the_server_stored_the_dataset_input_logs_it_once(tmp_path: Path,
                                                                                    server: MlflowServer) -> None:
     """CI's sweep once died at its end on `runs/log-inputs ... ConnectionResetError`: from MLflow 3.18 the client
@@ -278,6 +279,7 @@ def test_a_connection_reset_after_the_server_stored_the_dataset_input_logs_it_on
     assert [(d.dataset.name, [t.value for t in d.tags]) for d in inputs] == [("sim-questions", ["validation"])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reached", [True, False], ids=["server-created-it", "server-never-saw-it"])
 def test_a_run_created_across_a_connection_reset_is_created_once(server: MlflowServer, reached: bool) -> None:
     """MLflow 3.18 does not resend a CreateRun that may have reached the server. `create_run_once` finds the run the
