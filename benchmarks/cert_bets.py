@@ -41,13 +41,13 @@ from harness.kernel.certificate import BETS, _log_wealth  # noqa: E402
 REGIMES = ((0.30, 0.10), (0.20, 0.05), (0.15, 0.05), (0.25, 0.15), (0.45, 0.25), (0.60, 0.20), (0.06, 0.02),
            (0.12, 0.08), (0.50, 0.30), (0.08, 0.00))
 MIX6 = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7)
+_NULL = np.array([0.0])  # the null mean the certificate tests (margin 0)
 
 
 def _mixture(z: np.ndarray, bets: tuple[float, ...]) -> np.ndarray:
-    """log K_t(0) of an equally weighted mixture of constant bets, one row a path (the product's formula)."""
-    logs = np.cumsum(np.log1p(z[:, :, None] * np.asarray(bets)[None, None, :]), axis=1)
-    top = logs.max(axis=2)
-    return top + np.log(np.mean(np.exp(logs - top[..., None]), axis=2))
+    """log K_t(0) of an equally weighted mixture of constant bets, one row a path: the certify stage's own
+    `_log_wealth`, path by path."""
+    return np.stack([_log_wealth(path, _NULL, np.asarray(bets, dtype=float))[0] for path in z])
 
 
 def _agrapa(z: np.ndarray, cap: float = 0.75, prior_n: float = 2.0, prior_second: float = 0.25) -> np.ndarray:
@@ -76,14 +76,10 @@ def run(runs: int, budget: int, alpha: float, seed: int,
         z = np.where(u < p_win, 1.0, np.where(u < p_win + p_loss, -1.0, 0.0))
         kelly_bet = min(max((p_win - p_loss) / (p_win + p_loss), 0.0), 0.95)  # the growth-optimal bet, capped
         growth = p_win * math.log1p(kelly_bet) + p_loss * math.log1p(-kelly_bet)
-        product = _mixture(z, BETS)
-        # the vectorised formula is the certify stage's own: checked path by path on the first few paths
-        for i in range(3):
-            assert np.allclose(product[i], _log_wealth(z[i], np.array([0.0]), np.asarray(BETS, dtype=float))[0])
         rows.append({
             "p_win": p_win, "p_loss": p_loss, "ideal": threshold / growth if growth > 0 else math.inf,
             **{name: _crossing(log_k, threshold, budget) for name, log_k in (
-                ("product", product), ("mix6", _mixture(z, MIX6)), ("agrapa", _agrapa(z)),
+                ("product", _mixture(z, BETS)), ("mix6", _mixture(z, MIX6)), ("agrapa", _agrapa(z)),
                 ("kelly", _mixture(z, (kelly_bet,))))},
         })
     return rows

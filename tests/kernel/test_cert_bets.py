@@ -1,5 +1,5 @@
-"""benchmarks/cert_bets.py measures the certificate's own e-process (checked against the certify stage's
-`_log_wealth` path by path) and its alternatives; each must stay a valid test, or its crossing times mean nothing."""
+"""benchmarks/cert_bets.py measures the certificate's own e-process (the certify stage's `_log_wealth`, path by
+path) and its alternatives; each must stay a valid test, or its crossing times mean nothing."""
 
 from __future__ import annotations
 
