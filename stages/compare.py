@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.config.load import load_config
     from harness.config.secrets import install_redaction, print_error, secret_values
     from harness.pipeline.compare import CompareInputError, CompareRequest, run_compare
-    from harness.pipeline.entry import one_line_errors
+    from harness.pipeline.entry import command_exit, one_line_errors
 
     overrides = list(args.overrides)
     for key, value in (("certify.margin", args.margin), ("certify.alpha", args.alpha), ("certify.max_pairs", args.max_pairs)):
@@ -55,18 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     errors: tuple[type[BaseException], ...] = (ConfigError, CompareInputError, *one_line_errors())
     llm_cfg: Any = None  # until the config names llm.api_key_env, the environment's secret-looking variables are masked
-    try:
+
+    def body() -> int:
+        nonlocal llm_cfg
         cfg = load_config(overrides)
         llm_cfg = cfg.llm
         install_redaction(secret_values(llm_cfg))  # the key's value never reaches a log line
         certificate = run_compare(cfg, CompareRequest(args.candidate, args.baseline, args.pool, args.seed, out,
                                                       not args.no_tracking), Path.cwd())
-    except errors as exc:
-        print_error(f"error: {exc}", llm_cfg)
-        return 2
-    print(certificate.summary)
-    return 0 if certificate.certified else 1
+        print(certificate.summary)
+        return 0 if certificate.certified else 1
 
+    return command_exit("stages.compare", body, errors, lambda: llm_cfg, prefix="error:")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,8 @@ of params.yaml, the layout the run started from, so a Codex or OpenCode harness 
 failed check is printed and the exit code is 1 (the files are written, so they can be inspected).
 A seed (`--seed`, for train.init_seed=DIR) is written only from a tree the run evaluated: the holdout document
 beside `--from` must name exactly this tree (its fingerprint); its test accuracy (base -> delivered) and the
-certificate's summary are printed. `--unevaluated` writes a seed from any tree and records that in the seed.
+certificate's summary are printed. `--unevaluated` writes a seed from a run's tree its holdout did not evaluate
+(an edited copy beside the run's state) and records that in the seed.
 Not a DVC stage: it only reads a finished run.
 """
 
@@ -22,10 +23,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
 from harness.config.secrets import print_error
+
+if TYPE_CHECKING:
+    from harness.tree import HarnessTree
 
 SURFACES = ("native", "codex", "opencode")
 
@@ -66,15 +71,18 @@ def _write_seed(source: Path, seed_dir: Path, unevaluated: bool = False) -> int:
     unless the run's holdout evaluated exactly this tree (`unevaluated`: written anyway, recorded in the seed)."""
     from harness import workspace as wsp
     from harness.store import StoreError, init_seed
-    from harness.tree import HarnessTree
 
     init_workspace = source.parent.parent / "init" / "workspace"  # <state>/holdout/delivered -> <state>/init/workspace
     try:
         questions_ref = wsp.read_manifest(init_workspace).questions_ref
-    except (FileNotFoundError, ValueError) as exc:
-        print_error(f"error: --from {source}: cannot read the run's questions reference from {init_workspace} ({exc})")
+    except (FileNotFoundError, ValueError, wsp.WorkspaceError) as exc:
+        print_error(f"error: --from {source}: cannot read the run's questions reference from {init_workspace} ({exc}); "
+                    "a seed records the questions of the run that made it, so --from is a run's "
+                    "<state>/holdout/delivered (with or without --unevaluated)")
         return 2
-    tree = HarnessTree.load(source)
+    tree = _load_delivered(source)
+    if tree is None:
+        return 2
     problem, measured = _evaluation_of(source, tree.fingerprint)
     if problem is not None and not unevaluated:
         print_error(f"error: {problem}; a seed is written from an evaluated tree only (the holdout stage's "
@@ -95,6 +103,18 @@ def _write_seed(source: Path, seed_dir: Path, unevaluated: bool = False) -> int:
     print(f"wrote seed {seed.path} ({len(skills)} skill files, {len(prompts)} prompt files) from {source}; "
           f"start a run from it with train.init_seed={seed_dir}")
     return 0
+
+
+def _load_delivered(source: Path) -> "HarnessTree | None":
+    """The native tree at `source`, or None after one error line naming what is wrong (a symlink, a non-UTF-8 file,
+    no system_prompt.md: not a delivered harness)."""
+    from harness.bench.layouts import load_in_layout
+
+    try:
+        return load_in_layout(source, "native")
+    except ValueError as exc:
+        print_error(f"error: --from {source}: {exc}")
+        return None
 
 
 def _copy_certificate(source: Path, target: Path) -> None:
@@ -124,13 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="source", type=Path, help="delivered tree (default: <train.state_dir>/holdout/delivered)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="config snapshot for the defaults")
     parser.add_argument("--force", action="store_true", help="replace the content of a non-empty --to directory")
-    parser.add_argument("--unevaluated", action="store_true", help="--seed: write a seed from a tree the run's holdout did not evaluate")
+    parser.add_argument("--unevaluated", action="store_true", help="--seed: write a seed from a run's tree its holdout did not evaluate (e.g. an edited copy)")
     args = parser.parse_args(argv)
 
     from harness.bench.layouts import from_native
     from harness.h2.surfaces import surface_for
     from harness.h2.validator import validate_tree
-    from harness.tree import HarnessTree
 
     surface, surface_origin = (args.surface, "--surface") if args.surface else _params_value(args.params, "benchmark.harness_surface", "native")
     if args.source is None:
@@ -146,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())) and not args.force:
         print_error(f"error: --to {args.to} exists and is not an empty directory; choose another or pass --force")
         return 2
-    tree = from_native(HarnessTree.load(args.source), surface)
+    delivered = _load_delivered(args.source)
+    if delivered is None:
+        return 2
+    tree = from_native(delivered, surface)
     verdict = validate_tree(tree, surface_for(surface))
     if verdict.ok and verdict.tree is not None:
         tree = verdict.tree  # with the auto-trigger lines the surface needs (e.g. skills listed in AGENTS.md)

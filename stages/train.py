@@ -35,9 +35,10 @@ def main(cfg: DictConfig) -> float | None:
     try:
         return run_training_job(cfg)
     except one_line_errors() as exc:  # a bad config, an INFRA abort, unreadable answers: one line, exit 2, no traceback
+        from harness.bench.jsonl import HarnessDirError
         from harness.config.errors import ConfigError
 
-        if isinstance(exc, ConfigError):  # missed by the pre-check: leave no empty job directory behind
+        if isinstance(exc, (ConfigError, HarnessDirError)):  # missed by the pre-check: leave no empty job directory behind
             from hydra.core.hydra_config import HydraConfig
 
             from harness.config.precheck import remove_unused_job_dir
@@ -55,12 +56,12 @@ if __name__ == "__main__":
     from harness.config.project import enter_project_root
     from harness.config.secrets import print_error, refuse_secrets_on_command_line
     from harness.pipeline import run_lock
-    from harness.pipeline.train_job import rebase_outputs
+    from harness.pipeline.train_job import harness_dir_violations, rebase_outputs
 
     refuse_secrets_on_command_line(sys.argv[1:], "stages.train")  # before Hydra saves the overrides in .hydra/
     root = enter_project_root("stages.train")  # runs/, mlflow.db and the caches belong in the project root, not in cwd
     # every job's config is validated before Hydra creates a directory or a sweep opens its MLflow parent run
-    precheck_or_exit("stages.train", sys.argv[1:], root, rebase_outputs)
+    precheck_or_exit("stages.train", sys.argv[1:], root, rebase_outputs, harness_dir_violations)
     try:  # no cluster at hydra/launcher=ray's address: one line before the sweep opens its MLflow parent run
         from hydra_plugins.harness_launcher.ray_launcher import RayClusterUnreachable, check_command_line
 

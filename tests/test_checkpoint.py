@@ -203,15 +203,18 @@ def test_load_errors(tmp_path):
 def test_fingerprint_key_split():
     fp = config_fingerprint(CFG)
     assert set(fp.structural) == {"benchmark.name", "benchmark.seed", "benchmark.task_types", "pools.val_size",
-                                  "pools.seed", "batching.batch_size", "train.epochs", "train.seed"}
+                                  "pools.seed", "batching.batch_size", "train.epochs", "train.seed", "llm.model",
+                                  "llm.temperature"}
     assert set(fp.decision) == {"gate.lambda", "gate.block_size", "evolve.edit_budget_start"}
     other = copy.deepcopy(CFG)
-    other["llm"]["temperature"] = 0.1
+    other["llm"].update(concurrency=4, timeout_s=5.0, api_key_env="OTHER_KEY")  # engineering keys: how, not which model
     other["train"]["run_name"] = "y"
     assert config_fingerprint(other) == fp  # neither structural nor decision
 
 
-@pytest.mark.parametrize("section, key, value", [("pools", "val_size", 100), ("train", "epochs", 5), ("benchmark", "task_types", ["a"]), ("batching", "new_key", 1)])
+@pytest.mark.parametrize("section, key, value", [("pools", "val_size", 100), ("train", "epochs", 5), ("benchmark", "task_types", ["a"]),
+                                                ("batching", "new_key", 1), ("llm", "model", "another-model"),
+                                                ("llm", "temperature", 0.0), ("llm", "base_url", "http://127.0.0.1:9/v1")])
 def test_structural_change_refuses_resume(tmp_path, section, key, value):
     path = tmp_path / "c.json"
     save_checkpoint(path, _state(), Progress(), CFG)

@@ -150,6 +150,14 @@ def with_task_type_skills(base: HarnessTree, task_types: Sequence[str], *, sourc
                             for t in task_types if skill_path(t) not in base})
 
 
+class HarnessDirError(ValueError):
+    """`benchmark.harness_dir` is not a usable harness tree (`reason` says why; the message names the key and path)."""
+
+    def __init__(self, directory: Path, reason: str):
+        self.directory, self.reason = directory, reason
+        super().__init__(f"benchmark.harness_dir: {directory}: {reason}")
+
+
 def load_harness_dir(directory: str | Path, surface: str = "native") -> HarnessTree:
     """`benchmark.harness_dir`: the harness at `directory` in the layout `surface`, in the native layout."""
     from harness.bench.layouts import load_in_layout
@@ -157,7 +165,7 @@ def load_harness_dir(directory: str | Path, surface: str = "native") -> HarnessT
     try:
         return load_in_layout(Path(directory), surface)
     except ValueError as exc:
-        raise ValueError(f"benchmark.harness_dir: {directory}: {exc}") from None
+        raise HarnessDirError(Path(directory), str(exc)) from None
 
 
 def context_dispatch(question: Question) -> ToolDispatch:

@@ -39,6 +39,7 @@ from harness.config.errors import ConfigError
 from harness.config.suggest import did_you_mean, renamed_key_message, unknown_key_in_error
 
 PrepareJob = Callable[[DictConfig, Path, Path], None]  # (task cfg, job dir, project root), in place
+CheckJob = Callable[[DictConfig, Path], list[Any]]  # (final cfg, project root) -> Violations a layer above config finds
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 HYDRA_FILES = {".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml"}
 LOCK_FILE = ".job.lock"  # harness/pipeline/run_lock.py LOCK_NAME (config sits below pipeline; a test keeps them equal)
@@ -181,7 +182,8 @@ def budget_sizing(cfg: DictConfig) -> tuple[list[str], list[Any]]:
 
 
 def check_train_command_line(argv: Sequence[str], project_root: Path, prepare_job: PrepareJob, *,
-                             config_name: str = "config", warnings: list[str] | None = None) -> list[JobProblem]:
+                             config_name: str = "config", warnings: list[str] | None = None,
+                             check_job: CheckJob | None = None) -> list[JobProblem]:
     """Compose and validate every job `argv` would run (run mode: one; multirun: each sweep job), as the job will
     see its config after `prepare_job`, and size its pair budgets (`budget_sizing`); returns the jobs whose config
     is invalid (empty: all valid, or nothing to check), and appends each distinct sizing warning to `warnings`.
@@ -242,6 +244,7 @@ def check_train_command_line(argv: Sequence[str], project_root: Path, prepare_jo
                 prepare_job(task, job_dir, project_root)
                 final = finalize_config(task, cli_overrides=list(task_overrides))
                 job_warnings, refused = budget_sizing(final)
+                refused = [*refused, *(check_job(final, project_root) if check_job is not None else [])]
                 if refused:
                     raise ConfigError(refused)
             except ConfigError as exc:
@@ -269,7 +272,8 @@ def problems_message(entry: str, problems: Sequence[JobProblem]) -> str:
     return "\n".join(parts)
 
 
-def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepare_job: PrepareJob) -> None:
+def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepare_job: PrepareJob,
+                     check_job: CheckJob | None = None) -> None:
     """Run `check_train_command_line`; on an invalid config print one message and exit 2, on a Hydra composition
     error print Hydra's message (with "did you mean") and exit 1, as Hydra would. With ``HYDRA_FULL_ERROR=1`` or
     ``--debug`` the error propagates with its traceback."""
@@ -278,7 +282,7 @@ def precheck_or_exit(entry: str, argv: Sequence[str], project_root: Path, prepar
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in argv
     warnings: list[str] = []
     try:
-        problems = check_train_command_line(argv, project_root, prepare_job, warnings=warnings)
+        problems = check_train_command_line(argv, project_root, prepare_job, warnings=warnings, check_job=check_job)
     except HydraCompositionError as exc:
         if full_error:
             raise

@@ -417,7 +417,7 @@ def _futility(pairs: Sequence[PairResult], params: CertifyParams) -> Optional[st
     gain = gain_upper_bound(z.tolist(), float(params.futility_z))
     if gain <= 0:
         return (f"futility (estimate): the gain's mean + {params.futility_z:g} se so far is {gain - params.margin:+.4f} "
-                f"<= {-params.margin:+.4f}")
+                f"<= {-params.margin or 0.0:+.4f}")  # margin 0: "+0.0000", not "-0.0000"
     power = conditional_power(view, gain)
     if power < FUTILITY_POWER:
         return (f"futility (estimate): P(certified in the {remaining} pairs left | gain {gain - params.margin:+.4f}, "

@@ -12,8 +12,11 @@ SystemCasePack, RejectedEdit inside Probation.pending_edits), so a default
 never hides a missing value.
 
 Config fingerprint: structural keys (benchmark.*, pools.*, batching.*,
-train.epochs, train.seed) change what the saved state means, so a change
-refuses to resume; decision keys (gate.*, evolve.*) only change future
+train.epochs, train.seed, and every llm.* key that decides which model answers
+and how: model, models, base_url, temperature, ... — all but the engineering
+keys `.env` may set and llm.prices) change what the saved state means, so a change
+refuses to resume: a resumed run never mixes two models' answers. Decision keys
+(gate.*, evolve.*, llm.prices: what a call is recorded to cost) only change future
 decisions, so a change is logged as a warning. The config is a plain nested
 dict (use `OmegaConf.to_container(cfg, resolve=True)` upstream).
 """
@@ -39,11 +42,11 @@ from harness.kernel.fdr import FdrState
 from harness.kernel.types import CaseSample, Probation, RejectedEdit, SystemCasePack, ToolCasePack
 from harness.loop.train_state import EvalRef, Progress, TrainState
 
-FORMAT_VERSION = 5  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); 4: eval_prev_ref (train.reuse_identical); 5: eval_prev_ref.inputs (each answer's input key); older formats are refused by name
+FORMAT_VERSION = 6  # 2: CaseSample carries the choices and context; 3: gate keys removed or renamed (issue 29: gate.plan, no baseline_reuse); 4: eval_prev_ref (train.reuse_identical); 5: eval_prev_ref.inputs (each answer's input key); 6: llm.* in the structural fingerprint; older formats are refused by name
 PHASES = ("in_epoch", "epoch_done")
-STRUCTURAL_PREFIXES = ("benchmark.", "pools.", "batching.")
+STRUCTURAL_PREFIXES = ("benchmark.", "pools.", "batching.", "llm.")
 STRUCTURAL_KEYS = ("train.epochs", "train.seed")
-DECISION_PREFIXES = ("gate.", "evolve.")
+DECISION_PREFIXES = ("gate.", "evolve.", "llm.prices.")
 
 logger = logging.getLogger(__name__)
 
@@ -337,9 +340,12 @@ def config_fingerprint(cfg: Mapping[str, Any]) -> ConfigFingerprint:
     """Split a plain nested config into its structural and decision keys."""
     if not isinstance(cfg, Mapping):
         raise TypeError(f"config_fingerprint needs a plain mapping (OmegaConf.to_container), got {type(cfg).__name__}")
+    from harness.config.load import ENGINEERING_KEYS  # how a run reaches the model, not what answers it
+
     flat = flatten_config(cfg)
-    structural = {k: v for k, v in flat.items() if k.startswith(STRUCTURAL_PREFIXES) or k in STRUCTURAL_KEYS}
     decision = {k: v for k, v in flat.items() if k.startswith(DECISION_PREFIXES)}
+    structural = {k: v for k, v in flat.items() if (k.startswith(STRUCTURAL_PREFIXES) or k in STRUCTURAL_KEYS)
+                  and k not in decision and k not in ENGINEERING_KEYS}
     for part in (structural, decision):
         try:
             json.dumps(part, allow_nan=False)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.contracts.certificate import Certificate, write_certificate
+from harness.contracts.certificate import CERTIFICATE_FILE, Certificate, write_certificate
 from harness.identity import COMPARE_INDEX
 from harness.log import HarnessLog
 from harness.loop import rollouts as ro
@@ -23,10 +23,11 @@ from harness.loop.certify import Contender, arm_slug, certificate_metrics, certi
 from harness.loop.context import make_context
 from harness.loop.stages.certify import certify_params
 from harness.loop.state import RUNLOG
-from harness.pipeline.evaluate import EvalInputError, load_harness, pool_qids, removed_if_unfinished
+from harness.pipeline.evaluate import EvalInputError, check_out, load_harness, pool_qids, removed_if_unfinished
 
 progress = logging.getLogger("harness.progress")
 CompareInputError = EvalInputError  # a harness directory or pool that cannot be used (the message names it)
+COMPARE_OUT_ENTRIES = (RUNLOG, CERTIFICATE_FILE)  # what a compare writes into --out (refused there if present)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
     params = certify_params(cfg)
     tag = f"s{request.seed}"
     started = time.monotonic()
-    with removed_if_unfinished(request.out, (RUNLOG,)):
+    check_out(request.out, COMPARE_OUT_ENTRIES, "a compare's")
+    with removed_if_unfinished(request.out, COMPARE_OUT_ENTRIES):  # a fault up to the MLflow run leaves no result
         request.out.mkdir(parents=True, exist_ok=True)
         log = HarnessLog(request.out / RUNLOG)
         try:
@@ -74,10 +76,10 @@ def run_compare(cfg: Any, request: CompareRequest, root: Path) -> Certificate:
         finally:
             log.close()
             ctx.close()
-    path = write_certificate(request.out, certificate)
+        path = write_certificate(request.out, certificate)
+        run_id = log_compare(cfg, certificate, path, root, request) if request.tracking and bool(cfg.tracking.enabled) else None
     progress.info("[compare] %s (%.0f s); certificate: %s", certificate.summary, time.monotonic() - started, path)
-    if request.tracking and bool(cfg.tracking.enabled):
-        run_id = log_compare(cfg, certificate, path, root, request)
+    if run_id:
         progress.info("[compare] MLflow run %s (experiment %s)", run_id, cfg.tracking.experiment)
     return certificate
 

@@ -105,21 +105,60 @@ def stage_tracking(stage: str, cfg: Any, project_root: Path):
     return StageTracking(stage, cfg, project_root)
 
 
+def show_tracebacks() -> bool:
+    """``--debug`` on the command line or ``HYDRA_FULL_ERROR=1``: errors propagate with their traceback."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in sys.argv[1:]
+
+
+def command_exit(prog: str, body: Callable[[], int], known: tuple[type[BaseException], ...],
+                 llm_cfg: Callable[[], Any], prefix: str) -> int:
+    """Run a command line's `body` (stages.compare, stages.eval, stages.diagnose) and turn how it ended into its exit
+    status with one line on stderr, never a traceback, so a CI check can tell a verdict from a fault: the body's own
+    status when it returns; 2 for a `known` error (bad input, an outage: ``prefix`` and its message) and for any
+    other exception (a fault, named as one: never a result); 130 for Ctrl-C and 143 for SIGTERM (how `timeout`, CI
+    and `kill` stop a job), which raises inside the body like Ctrl-C, so its cleanup runs and a stopped run leaves
+    no result behind. `llm_cfg()` is the loaded llm config once there is one (the API key's value is masked in the
+    line). With ``--debug`` / ``HYDRA_FULL_ERROR=1`` an error propagates with its traceback."""
+    from harness.config.secrets import print_error
+    from harness.tracking.live import RunKilled, sigterm_raises
+
+    try:
+        with sigterm_raises():
+            return body()
+    except KeyboardInterrupt:
+        print_error(f"{prog}: interrupted (Ctrl-C) before its result; what it had written is removed", llm_cfg())
+        return 130
+    except RunKilled:
+        print_error(f"{prog}: stopped by SIGTERM before its result; what it had written is removed", llm_cfg())
+        return 143
+    except known as exc:
+        print_error(f"{prefix} {exc}", llm_cfg())
+        return 2
+    except Exception as exc:
+        if show_tracebacks():
+            raise
+        print_error(f"{prefix} failed with {type(exc).__name__}: {exc} (a fault, not a result; --debug or "
+                    "HYDRA_FULL_ERROR=1 shows the traceback)", llm_cfg())
+        return 2
+
+
 def one_line_errors() -> tuple[type[BaseException], ...]:
     """Errors that stop a stage or a run with their one-line message, not a traceback: a bad config (`ConfigError`,
     every violation as `key = value: rule`), bad state, the local
     response store and an unusable endpoint (`StageStopError`: `LocalStoreError`, `PreflightError`), an LLM call
     that failed for good outside a rollout (`LLMError`: an editor or diagnoser call), the INFRA and scored-share guards (`InfraFailureError`), unreadable solver answers (`AnswerFormatError`) and
-    a run directory another job holds (`RunDirInUse`), and every corrupt or unreadable input or store named
-    with its path (`InputFileError`, questions, documents, checkpoints, the tracking database). With
+    a run directory another job holds (`RunDirInUse`), a resume the changed config refuses (`ResumeRefused`), a
+    starting harness that is not a harness tree (`HarnessDirError`), and every corrupt or unreadable input or store
+    named with its path (`InputFileError`, questions, documents, checkpoints, the tracking database). With
     ``--debug`` or ``HYDRA_FULL_ERROR=1`` nothing is caught: the traceback is shown."""
-    if os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in sys.argv[1:]:
+    if show_tracebacks():
         return ()
+    from harness.bench.jsonl import HarnessDirError
     from harness.config.errors import ConfigError
     from harness.contracts.answers import AnswerFormatError
     from harness.inputs import InputFileError
     from harness.llm.protocol import LLMError, StageStopError
-    from harness.loop.checkpoint import CheckpointError
+    from harness.loop.checkpoint import CheckpointError, ResumeRefused
     from harness.loop.documents import DocumentError
     from harness.loop.state import StateError
     from harness.loop.validate import InfraFailureError
@@ -131,7 +170,7 @@ def one_line_errors() -> tuple[type[BaseException], ...]:
 
     return (ConfigError, StateError, StageStopError, LLMError, InfraFailureError, AnswerFormatError, RunDirInUse, InputFileError,
             QuestionsError, DocumentError, CheckpointError, StoreError, WorkspaceError, TrackingDbError,
-            TrackingConfigError)
+            TrackingConfigError, HarnessDirError, ResumeRefused)
 
 
 def stage_rollouts(out: Path | None) -> tuple[int, float]:

@@ -266,12 +266,15 @@ def _check_infra(n_infra: int, n_total: int, cfg: Any, where: str) -> None:
     guard_infra_failures(n_infra, n_total, InfraLimits(float(cfg.gate.infra_max_ratio), int(cfg.gate.infra_min_denominator)), where)
 
 
-def check_out(out: Path) -> Path:
-    """Refuse an `out` holding any entry an eval writes (EVAL_OUT_ENTRIES): an earlier run, finished or not, is never
-    overwritten nor mixed with this one."""
-    found = [name for name in EVAL_OUT_ENTRIES if (out / name).exists()]
+def check_out(out: Path, entries: Sequence[str] = EVAL_OUT_ENTRIES, what: str = "an eval run's") -> Path:
+    """Refuse an `out` holding any of `entries` (what the run writes there, with a run log's SQLite side files): an
+    earlier run, finished or not, is never overwritten nor mixed with this one."""
+    if out.exists() and not out.is_dir():
+        raise EvalInputError(f"--out {out}: not a directory")
+    found = [name for entry in entries for name in (entry, *(f"{entry}{side}" for side in SQLITE_SIDE_SUFFIXES))
+             if (out / name).exists()]
     if found:
-        raise EvalInputError(f"--out {out}: already holds an eval run's {', '.join(found)}; choose another directory")
+        raise EvalInputError(f"--out {out}: already holds {what} {', '.join(found)}; choose another directory")
     return out
 
 
@@ -638,7 +641,7 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     from harness.config.errors import ConfigError
     from harness.config.load import load_config
     from harness.config.secrets import install_redaction, print_error, refuse_secrets_on_command_line, secret_values
-    from harness.pipeline.entry import one_line_errors
+    from harness.pipeline.entry import command_exit, one_line_errors
 
     refuse_secrets_on_command_line(args.overrides, prog)
     if args.samples < 1:
@@ -647,13 +650,14 @@ def eval_command(prog: str, doc: str, argv: Optional[list[str]], run: Any) -> in
     out = args.out or Path("runs") / prog.rsplit(".", 1)[-1] / time.strftime("%Y-%m-%d_%H-%M-%S", time.gmtime())
     caught: tuple[type[BaseException], ...] = (ConfigError, EvalInputError, *one_line_errors())
     llm_cfg: Any = None  # until the config names llm.api_key_env, the environment's secret-looking variables are masked
-    try:
+
+    def body() -> int:
+        nonlocal llm_cfg
         cfg = load_config(list(args.overrides))
         llm_cfg = cfg.llm
         install_redaction(secret_values(llm_cfg))  # the key's value never reaches a log line
         lines = run(cfg, EvalRequest(args.harness, args.pool, args.samples, out, not args.no_tracking), Path.cwd())
-    except caught as exc:
-        print_error(f"{prog}: {exc}", llm_cfg)
-        return 2
-    print("\n".join(lines))
-    return 0
+        print("\n".join(lines))
+        return 0
+
+    return command_exit(prog, body, caught, lambda: llm_cfg, prefix=f"{prog}:")

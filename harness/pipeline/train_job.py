@@ -16,6 +16,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from harness.config.errors import Violation
+
 log = logging.getLogger("harness.progress")
 
 
@@ -84,3 +86,16 @@ def _run_locked_job(cfg: DictConfig, hydra_cfg, job_dir: Path) -> float | None:
                          project_root=project_root, mlflow_run_name=run_name,
                          parent_run_id=parent_run_id, telemetry=telemetry, source="train")
     return result.summary.final_metrics().get("best_val_acc")
+
+
+def harness_dir_violations(cfg: DictConfig, project_root: Path) -> list[Violation]:
+    """The pre-check's job check (harness/config/precheck.py `CheckJob`): a `benchmark.harness_dir` that is not a
+    harness tree is a config problem of the job, refused before Hydra creates a directory like any other bad value
+    (the loader's reason: an empty tree, a non-UTF-8 file, a symlink)."""
+    from harness.bench.jsonl import HarnessDirError
+    from harness.compose import start_harness
+    try:
+        start_harness(cfg.benchmark, project_root)
+    except HarnessDirError as exc:
+        return [Violation("benchmark.harness_dir", str(cfg.benchmark.harness_dir), exc.reason)]
+    return []

@@ -277,3 +277,64 @@ def test_compare_masks_the_api_keys_value_in_its_error_line(tmp_path):
         assert compared.returncode == 2, compared.stderr
         assert f"error: --candidate {tmp_path / '***REDACTED***'}: not a directory" in compared.stderr, compared.stderr
         assert key not in compared.stderr + compared.stdout
+
+
+def test_compare_tells_a_fault_from_a_verdict_and_never_reuses_an_earlier_runs_out(tmp_path):
+    """Exit 1 means "not certified" only. An --out that is a file or that already holds a compare's run log or
+    certificate (an earlier run, finished or stopped) is refused with exit 2, before any rollout and without touching
+    what is there; a fault after the verdict (here: the MLflow store cannot be written) is exit 2 with one line, and
+    the certificate it had written is removed: a run that did not finish never looks like a result."""
+    from harness.compose import build_benchmark
+    from harness.config.load import load_config
+
+    base = build_benchmark(load_config(list(SMALL), env_file=None, environ={}).benchmark, tmp_path).world.base_harness()
+    base.save(tmp_path / "base")
+    (tmp_path / "afile").write_text("not a directory\n")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "runlog.sqlite-wal").write_bytes(b"")  # what a stopped run's log leaves beside it
+    same = ("--candidate", str(tmp_path / "base"), "--baseline", str(tmp_path / "base"), "--margin", "0.02")
+    runs = {"file": _compare(tmp_path, *same, "--no-tracking", "--out", str(tmp_path / "afile")),
+            "used": _compare(tmp_path, *same, "--no-tracking", "--out", str(tmp_path / "used")),
+            "store": _compare(tmp_path, *same, "--out", str(tmp_path / "o"),
+                              tracking_uri="sqlite:////proc/harness-no-such-dir/mlflow.db")}  # passes the config check
+    for run in runs.values():
+        assert run.returncode == 2, run.stderr[-3000:]
+        assert "Traceback" not in run.stderr and run.stdout == "", run.stderr[-3000:]
+    assert f"error: --out {tmp_path / 'afile'}: not a directory" in runs["file"].stderr
+    assert "already holds a compare's runlog.sqlite-wal; choose another directory" in runs["used"].stderr
+    assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["runlog.sqlite-wal"]
+    assert (tmp_path / "afile").read_text() == "not a directory\n"
+    assert "error: " in runs["store"].stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_a_compare_stopped_by_sigterm_exits_143_and_leaves_nothing(tmp_path):
+    """SIGTERM (how `timeout`, CI and `kill` stop a job) unwinds like Ctrl-C: exit 143, one line, and the --out the
+    run created is gone with its partial run log, so the next compare into it starts clean."""
+    import signal
+    import time
+
+    from tests.support.openai_server import FakeOpenAIServer
+
+    questions = questions_and_harness(tmp_path)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "system_prompt.md").write_text("Answer with one letter, A or B.\n")
+    out = tmp_path / "o"
+    with FakeOpenAIServer(latency_s=0.3, served_models=("stand-in",)) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stages.compare", "--candidate", str(tmp_path / "c"), "--baseline", str(tmp_path / "h"),
+             "--no-tracking", "--out", str(out), "llm=openai", "benchmark=jsonl", f"benchmark.path={questions}",
+             f"llm.base_url={server.base_url}", "llm.model=stand-in", f"llm.cache_dir={tmp_path / 'cache'}",
+             "llm.concurrency=1", "certify.futility=none"],
+            cwd=REPO_ROOT, env={**env(), "OPENAI_API_KEY": "local"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        deadline = time.monotonic() + 120
+        while server.n_requests < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None and (out / "runlog.sqlite").exists(), "the compare did not reach its rollouts"
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "stages.compare: stopped by SIGTERM before its result" in stderr and "Traceback" not in stderr
+    assert stdout == "" and not out.exists()

@@ -142,3 +142,25 @@ def test_a_config_error_the_precheck_does_not_see_still_leaves_nothing(config_pr
     assert done.returncode == 2, done.stderr[-3000:]
     assert _one_line(done.stderr, "stages.train:").startswith("stages.train: invalid configuration (1 problem):")
     assert _tree(config_project) == before
+
+
+def test_a_starting_harness_that_is_not_a_harness_tree_is_refused_before_anything_is_written(config_project: Path,
+                                                                                          tmp_path: Path) -> None:
+    """`benchmark.harness_dir` is checked with the rest of the config: an empty directory or a tree with a non-UTF-8
+    file is one line naming the key, the path and why, exit 2, and no run directory (it used to be a traceback)."""
+    from tests.pipeline.support import questions_and_harness
+
+    questions = questions_and_harness(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "latin").mkdir()
+    (tmp_path / "latin" / "system_prompt.md").write_bytes("R\xe9ponds par une lettre.\n".encode("latin-1"))
+    before = _tree(config_project)
+    for tree, why in (("empty", "not a harness tree: no system_prompt.md"), ("latin", "system_prompt.md")):
+        done = subprocess.run([sys.executable, "-m", "stages.train", "benchmark=jsonl", f"benchmark.path={questions}",
+                               "llm=openai", f"llm.base_url={_dead_url()}", f"benchmark.harness_dir={tmp_path / tree}",
+                               "tracking=none"], cwd=config_project, env=env(), capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert "Traceback" not in done.stderr and done.stderr.startswith("stages.train: "), done.stderr[-3000:]
+        assert f"benchmark.harness_dir = '{tmp_path / tree}': " in done.stderr and why in done.stderr, done.stderr
+        assert _tree(config_project) == before

@@ -1,6 +1,7 @@
 """Resuming a killed `python -m stages.train` in place, with the command README and docs/own-run.md ("Resume") give:
 the same command again plus `hydra.run.dir=<the job dir it printed>`. A real job of the default world is SIGKILLed
-right after its first stage, resumed that way, and must deliver what an uninterrupted job of the same config delivers."""
+right after its first stage, resumed that way, and must deliver what an uninterrupted job of the same config delivers;
+a resume with another model setting is refused in one line, leaving the killed job's state as it was."""
 
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ def test_the_documented_resume_command_finishes_a_killed_train_job_with_the_unin
     done_before = {p: p.stat().st_mtime_ns for p in (job_dir / "state").rglob("DONE.json")}
 
     relative = job_dir.relative_to(project)
+    other_model = subprocess.run([*command, "llm.temperature=0.2", f"hydra.run.dir={relative}"], cwd=project, env=env(),
+                                 capture_output=True, text=True, timeout=300, check=False)
+    assert other_model.returncode == 2 and "Traceback" not in other_model.stderr, other_model.stderr[-3000:]
+    assert ("stages.train: refusing to resume: structural config key(s) changed since the checkpoint: "
+            "llm.temperature (0.7 -> 0.2)") in other_model.stderr  # a resume never mixes two models' answers
     resumed = run([*command, f"hydra.run.dir={relative}"], project, timeout=900)  # the documented command
     assert f"[train] job dir {job_dir}" in resumed.stdout + resumed.stderr  # the same directory, resumed in place
     assert sorted((project / "runs" / "default").iterdir()) == [job_dir]  # no second run directory

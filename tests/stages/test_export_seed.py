@@ -65,3 +65,27 @@ def test_unevaluated_writes_the_seed_and_says_so(run: Path, capsys) -> None:
     assert export.main(["--seed", "seeds/b", "--from", str(run), "--unevaluated"]) == 0
     assert "writing the seed anyway (--unevaluated)" in capsys.readouterr().err
     assert next(Path("seeds/b").rglob("seed.json")).is_file()
+
+
+def test_a_tree_that_is_not_a_delivered_harness_is_refused_in_one_line_and_nothing_is_written(tmp_path: Path, capsys,
+                                                                                               monkeypatch) -> None:
+    """--to and --seed from an empty tree, a tree with a non-UTF-8 file or a symlink, and --seed from a tree with no
+    run around it: exit 2, one `error: --from ...` line naming why (no traceback), and no --to / --seed directory."""
+    monkeypatch.chdir(tmp_path)
+    trees = {name: tmp_path / name for name in ("empty", "latin", "linked", "lone")}
+    for tree in trees.values():
+        tree.mkdir()
+    (trees["latin"] / "system_prompt.md").write_bytes("R\xe9ponds.\n".encode("latin-1"))
+    (trees["linked"] / "elsewhere.md").write_text("Answer.\n")
+    (trees["linked"] / "system_prompt.md").symlink_to(trees["linked"] / "elsewhere.md")
+    DELIVERED.save(trees["lone"])
+    cases = [(["--to", "out_empty", "--from", str(trees["empty"])], "no system_prompt.md"),
+             (["--to", "out_latin", "--from", str(trees["latin"])], "system_prompt.md"),
+             (["--to", "out_linked", "--from", str(trees["linked"])], "symlink"),
+             (["--seed", "seed_lone", "--from", str(trees["lone"]), "--unevaluated"], "cannot read the run's questions reference")]
+    for argv, why in cases:
+        assert export.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: --from {argv[3]}") and why in lines[0], err
+        assert not Path(argv[1]).exists(), argv
