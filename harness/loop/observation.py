@@ -43,7 +43,7 @@ TABLES: dict[str, str] = {
     "holdout_eval": """CREATE TABLE IF NOT EXISTS holdout_eval (
         epoch INTEGER NOT NULL, which TEXT NOT NULL, run_id TEXT NOT NULL,
         skills_version TEXT, prompts_version TEXT, n INTEGER NOT NULL,
-        hard_acc REAL NOT NULL, soft_score REAL, mixed_score REAL,
+        hard_acc REAL NOT NULL, soft_score REAL, mixed_score REAL, rolled_back TEXT,
         created_at REAL NOT NULL, PRIMARY KEY (epoch, which))""",
     "quadrant_pair": """CREATE TABLE IF NOT EXISTS quadrant_pair (
         gate_run_id TEXT NOT NULL, qid TEXT NOT NULL, epoch INTEGER NOT NULL, step INTEGER NOT NULL,
@@ -121,13 +121,16 @@ def write_shadow_gate(db_path: str | Path, *, epoch: int, run_id: str, hard_acc:
 
 
 def write_holdout_eval(db_path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
-    """rows: epoch, which, run_id, skills_version, prompts_version, n, hard_acc, soft_score, mixed_score."""
+    """rows: epoch, which, run_id, skills_version, prompts_version, n, hard_acc, soft_score, mixed_score, and optional
+    rolled_back (the task types a per-type rollback put back to the start's files: the row's harness is then not the
+    workspace version its labels name; NULL otherwise)."""
     clean = []
     for r in rows:
         clean.append(dict(epoch=int(r["epoch"]), which=str(r["which"]), run_id=str(r["run_id"]),
                           skills_version=r["skills_version"], prompts_version=r["prompts_version"], n=int(r["n"]),
                           hard_acc=float(r["hard_acc"]), soft_score=_nullable(r["soft_score"], "soft_score"),
-                          mixed_score=_nullable(r["mixed_score"], "mixed_score"), created_at=time.time()))
+                          mixed_score=_nullable(r["mixed_score"], "mixed_score"), rolled_back=r.get("rolled_back"),
+                          created_at=time.time()))
     return _write(db_path, "holdout_eval", clean)
 
 

@@ -350,6 +350,11 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
     from harness.contracts.certificate import CERTIFICATE_FILE, read_certificate
 
     certificate = read_certificate(layout.holdout / CERTIFICATE_FILE) if (layout.holdout / CERTIFICATE_FILE).is_file() else None
+    if certificate is not None:
+        from harness.loop.stages.holdout import rolled_back_types
+
+        if rolled_back_types(certificate):  # the versions name the parent; the delivered tree is its rollback
+            delivered["rolled_back"] = ", ".join(rolled_back_types(certificate))
     run_spend.add(read_spend(layout.certify))
 
     proposals, diagnosis_cases, diagnosis_unparseable = _proposals(layout, gates)

@@ -250,7 +250,8 @@ def _wilson(row: dict[str, Any]) -> str:
 
 def _holdout_table(summary: RunSummary) -> tuple[list[str], list[list[str]]]:
     header = ["which", "skills", "prompts", "n", "hard acc", HOLDOUT_INTERVAL, "soft", "mixed"]
-    rows = [[_fmt(r.get(k)) for k in ("which", "skills_version", "prompts_version", "n", "hard_acc")] + [_wilson(r)]
+    rows = [[_fmt(r.get("which")), _fmt(r.get("skills_version")) + (f" with {r['rolled_back']} rolled back" if r.get("rolled_back") else "")]
+            + [_fmt(r.get(k)) for k in ("prompts_version", "n", "hard_acc")] + [_wilson(r)]
             + [_fmt(r.get(k)) for k in ("soft_score", "mixed_score")] for r in summary.holdout]
     return header, rows
 

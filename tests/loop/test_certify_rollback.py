@@ -321,3 +321,17 @@ def test_changed_types_follow_the_rendered_system_message():
     assert changed_types(base.with_files({"skills/b/SKILL.md": "d0\n"}), base, ["a", "b"]) == ["b"]
     assert changed_types(base.with_files({"skills/a/notes.md": "x\n"}), base, ["a", "b"]) == []
     assert changed_types(base.with_files({"README.md": "x\n"}), base, ["a", "b"]) == ["a", "b"]  # outside skills/: all
+
+
+def test_the_holdout_names_the_rolled_back_types_of_what_it_delivers(world_ctx):
+    """`rolled_back_types` (the holdout stage's labels, the report's "delivered harness"): the trapped type after a
+    rollback re-certification, nothing for a delivery without one."""
+    from harness.loop.stages.holdout import rolled_back_types
+
+    world = world_ctx["world"]
+    base = world.base_harness()
+    types = list(world.task_type_names)
+    bad = next(t for t in types if world.rules_of(t, "trap"))
+    candidate = _with_rules(world, base, {**{t: "insight" for t in types if t != bad and world.rules_of(t, "insight")}, bad: "trap"})
+    assert rolled_back_types(_certify(world_ctx, candidate)[0]) == [bad]
+    assert rolled_back_types(_certify(world_ctx, candidate, per_type="flag")[0]) == []

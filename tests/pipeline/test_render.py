@@ -194,3 +194,20 @@ def test_numbers_shown_are_rounded(tmp_path: Path) -> None:
         assert too_precise == [], (kind, too_precise[:5])
     md = files["markdown"].read_text()
     assert "**USD**: 0.1552" in md and "-0.0008 ± 0.0025 over 21652" in md and "| 0.6864 |" in md
+
+
+def test_a_per_type_rollback_delivery_is_not_labelled_as_its_parent_version(tmp_path: Path) -> None:
+    """A delivery that put task types back to the start's files is not the workspace version its labels name: the
+    held-out row and the "delivered harness" line say which types were rolled back (the epoch-best row of the same
+    version keeps its plain label and its own accuracy)."""
+    from dataclasses import replace
+
+    summary = _summary()
+    holdout = (summary.holdout[0], {**summary.holdout[1], "rolled_back": "counting, ocr"},
+               {"epoch": 2, "which": "best", "run_id": "r_e2_best", "skills_version": "v2", "prompts_version": "v0", "n": 6,
+                "hard_acc": 0.8333, "soft_score": None, "mixed_score": None, "rolled_back": None})
+    summary = replace(summary, holdout=holdout, delivered={**summary.delivered, "rolled_back": "counting, ocr"})
+    md = write_reports(summary, tmp_path)["markdown"].read_text()
+    assert "| delivered | v2 with counting, ocr rolled back | v0 | 6 | 0.6667 |" in md
+    assert "| best | v2 | v0 | 6 | 0.8333 |" in md
+    assert "rolled_back=counting, ocr" in md

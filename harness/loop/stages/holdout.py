@@ -30,6 +30,7 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
     prev = require_done(Path(final_state), "final state")
     ws = prev / WORKSPACE
     certificate, sv, pv, delivered = delivered_tree(Path(certify), ws)  # a per-type rollback is no workspace version
+    types = rolled_back_types(certificate)  # said wherever (sv, pv) labels the delivery: it is not that version's tree
     out_dir = fresh_output(Path(out))
     best = wsp.read_best(ws)
     delivered.save(out_dir / "delivered")
@@ -52,7 +53,8 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
             acc = sum(bool(x) for x in seen) / len(seen)
             soft = soft_of(run_id)
             rows.append(dict(epoch=0, which=which, run_id=run_id, skills_version=s, prompts_version=v, n=len(p["test"]),
-                             hard_acc=acc, soft_score=soft, mixed_score=mixed_score(acc, soft)))
+                             hard_acc=acc, soft_score=soft, mixed_score=mixed_score(acc, soft),
+                             rolled_back=", ".join(types) if which == "delivered" and types else None))
     finally:
         log.close()
     write_holdout_eval(out_dir / RUNLOG, rows)
@@ -68,8 +70,8 @@ def stage_holdout(ctx: StageContext, final_state: Path, pools: Path, out: Path, 
         stopped_early=lineage.stopped, stop_reason=lineage.stop_reason)
     write_document(out_dir / HOLDOUT, result)
     mark_done(out_dir, {"stage": "holdout", **to_json(result.delivered)}, spend=ctx.take_spend())
-    progress.info("[holdout] delivered skills %s prompts %s: test acc %.3f (base %.3f)", sv, pv, result.test["delivered"],
-                  result.test["base"])
+    progress.info("[holdout] delivered skills %s prompts %s%s: test acc %.3f (base %.3f)", sv, pv,
+                  f" with {', '.join(types)} rolled back" if types else "", result.test["delivered"], result.test["base"])
 
 
 def delivered_figures(best: Optional[wsp.BestPointer], sv: str, pv: str, rolled_back: bool) -> tuple[Optional[float], Optional[int]]:
@@ -79,6 +81,12 @@ def delivered_figures(best: Optional[wsp.BestPointer], sv: str, pv: str, rolled_
     if best is None or rolled_back or (best.skills, best.prompts) != (sv, pv):
         return None, None
     return best.val_acc, best.epoch
+
+
+def rolled_back_types(certificate: Certificate) -> list[str]:
+    """The task types a per-type rollback delivery put back to the start's files ([] for any other delivery)."""
+    rollback = certificate.chosen.rollback if certificate.chosen is not None else None
+    return [str(t) for t in rollback["task_types"]] if rollback else []
 
 
 def rolled_back(certificate: Certificate) -> bool:
