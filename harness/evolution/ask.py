@@ -60,12 +60,14 @@ class ReplyContract(Generic[T_co]):
 
 
 async def probe_reply_format(llm: LLMProvider, role: Role) -> str:
-    """The first structured dialect `llm` enforces for `role`'s model, else "text" (one request per dialect tried)."""
+    """The first structured dialect `llm` enforces for `role`'s model, else "text" (one request per dialect tried).
+    A metered provider files a probe as overhead, not as the run's work (`MeteredProvider.complete_overhead`)."""
+    complete = getattr(llm, "complete_overhead", None) or llm.complete
     for dialect in STRUCTURED_FORMATS:
         request = LLMRequest.make(role, [ChatMessage("user", PROBE_PROMPT)], temperature=0.0, max_tokens=PROBE_MAX_TOKENS,
                                   response_format=response_format(dialect, "probe", PROBE_SCHEMA))
         try:
-            response = await llm.complete(request)
+            response = await complete(request)
         except LLMError as exc:
             if exc.kind in _REFUSALS:
                 log.info("provider %s (%s model %s) refuses %s structured output: %s", getattr(llm, "name", "?"), role.value,

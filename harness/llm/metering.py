@@ -96,6 +96,16 @@ class MeteredProvider:
         self.record(Role(request.role), response)
         return response
 
+    async def complete_overhead(self, request: LLMRequest) -> LLMResponse:
+        """A call each process makes once whatever the run's work (the reply-format probe, harness/evolution/ask.py):
+        not the run's work, so it adds only to what this execution paid and waited (`usd_paid`, `seconds`), never to
+        calls, tokens or `usd`: a run split over processes (a resume, one process a DVC stage) reports the same work
+        as the same run in one process, and a replayed run the same as the first."""
+        response = await self.inner.complete(request)
+        spend = self._spend.roles.setdefault(Role(request.role).value, RoleSpend())
+        spend.add(RoleSpend(usd_paid=float(response.cost_usd), seconds=float(response.latency_s)))
+        return response
+
     def record(self, role: Role, response: LLMResponse) -> None:
         spend = self._spend.roles.setdefault(role.value, RoleSpend())
         spend.add(RoleSpend(calls=1, replayed=int(response.cached), prompt_tokens=response.usage.prompt_tokens,

@@ -504,10 +504,14 @@ class OpenAIProvider:
             except Exception as exc:  # classified below; nothing escapes unclassified
                 kind, retry_after = classify_error(exc)
                 detail = redact(describe_error(exc), self._api_key)
+                status = getattr(exc, "status_code", None)
             retryable = kind in RETRYABLE_KINDS or (kind == "bad_response" and bad_responses < min(MAX_BAD_RESPONSE_RETRIES, self._max_retries))
             if kind == "bad_response":
                 bad_responses += 1
-            if kind == "bad_request" and payload.get("logprobs"):
+            if kind == "bad_request" and status == 404:  # no such route (a base URL without /v1) or no such model
+                detail += (f" (HTTP 404 from {self.endpoint}: check llm.base_url, which OpenAI-compatible servers usually "
+                           "serve under /v1, e.g. http://127.0.0.1:8080/v1, and llm.model / llm.models)")
+            elif kind == "bad_request" and payload.get("logprobs"):
                 detail += (f" (the request asked for token log-probabilities, llm.top_logprobs={payload.get('top_logprobs')}; "
                            "set llm.top_logprobs=0 if this server or model does not return them)")
             if not retryable or attempt >= self._max_retries:
@@ -528,7 +532,7 @@ class OpenAIProvider:
             usage = Usage()
         if self._prices and not has_price(self._prices, model) and model not in self._warned_no_price:
             self._warned_no_price.add(model)
-            logger.warning("llm.prices has no entry for model %s; its calls are recorded at 0 USD", model)
+            logger.warning("llm.prices has no entry for model %s; its calls paid now are recorded at 0 USD (replies replayed from the cache keep the price they were paid at)", model)
         return LLMResponse(
             text=text,
             model=model,

@@ -287,3 +287,39 @@ def test_test_server_latency_jitter_is_bounded_seeded_and_validated():
     assert FakeOpenAIServer(latency_s=0.1)._latency() == 0.1
     with pytest.raises(ValueError, match="latency_jitter"):
         FakeOpenAIServer(latency_s=0.1, latency_jitter=1.5)._latency()
+
+
+def test_a_base_url_without_v1_is_named_as_the_likely_cause_not_the_logprobs(server):
+    """A 404 on the completion route (here: llm.base_url without its /v1, a common slip) says to check the URL and
+    the model, not to turn log-probabilities off (the hint for a 400 on a logprobs request)."""
+    root = server.base_url.rsplit("/v1", 1)[0]
+    provider = OpenAIProvider(fast_llm_config(base_url=root, max_retries=0, top_logprobs=5), api_key=SECRET)
+    with pytest.raises(LLMError) as info:
+        run(complete_and_close(provider, request()))
+    assert info.value.kind == "bad_request"
+    assert "HTTP 404 from" in str(info.value) and "check llm.base_url" in str(info.value) and "/v1" in str(info.value)
+    assert "top_logprobs=0" not in str(info.value)
+
+
+def test_the_reply_format_probe_is_overhead_not_the_runs_work(server, tmp_path):
+    """Each process probes the editor's reply format once (harness/evolution/ask.py). Through a metered provider the
+    probe adds only to what the execution paid, never to calls, tokens or USD of the work: a second process on the
+    same response cache (a resumed run, the next DVC stage) replays it and the work it reports is unchanged."""
+    from harness.evolution.ask import probe_reply_format
+    from harness.llm.cache import CachedProvider, ResponseCache
+    from harness.llm.metering import MeteredProvider
+
+    cfg = fast_llm_config(base_url=server.base_url, prices={"test-model": {"input": 1000.0, "output": 1000.0}})
+    paid = []
+    for _ in range(2):  # two processes' provider stacks over one cache directory
+        cache = ResponseCache(tmp_path / "cache")
+        metered = MeteredProvider(CachedProvider(OpenAIProvider(cfg, api_key=SECRET), cache))
+        try:
+            run(probe_reply_format(metered, Role.EDITOR))
+            spend = metered.take().roles["editor"]
+        finally:
+            run(metered.aclose())
+            cache.close()
+        assert (spend.calls, spend.replayed, spend.prompt_tokens, spend.completion_tokens, spend.usd) == (0, 0, 0, 0, 0.0)
+        paid.append(spend.usd_paid)
+    assert paid[0] > 0 and paid[1] == 0.0  # the first process paid for it, the second replayed it
