@@ -91,8 +91,10 @@ def question_from_record(
 
     values: dict[str, str] = {}
     for name in REQUIRED_FIELDS:
-        if name not in record or record[name] is None:
+        if name not in record:
             raise fail(name, "required field is missing")
+        if record[name] is None:  # JSON null (a Parquet null): present, but no value
+            raise fail(name, "required field is null; expected a non-empty string")
         value = record[name]
         if not isinstance(value, str):
             raise fail(name, f"expected a string, got {type(value).__name__} {value!r}")

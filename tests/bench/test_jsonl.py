@@ -54,6 +54,7 @@ def test_reads_jsonl_and_parquet_identically(tmp_path):
     "bad_line, field, fragment",
     [
         ({"qid": "q9", "task_type": "math", "question": "?"}, "answer", "required field is missing"),
+        ({"qid": "q9", "task_type": "math", "question": "?", "answer": None}, "answer", "required field is null"),
         ({"qid": "q9", "task_type": "math", "question": "?", "answer": "Z", "choices": ["a", "b"]}, "answer", "one of the letters"),
         ({"qid": "q9", "task_type": "math", "question": "?", "answer": "x", "difficulty": "hard"}, "difficulty", "expected a number"),
         ({"qid": "q9", "task_type": "math", "question": "?", "answer": "x", "colour": 1}, "colour", "unknown field"),
