@@ -68,5 +68,6 @@ def main(argv: list[str] | None = None) -> int:
 
     return command_exit("stages.compare", body, errors, lambda: llm_cfg, prefix="error:")
 
+
 if __name__ == "__main__":
     sys.exit(main())
