@@ -353,8 +353,9 @@ def collect_run(cfg: Any, layout: RunLayout, *, with_oracle: bool = True) -> Run
     if certificate is not None:
         from harness.loop.stages.holdout import rolled_back_types
 
-        if rolled_back_types(certificate):  # the versions name the parent; the delivered tree is its rollback
-            delivered["rolled_back"] = ", ".join(rolled_back_types(certificate))
+        types = rolled_back_types(certificate)
+        if types:  # the versions name the parent; the delivered tree is its rollback
+            delivered["rolled_back"] = ", ".join(types)
     run_spend.add(read_spend(layout.certify))
 
     proposals, diagnosis_cases, diagnosis_unparseable = _proposals(layout, gates)
